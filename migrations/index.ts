@@ -1,0 +1,22 @@
+import type { Migration } from 'kysely';
+import * as init from './2026-11-21T0000_init.js';
+
+export type MigrationDialect = 'sqlite' | 'postgres';
+
+/**
+ * Every migration by name; they run in name (ISO timestamp) order. A migration is portable (`all`),
+ * or has per-dialect variants where the SQL really differs. A static list, so the same code works
+ * from the TypeScript sources and from the compiled build.
+ */
+const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migration>>> = {
+  '2026-11-21T0000_init': { all: init },
+};
+
+export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {
+  const out: Record<string, Migration> = {};
+  for (const [name, variants] of Object.entries(MIGRATIONS)) {
+    const migration = variants[dialect] ?? variants.all;
+    if (migration) out[name] = migration;
+  }
+  return out;
+}

@@ -1,0 +1,60 @@
+import formbody from '@fastify/formbody';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import type { ResolvedConfig } from './config.js';
+import corePlugin from './plugins/db.js';
+import errorHandler from './plugins/error-handler.js';
+import keysPlugin from './plugins/keys.js';
+import { loggerOptions } from './plugins/logger.js';
+import tokensPlugin from './plugins/tokens.js';
+import { validatorCompiler } from './plugins/validation.js';
+import { systemClock, type Clock } from './shared/time.js';
+import { createStorage, type Storage } from './storage/connect.js';
+import { migrateToLatest } from './storage/migrator.js';
+import healthRoutes from './health/index.js';
+
+export interface BuildOptions {
+  /** An already-open storage (tests); otherwise DATABASE_URL is opened and closed with the app. */
+  storage?: Storage;
+  clock?: Clock;
+  /** Run migrations while building (default true). */
+  migrate?: boolean;
+  /** Log destination (tests capture logs); `false` turns logging off. Default: stdout. */
+  logStream?: { write(line: string): void } | false;
+}
+
+/** Builds the whole application as a Fastify instance. It never listens: server.ts and tests do that. */
+export async function buildApp(config: ResolvedConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logStream === false ? false : { ...loggerOptions(config.logLevel), ...(options.logStream ? { stream: options.logStream } : {}) },
+    bodyLimit: config.bodyLimit,
+    connectionTimeout: config.connectionTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    trustProxy: config.trustProxy === false ? false : config.trustProxy,
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+  });
+  // Only JSON and (per route) form bodies are parsed; text/plain bodies get 415.
+  app.removeContentTypeParser('text/plain');
+
+  const storage = options.storage ?? createStorage(config.databaseUrl);
+  if (options.migrate !== false) await migrateToLatest(storage);
+
+  await app.register(corePlugin, { config, storage, clock: options.clock ?? systemClock, ownsStorage: !options.storage });
+  await app.register(errorHandler, { issuer: config.baseUrl });
+  await app.register(formbody);
+  await app.register(keysPlugin);
+  await app.register(tokensPlugin);
+
+  await app.register(healthRoutes);
+  return app;
+}

@@ -1,0 +1,218 @@
+import { z } from 'zod';
+
+/**
+ * Configuration: every environment variable of CONTRACT §0 and §14, parsed once.
+ * This is the only module that reads environment variables (it is handed `process.env` by its callers).
+ */
+
+const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+const count = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+const optionalText = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+const httpUrl = (name: string) =>
+  z.string().refine((v) => {
+    try {
+      const u = new URL(v);
+      return (u.protocol === 'http:' || u.protocol === 'https:') && !u.search && !u.hash && !u.username;
+    } catch {
+      return false;
+    }
+  }, `${name} must be an absolute http(s) URL without query, fragment or credentials`);
+
+const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  BASE_URL: optionalText.pipe(httpUrl('BASE_URL').optional()),
+  AUTH_URL: optionalText.pipe(httpUrl('AUTH_URL').optional()),
+  DATABASE_URL: z
+    .string()
+    .default('sqlite:./data/gatehouse.db')
+    .refine((v) => /^sqlite:.+/.test(v) || /^postgres(ql)?:\/\/.+/.test(v), 'DATABASE_URL must be sqlite:<path> or postgres://…'),
+  REDIS_URL: optionalText.pipe(z.string().regex(/^rediss?:\/\/.+/, 'REDIS_URL must be redis://…').optional()),
+  SMTP_URL: optionalText.pipe(z.string().regex(/^smtps?:\/\/.+/, 'SMTP_URL must be smtp://… or smtps://…').optional()),
+  EMAIL_FROM: z
+    .string()
+    .default('no-reply@localhost')
+    .refine((v) => /^[^<>@\s]+@[^<>@\s]+$/.test(v) || /^[^<>]*<[^<>@\s]+@[^<>@\s]+>$/.test(v), 'EMAIL_FROM must be an address or "Name <address>"'),
+  IDP_ISSUER: optionalText,
+  IDP_CLIENT_ID: optionalText,
+  IDP_CLIENT_SECRET: optionalText,
+  IDP_AUDIENCES: optionalText,
+  IDP_NAME: optionalText,
+  ADMIN_TOKEN: optionalText.pipe(z.string().min(16, 'ADMIN_TOKEN must be at least 16 characters').optional()),
+  SECRET_KEY: optionalText.pipe(z.string().min(32, 'SECRET_KEY must be at least 32 characters').optional()),
+  WORKERS: z.coerce.number().int().min(1).max(64).default(1),
+  TRUST_PROXY: optionalText,
+  ACCESS_TOKEN_TTL: seconds(900),
+  REFRESH_TOKEN_TTL: seconds(2592000),
+  REFRESH_FAMILY_TTL: seconds(7776000),
+  SESSION_TTL: seconds(600),
+  REFRESH_REUSE_GRACE: z.coerce.number().int().min(0).default(10),
+  BROWSER_SESSION_TTL: seconds(1209600),
+  BROWSER_SESSION_IDLE: seconds(86400),
+  LOGIN_MAX_FAILURES: count(5),
+  LOGIN_LOCK_SECONDS: seconds(900),
+  IP_AUTH_PER_MINUTE: count(30),
+  MAIL_PER_HOUR: count(5),
+  MAIL_INTERVAL_SECONDS: z.coerce.number().int().min(0).default(60),
+  CODE_MAX_ATTEMPTS: count(5),
+  METRICS: z.enum(['0', '1']).default('0'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DATA_DIR: z.string().min(1).default('./data'),
+});
+
+export interface IdpEnvConfig {
+  issuer: string;
+  clientId: string;
+  clientSecret?: string;
+  audiences: string[];
+  name: string;
+}
+
+export interface Config {
+  production: boolean;
+  port: number;
+  host: string;
+  /** {base_url}: also the `iss` of every token this service signs. No trailing slash. */
+  baseUrl: string;
+  /** {auth_url}: where hosted pages live. No trailing slash. */
+  authUrl: string;
+  databaseUrl: string;
+  redisUrl?: string;
+  smtpUrl?: string;
+  emailFrom: string;
+  /** Provider configuration from the environment; when set, it wins over the admin API. */
+  idp?: IdpEnvConfig;
+  adminToken?: string;
+  /** Undefined only before `resolveSecretKey` ran (development without SECRET_KEY). */
+  secretKey?: string;
+  dataDir: string;
+  workers: number;
+  trustProxy: string[] | false;
+  ttl: {
+    accessToken: number;
+    refreshToken: number;
+    refreshFamily: number;
+    session: number;
+    refreshReuseGrace: number;
+    browserSession: number;
+    browserSessionIdle: number;
+    authorizationCode: number;
+  };
+  throttle: {
+    loginMaxFailures: number;
+    loginLockSeconds: number;
+    ipAuthPerMinute: number;
+    mailPerHour: number;
+    mailIntervalSeconds: number;
+    codeMaxAttempts: number;
+  };
+  metrics: boolean;
+  logLevel: string;
+  /** Request body limit in bytes (CONTRACT §2: 64 KiB). */
+  bodyLimit: number;
+  connectionTimeoutMs: number;
+  requestTimeoutMs: number;
+}
+
+export type ResolvedConfig = Config & { secretKey: string };
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.join('\n')}`);
+  }
+}
+
+const stripSlash = (u: string) => u.replace(/\/+$/, '');
+
+function isLoopbackOrHttps(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return u.protocol === 'https:' || (u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname === '::1' ? '[::1]' : u.hostname));
+  } catch {
+    return false;
+  }
+}
+
+/** Parses the environment into a frozen Config, or throws ConfigError listing every problem (one line each). */
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`));
+  }
+  const e = parsed.data;
+  const problems: string[] = [];
+  const production = e.NODE_ENV === 'production';
+
+  const baseUrl = stripSlash(e.BASE_URL ?? `http://localhost:${e.PORT}`);
+  const authUrl = stripSlash(e.AUTH_URL ?? baseUrl);
+
+  let idp: IdpEnvConfig | undefined;
+  if (e.IDP_ISSUER || e.IDP_CLIENT_ID) {
+    if (!e.IDP_ISSUER || !e.IDP_CLIENT_ID) problems.push('IDP_ISSUER: IDP_ISSUER and IDP_CLIENT_ID must be set together');
+    else if (!isLoopbackOrHttps(e.IDP_ISSUER)) problems.push('IDP_ISSUER: must be https (http only for loopback hosts)');
+    else {
+      const audiences = (e.IDP_AUDIENCES ?? e.IDP_CLIENT_ID).split(',').map((a) => a.trim()).filter(Boolean);
+      idp = {
+        issuer: e.IDP_ISSUER,
+        clientId: e.IDP_CLIENT_ID,
+        clientSecret: e.IDP_CLIENT_SECRET,
+        audiences,
+        name: e.IDP_NAME ?? 'Identity provider',
+      };
+    }
+  }
+
+  if (production && !e.SECRET_KEY) problems.push('SECRET_KEY: required when NODE_ENV=production (at least 32 characters)');
+  if (production && !baseUrl.startsWith('https://')) problems.push('BASE_URL: must be https when NODE_ENV=production');
+
+  if (problems.length) throw new ConfigError(problems);
+
+  const config: Config = {
+    production,
+    port: e.PORT,
+    host: e.HOST,
+    baseUrl,
+    authUrl,
+    databaseUrl: e.DATABASE_URL,
+    redisUrl: e.REDIS_URL,
+    smtpUrl: e.SMTP_URL,
+    emailFrom: e.EMAIL_FROM,
+    idp,
+    adminToken: e.ADMIN_TOKEN,
+    secretKey: e.SECRET_KEY,
+    dataDir: e.DATA_DIR,
+    workers: e.WORKERS,
+    trustProxy: e.TRUST_PROXY ? e.TRUST_PROXY.split(',').map((s) => s.trim()).filter(Boolean) : false,
+    ttl: {
+      accessToken: e.ACCESS_TOKEN_TTL,
+      refreshToken: e.REFRESH_TOKEN_TTL,
+      refreshFamily: Math.max(e.REFRESH_FAMILY_TTL, e.REFRESH_TOKEN_TTL),
+      session: e.SESSION_TTL,
+      refreshReuseGrace: e.REFRESH_REUSE_GRACE,
+      browserSession: e.BROWSER_SESSION_TTL,
+      browserSessionIdle: e.BROWSER_SESSION_IDLE,
+      authorizationCode: 60,
+    },
+    throttle: {
+      loginMaxFailures: e.LOGIN_MAX_FAILURES,
+      loginLockSeconds: e.LOGIN_LOCK_SECONDS,
+      ipAuthPerMinute: e.IP_AUTH_PER_MINUTE,
+      mailPerHour: e.MAIL_PER_HOUR,
+      mailIntervalSeconds: e.MAIL_INTERVAL_SECONDS,
+      codeMaxAttempts: e.CODE_MAX_ATTEMPTS,
+    },
+    metrics: e.METRICS === '1',
+    logLevel: e.LOG_LEVEL,
+    bodyLimit: 64 * 1024,
+    connectionTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+  };
+  return Object.freeze(config);
+}

@@ -1,0 +1,150 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { AppError, type ErrorCode } from '../errors.js';
+import { appendQuery } from '../shared/url.js';
+
+/**
+ * The one place that decides the HTTP shape of an error (STYLE.md "Errors"):
+ * - route config `errorStyle: 'json'` (default) → `{code, message, details?, …}`;
+ * - `'oauth'` → RFC 6749 §5.2 `{error, error_description}` with no-store (and `WWW-Authenticate` on 401);
+ * - `'html'` → the hosted error page;
+ * - and once a route has verified `client_id` + `redirect_uri` (it sets `request.errorRedirect`),
+ *   errors go back to that URI as `error`, `error_description`, `state`, `iss` (RFC 9207).
+ * 5xx bodies are always generic; the real error is logged with the request id.
+ */
+
+export type ErrorStyle = 'json' | 'oauth' | 'html';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    errorStyle?: ErrorStyle;
+    /** Accept `application/x-www-form-urlencoded` bodies on this route (JSON is always accepted). */
+    acceptForm?: boolean;
+  }
+  interface FastifyRequest {
+    /** Set once client_id and redirect_uri are verified: errors from then on redirect back. */
+    errorRedirect?: { redirectUri: string; state?: string };
+  }
+}
+
+export interface ErrorHandlerOptions {
+  issuer: string;
+  /** Renders the hosted HTML error page (provided by the pages feature). */
+  renderHtmlError?: (request: FastifyRequest, reply: FastifyReply, error: AppError) => unknown;
+}
+
+/** RFC 6749 names for our codes where they differ, at the /oauth endpoints. */
+const OAUTH_NAMES: Partial<Record<ErrorCode, string>> = {
+  unauthorized: 'invalid_token',
+  internal_error: 'server_error',
+  service_unavailable: 'temporarily_unavailable',
+  invalid_json: 'invalid_request',
+  unsupported_media_type: 'invalid_request',
+  payload_too_large: 'invalid_request',
+  invalid_redirect_uri: 'invalid_request',
+  forbidden: 'access_denied',
+  user_disabled: 'access_denied',
+  user_blocked: 'access_denied',
+};
+
+const FASTIFY_CODES: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_INVALID_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+  FST_ERR_CTP_INVALID_CHARSET: 'unsupported_media_type',
+  FST_ERR_NOT_FOUND: 'not_found',
+};
+
+interface ValidationIssue {
+  instancePath?: string;
+  message?: string;
+  params?: { path?: Array<string | number> };
+}
+
+/** Turns anything thrown into an AppError. Unknown errors become internal_error (details only logged). */
+export function toAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  const e = error as FastifyError & { validation?: ValidationIssue[]; validationContext?: string; type?: string };
+  if (e && Array.isArray(e.validation)) {
+    const details = e.validation.map((issue) => {
+      const segments = (issue.params as { path?: unknown[] } | undefined)?.path;
+      const path = segments ? segments.join('.') : (issue.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
+      return { path: [e.validationContext, path].filter(Boolean).join('.'), message: issue.message ?? 'is invalid' };
+    });
+    return new AppError('invalid_request', { details, detail: 'validation failed' });
+  }
+  if (e && typeof e.code === 'string' && FASTIFY_CODES[e.code]) return new AppError(FASTIFY_CODES[e.code]!, { detail: e.message });
+  if (e && e.name === 'SyntaxError' && e.statusCode === 400) return new AppError('invalid_json', { detail: e.message });
+  if (e && typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    // Other client errors raised by Fastify itself (proto poisoning, bad headers, …).
+    const byStatus: Record<number, ErrorCode> = { 404: 'not_found', 405: 'method_not_allowed', 413: 'payload_too_large', 415: 'unsupported_media_type' };
+    return new AppError(byStatus[e.statusCode] ?? 'invalid_request', { status: e.statusCode >= 431 ? e.statusCode : undefined, detail: e.message });
+  }
+  return new AppError('internal_error', { cause: error, detail: e?.message });
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, err: AppError, options: ErrorHandlerOptions): unknown {
+  if (err.status >= 500) request.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
+  else request.log.info({ code: err.code, detail: err.detail }, 'request rejected');
+
+  if (err.headers) reply.headers(err.headers);
+  if (err.code === 'rate_limited' && typeof err.extra?.retry_after === 'number') reply.header('retry-after', String(err.extra.retry_after));
+
+  const redirect = request.errorRedirect;
+  if (redirect && err.status < 500 && err.code !== 'rate_limited') {
+    const error = OAUTH_NAMES[err.code] ?? err.code;
+    reply.header('cache-control', 'no-store');
+    return reply.redirect(
+      appendQuery(redirect.redirectUri, { error, error_description: err.publicMessage, state: redirect.state, iss: options.issuer }),
+      302,
+    );
+  }
+
+  const style = request.routeOptions?.config?.errorStyle ?? 'json';
+  reply.code(err.status);
+  if (style === 'html') {
+    if (options.renderHtmlError) return options.renderHtmlError(request, reply, err);
+    return reply.type('text/html; charset=utf-8').send(`<!doctype html><title>Error</title><p>${err.code}</p>`);
+  }
+  if (style === 'oauth') {
+    reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+    const error = OAUTH_NAMES[err.code] ?? err.code;
+    if (err.status === 401 && !reply.hasHeader('www-authenticate')) {
+      reply.header('www-authenticate', err.code === 'invalid_client' ? 'Basic realm="gatehouse"' : `Bearer error="${error}"`);
+    }
+    return reply.send({ error, error_description: err.publicMessage });
+  }
+  if (err.status === 401 && err.code === 'unauthorized' && !reply.hasHeader('www-authenticate')) {
+    reply.header('www-authenticate', 'Bearer error="invalid_token"');
+  }
+  return reply.send({
+    code: err.code,
+    message: err.publicMessage,
+    ...(err.details ? { details: err.details } : {}),
+    ...(err.extra ?? {}),
+  });
+}
+
+async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOptions) {
+  app.setErrorHandler((error, request, reply) => sendError(request, reply, toAppError(error), options));
+  app.setNotFoundHandler((request, reply) =>
+    sendError(request, reply, new AppError('not_found', { detail: `${request.method} ${request.url.split('?')[0]}` }), options),
+  );
+
+  // Bodies: JSON everywhere; form bodies only where a route opts in (OAuth endpoints, hosted forms).
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined) return;
+    const type = (request.headers['content-type'] ?? '').toLowerCase();
+    const [mime, ...params] = type.split(';').map((s) => s.trim());
+    const charset = params.find((p) => p.startsWith('charset='))?.slice(8).replace(/"/g, '');
+    if (charset && charset !== 'utf-8' && charset !== 'utf8') throw new AppError('unsupported_media_type', { detail: `charset ${charset}` });
+    if (mime === 'application/json') return;
+    if (mime === 'application/x-www-form-urlencoded' && request.routeOptions.config.acceptForm) return;
+    throw new AppError('unsupported_media_type', { detail: `content-type ${mime}` });
+  });
+}
+
+export default fp(errorHandlerPlugin, { name: 'error-handler' });

@@ -1,0 +1,189 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import {
+  type CryptoKey,
+  type JWK,
+  type JWTPayload,
+  type JWTVerifyResult,
+  SignJWT,
+  calculateJwkThumbprint,
+  createLocalJWKSet,
+  errors as joseErrors,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  jwtVerify,
+} from 'jose';
+import type { Kysely } from 'kysely';
+import { SecretBox } from '../shared/crypto.js';
+import type { Clock } from '../shared/time.js';
+import type { Database } from '../storage/schema.js';
+import { insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
+
+/**
+ * Signing keys (CONTRACT §3): one active ES256 key (access tokens, sessions) and one active RS256 key
+ * (ID tokens). Private halves are sealed with SECRET_KEY; retired public keys stay in the JWKS until
+ * every token they signed has expired. Keys are re-read from the database every few seconds and on an
+ * unknown `kid`, so a rotation done by another instance is picked up without a restart.
+ */
+
+export type SigningAlg = 'ES256' | 'RS256';
+const ALGS: SigningAlg[] = ['ES256', 'RS256'];
+const RELOAD_INTERVAL_S = 5;
+
+interface LoadedKey {
+  kid: string;
+  alg: SigningAlg;
+  publicJwk: JWK;
+  privateKey: CryptoKey;
+  createdAt: number;
+  retiredAt: number | null;
+}
+
+export interface VerifyOptions {
+  typ: string;
+  algorithms: SigningAlg[];
+  audience?: string;
+}
+
+export class KeyStore {
+  private keys: LoadedKey[] = [];
+  private loadedAt = -Infinity;
+  private readonly box: SecretBox;
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    secretKey: string,
+    private readonly clock: Clock,
+    readonly issuer: string,
+    /** How long a retired key stays published: the longest lifetime of anything it signed. */
+    private readonly retentionSeconds: number,
+  ) {
+    this.box = new SecretBox(secretKey, 'signing-keys');
+  }
+
+  /** Loads keys, creating the first pair when the database has none. */
+  async init(): Promise<void> {
+    await this.reload();
+    const missing = ALGS.filter((alg) => !this.keys.some((k) => k.alg === alg && k.retiredAt === null));
+    if (missing.length) {
+      await insertSigningKeys(this.db, await Promise.all(missing.map((alg) => this.generate(alg))));
+      await this.reload();
+    }
+  }
+
+  /** Adds a new active key per algorithm and retires the previous ones (`keys rotate`). */
+  async rotate(): Promise<string[]> {
+    const fresh = await Promise.all(ALGS.map((alg) => this.generate(alg)));
+    await this.db.transaction().execute(async (trx) => {
+      await retireSigningKeys(trx, ALGS, this.clock.now(), []);
+      await insertSigningKeys(trx, fresh);
+    });
+    await this.reload();
+    return fresh.map((k) => k.kid);
+  }
+
+  async reload(): Promise<void> {
+    const rows = await listSigningKeys(this.db);
+    this.keys = await Promise.all(
+      rows.map(async (row) => ({
+        kid: row.kid,
+        alg: row.alg,
+        publicJwk: JSON.parse(row.public_jwk) as JWK,
+        privateKey: (await importJWK(JSON.parse(this.box.open(row.private_jwk)) as JWK, row.alg)) as CryptoKey,
+        createdAt: row.created_at,
+        retiredAt: row.retired_at,
+      })),
+    );
+    this.loadedAt = this.clock.now();
+  }
+
+  private async fresh(): Promise<void> {
+    if (this.clock.now() - this.loadedAt >= RELOAD_INTERVAL_S) await this.reload();
+  }
+
+  /** Public JWKS: public members only, with kid/alg/use; retired keys while their tokens can live. */
+  async jwks(): Promise<{ keys: JWK[] }> {
+    await this.fresh();
+    const now = this.clock.now();
+    return {
+      keys: this.keys
+        .filter((k) => k.retiredAt === null || k.retiredAt + this.retentionSeconds > now)
+        .map((k) => ({ ...k.publicJwk, kid: k.kid, alg: k.alg, use: 'sig' })),
+    };
+  }
+
+  async sign(payload: JWTPayload, options: { alg: SigningAlg; typ: string; expiresIn: number }): Promise<string> {
+    await this.fresh();
+    // The oldest active key: every instance picks the same one.
+    const key = this.keys.find((k) => k.alg === options.alg && k.retiredAt === null);
+    if (!key) throw new Error(`no active ${options.alg} signing key`);
+    const now = this.clock.now();
+    return new SignJWT(payload)
+      .setProtectedHeader({ alg: key.alg, typ: options.typ, kid: key.kid })
+      .setIssuer(this.issuer)
+      .setIssuedAt(now)
+      .setExpirationTime(now + options.expiresIn)
+      .sign(key.privateKey);
+  }
+
+  /**
+   * Verifies one of our own JWTs: signature by a published key (never a key named inside the token),
+   * allowed algorithms, `typ`, issuer, expiry with a small skew. Throws on any failure.
+   */
+  async verify(token: string, options: VerifyOptions): Promise<JWTVerifyResult['payload']> {
+    await this.fresh();
+    const attempt = async () => {
+      const jwks = createLocalJWKSet(await this.jwks());
+      const { payload } = await jwtVerify(token, jwks, {
+        issuer: this.issuer,
+        algorithms: options.algorithms,
+        typ: options.typ,
+        audience: options.audience,
+        currentDate: new Date(this.clock.now() * 1000),
+        clockTolerance: 30,
+        requiredClaims: ['iat', 'exp', 'sub'],
+      });
+      return payload;
+    };
+    try {
+      return await attempt();
+    } catch (error) {
+      // A key rotated by another instance: reload once, then try again.
+      if (error instanceof joseErrors.JWKSNoMatchingKey && this.clock.now() - this.loadedAt >= 1) {
+        await this.reload();
+        return attempt();
+      }
+      throw error;
+    }
+  }
+
+  private async generate(alg: SigningAlg) {
+    const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: true, modulusLength: 2048 });
+    const publicJwk = await exportJWK(publicKey);
+    const kid = (await calculateJwkThumbprint(publicJwk)).slice(0, 16);
+    return {
+      kid,
+      alg,
+      public_jwk: JSON.stringify(publicJwk),
+      private_jwk: this.box.seal(JSON.stringify(await exportJWK(privateKey))),
+      created_at: this.clock.now(),
+      retired_at: null,
+    };
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    keys: KeyStore;
+  }
+}
+
+async function keysPlugin(app: FastifyInstance) {
+  const ttl = app.config.ttl;
+  const store = new KeyStore(app.db, app.config.secretKey, app.clock, app.config.baseUrl, Math.max(ttl.accessToken, ttl.session) + 60);
+  await store.init();
+  app.decorate('keys', store);
+}
+
+export default fp(keysPlugin, { name: 'keys', dependencies: ['db'] });

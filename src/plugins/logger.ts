@@ -1,0 +1,51 @@
+import type { FastifyServerOptions } from 'fastify';
+
+/** Query parameters whose values are secrets: replaced in logged URLs (SECURITY.md item 91). */
+const SECRET_QUERY_PARAMS = new Set([
+  'code', 'token', 'magic_token', 'reset_token', 'session', 'refresh_token', 'access_token', 'id_token',
+  'code_verifier', 'ticket', 'client_secret', 'idp_code', 'api_key', 'password', 'state', 'nonce', 'code_challenge',
+]);
+
+export function redactUrl(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const params = new URLSearchParams(url.slice(q + 1));
+  for (const key of [...params.keys()]) if (SECRET_QUERY_PARAMS.has(key.toLowerCase())) params.set(key, '[redacted]');
+  return `${url.slice(0, q)}?${params.toString()}`;
+}
+
+export function loggerOptions(level: string): Exclude<FastifyServerOptions['logger'], boolean | undefined> {
+  return {
+    level,
+    redact: {
+      paths: [
+        'req.headers.authorization',
+        'req.headers.cookie',
+        'res.headers["set-cookie"]',
+        '*.password',
+        '*.new_password',
+        '*.client_secret',
+        '*.code',
+        '*.code_verifier',
+        '*.refresh_token',
+        '*.access_token',
+        '*.id_token',
+        '*.token',
+        '*.session',
+        '*.api_key',
+        '*.secret',
+      ],
+      censor: '[redacted]',
+    },
+    serializers: {
+      req(request) {
+        return {
+          method: request.method,
+          url: redactUrl(request.url),
+          remoteAddress: request.ip,
+          userAgent: request.headers?.['user-agent'],
+        };
+      },
+    },
+  };
+}

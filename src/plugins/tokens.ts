@@ -1,0 +1,359 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { decodeProtectedHeader } from 'jose';
+import type { Kysely } from 'kysely';
+import type { ResolvedConfig } from '../config.js';
+import { AppError } from '../errors.js';
+import { SecretBox } from '../shared/crypto.js';
+import { hashSecret, newId, newSecret } from '../shared/ids.js';
+import { hasScope, isSubsetScope, joinScope, scopeList } from '../shared/scopes.js';
+import type { Clock } from '../shared/time.js';
+import { type App, findApp } from '../storage/repos/apps.js';
+import { appendEvent } from '../storage/repos/events.js';
+import {
+  consumeRefreshToken,
+  findGrant,
+  findRefreshToken,
+  insertAuthorizationCode,
+  insertGrant,
+  insertRefreshToken,
+  isGrantLive,
+  recordRefreshSuccessor,
+  revokeGrant,
+} from '../storage/repos/grants.js';
+import { findUserById, type UserRow } from '../storage/repos/users.js';
+import type { Database } from '../storage/schema.js';
+import type { KeyStore } from './keys.js';
+
+/**
+ * Token issuing shared by every sign-in path (OAuth code exchange, REST sign-in, provider exchange):
+ * grants (`sid`), JWT access tokens (RFC 9068), ID tokens, session JWTs, opaque refresh tokens with
+ * atomic rotation and the REFRESH_REUSE_GRACE replay of CONTRACT §3, and authorization codes.
+ */
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  refresh_token: string;
+  scope: string;
+  id_token?: string;
+}
+
+export interface AccessTokenClaims {
+  sub: string;
+  clientId: string;
+  scope: string;
+  grantId: string;
+  jti: string;
+  exp: number;
+}
+
+export interface SessionClaims {
+  sub: string;
+  appId: string;
+  grantId: string;
+  exp: number;
+}
+
+/** Who a bearer credential identifies, at Gatehouse's own resource endpoints. */
+export interface BearerIdentity {
+  kind: 'access' | 'session';
+  userId: string;
+  appId: string;
+  scope: string;
+  grantId: string;
+}
+
+export interface RequestContext {
+  ip?: string | null;
+  userAgent?: string | null;
+}
+
+export const requestContext = (request: FastifyRequest): RequestContext => ({
+  ip: request.ip,
+  userAgent: request.headers['user-agent'] ?? null,
+});
+
+const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/;
+
+export class TokenService {
+  private readonly box: SecretBox;
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly keys: KeyStore,
+    private readonly config: ResolvedConfig,
+    private readonly clock: Clock,
+  ) {
+    this.box = new SecretBox(config.secretKey, 'refresh-replay');
+  }
+
+  /** Starts a grant: one sign-in of a user to an app. Tokens and session JWTs reference it as `sid`. */
+  async createGrant(
+    db: Kysely<Database>,
+    input: { appId: string; userId: string; scope: string; authTime: number; nonce?: string | null },
+  ): Promise<string> {
+    const now = this.clock.now();
+    const id = newId('grt');
+    await insertGrant(db, {
+      id,
+      app_id: input.appId,
+      user_id: input.userId,
+      scope: joinScope(scopeList(input.scope)),
+      auth_time: input.authTime,
+      nonce: input.nonce ?? null,
+      created_at: now,
+      expires_at: now + this.config.ttl.refreshFamily,
+      revoked_at: null,
+      revoked_reason: null,
+    });
+    return id;
+  }
+
+  /**
+   * Issues a token response for a grant (creating one unless `grantId` is given). Call inside the
+   * transaction that records the sign-in, so tokens exist only if everything else committed.
+   */
+  async issueTokens(
+    db: Kysely<Database>,
+    input: { app: App; user: UserRow; scope: string; authTime: number; nonce?: string | null; grantId?: string },
+  ): Promise<{ response: TokenResponse; grantId: string }> {
+    const grantId = input.grantId ?? (await this.createGrant(db, { appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, nonce: input.nonce }));
+    const grant = await findGrant(db, grantId);
+    if (!grant) throw new Error('grant vanished while issuing tokens');
+    const { response } = await this.mint(db, {
+      app: input.app,
+      user: input.user,
+      grantId,
+      grantExpiresAt: grant.expires_at,
+      scope: joinScope(scopeList(input.scope)),
+      refreshScope: grant.scope,
+      authTime: input.authTime,
+      nonce: input.nonce ?? null,
+    });
+    return { response, grantId };
+  }
+
+  private async mint(
+    db: Kysely<Database>,
+    input: { app: App; user: UserRow; grantId: string; grantExpiresAt: number; scope: string; refreshScope: string; authTime: number; nonce: string | null },
+  ): Promise<{ response: TokenResponse; refreshHash: string }> {
+    const now = this.clock.now();
+    const ttl = this.config.ttl;
+    const refreshToken = newSecret('rt');
+    const refreshHash = hashSecret(refreshToken);
+    await insertRefreshToken(db, {
+      token_hash: refreshHash,
+      grant_id: input.grantId,
+      app_id: input.app.id,
+      scope: input.refreshScope,
+      created_at: now,
+      expires_at: Math.min(now + ttl.refreshToken, input.grantExpiresAt),
+      consumed_at: null,
+      successor_response: null,
+      successor_hash: null,
+    });
+    const accessToken = await this.keys.sign(
+      { sub: input.user.id, aud: input.app.id, client_id: input.app.id, scope: input.scope, jti: newId('at'), sid: input.grantId },
+      { alg: 'ES256', typ: 'at+jwt', expiresIn: ttl.accessToken },
+    );
+    const response: TokenResponse = {
+      access_token: accessToken,
+      token_type: 'Bearer',
+      expires_in: ttl.accessToken,
+      refresh_token: refreshToken,
+      scope: input.scope,
+    };
+    if (hasScope(input.scope, 'openid')) {
+      response.id_token = await this.keys.sign(
+        {
+          sub: input.user.id,
+          aud: input.app.id,
+          auth_time: input.authTime,
+          ...(input.nonce ? { nonce: input.nonce } : {}),
+          ...(hasScope(input.scope, 'email') ? { email: input.user.email, email_verified: input.user.email_verified === 1 } : {}),
+          ...(hasScope(input.scope, 'profile') ? { name: input.user.name ?? undefined } : {}),
+        },
+        { alg: 'RS256', typ: 'JWT', expiresIn: ttl.accessToken },
+      );
+    }
+    return { response, refreshHash };
+  }
+
+  /**
+   * Refresh-token rotation (CONTRACT §3, §14.13): one token has at most one successor. The same token
+   * from the same client inside the grace window gets the identical response (returned as the exact
+   * JSON text); after the window, or once the successor itself was used, it revokes the family.
+   */
+  async refresh(input: { refreshToken: string; clientId: string; scope?: string }, ctx: RequestContext): Promise<string> {
+    const now = this.clock.now();
+    const hash = hashSecret(input.refreshToken);
+    const row = await findRefreshToken(this.db, hash);
+    if (!row) throw new AppError('invalid_grant', { detail: 'unknown refresh token' });
+    if (row.app_id !== input.clientId) throw new AppError('invalid_grant', { detail: 'refresh token of another client' });
+    if (input.scope !== undefined && !isSubsetScope(input.scope, row.scope)) throw new AppError('invalid_scope', { detail: 'scope wider than granted' });
+
+    if (row.consumed_at === null) {
+      if (row.expires_at <= now) throw new AppError('invalid_grant', { detail: 'refresh token expired' });
+      if (!(await isGrantLive(this.db, row.grant_id, now))) throw new AppError('invalid_grant', { detail: 'grant revoked or expired' });
+      const app = await findApp(this.db, row.app_id);
+      const grant = await findGrant(this.db, row.grant_id);
+      const user = grant && (await findUserById(this.db, grant.user_id));
+      if (!app || app.disabled || !grant || !user) throw new AppError('invalid_grant', { detail: 'app or user gone' });
+      const scope = input.scope !== undefined ? joinScope(scopeList(input.scope)) : row.scope;
+      const body = await this.db.transaction().execute(async (trx) => {
+        if (!(await consumeRefreshToken(trx, hash, now))) return null;
+        const { response, refreshHash } = await this.mint(trx, {
+          app,
+          user,
+          grantId: grant.id,
+          grantExpiresAt: grant.expires_at,
+          scope,
+          refreshScope: row.scope,
+          authTime: grant.auth_time,
+          nonce: null,
+        });
+        const json = JSON.stringify(response);
+        await recordRefreshSuccessor(trx, hash, this.box.seal(json), refreshHash);
+        return json;
+      });
+      if (body !== null) return body;
+    }
+    // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
+    const settled = await findRefreshToken(this.db, hash);
+    if (settled?.successor_response && settled.successor_hash && settled.consumed_at !== null && now - settled.consumed_at <= this.config.ttl.refreshReuseGrace) {
+      const successor = await findRefreshToken(this.db, settled.successor_hash);
+      if (successor && successor.consumed_at === null && (await isGrantLive(this.db, row.grant_id, now))) {
+        return this.box.open(settled.successor_response);
+      }
+    }
+    await this.db.transaction().execute(async (trx) => {
+      const grant = await findGrant(trx, row.grant_id);
+      await revokeGrant(trx, row.grant_id, now, 'refresh_token_reuse');
+      await appendEvent(trx, now, {
+        type: 'token.refresh_reuse_detected',
+        appId: row.app_id,
+        userId: grant?.user_id,
+        ip: ctx.ip,
+        userAgent: ctx.userAgent,
+        data: { grant_id: row.grant_id, token_hash_prefix: hash.slice(0, 8) },
+      });
+    });
+    throw new AppError('invalid_grant', { detail: 'rotated refresh token reused: family revoked' });
+  }
+
+  /** Revokes the family of a refresh token (logout, RFC 7009). Unknown tokens are ignored. */
+  async revokeRefreshToken(refreshToken: string, clientId?: string): Promise<{ grantId: string; userId: string } | undefined> {
+    const row = await findRefreshToken(this.db, hashSecret(refreshToken));
+    if (!row || (clientId !== undefined && row.app_id !== clientId)) return undefined;
+    const grant = await findGrant(this.db, row.grant_id);
+    await revokeGrant(this.db, row.grant_id, this.clock.now(), 'logout');
+    return grant ? { grantId: grant.id, userId: grant.user_id } : undefined;
+  }
+
+  /** Issues a single-use authorization code (60 s) bound to client, redirect_uri and PKCE challenge. */
+  async issueAuthorizationCode(
+    db: Kysely<Database>,
+    input: { appId: string; userId: string; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number },
+  ): Promise<string> {
+    const now = this.clock.now();
+    const code = newSecret('ac');
+    await insertAuthorizationCode(db, {
+      code_hash: hashSecret(code),
+      app_id: input.appId,
+      user_id: input.userId,
+      redirect_uri: input.redirectUri,
+      scope: joinScope(scopeList(input.scope)),
+      code_challenge: input.codeChallenge,
+      nonce: input.nonce,
+      auth_time: input.authTime,
+      created_at: now,
+      expires_at: now + this.config.ttl.authorizationCode,
+      consumed_at: null,
+      grant_id: null,
+    });
+    return code;
+  }
+
+  /** Session JWT of CONTRACT §3 (`typ: session+jwt`, claim `typ: end_user`), bound to the app in `aud`. */
+  async mintSession(input: { userId: string; appId: string; grantId: string }): Promise<string> {
+    return this.keys.sign(
+      { sub: input.userId, aud: input.appId, typ: 'end_user', sid: input.grantId },
+      { alg: 'ES256', typ: 'session+jwt', expiresIn: this.config.ttl.session },
+    );
+  }
+
+  /** Verifies a session JWT (for `appId` when given); null when invalid, expired, revoked or another app's. */
+  async checkSession(token: string, appId?: string): Promise<SessionClaims | null> {
+    try {
+      const payload = await this.keys.verify(token, { typ: 'session+jwt', algorithms: ['ES256'], audience: appId });
+      const aud = payload.aud;
+      if (payload.typ !== 'end_user' || typeof payload.sid !== 'string' || typeof aud !== 'string' || typeof payload.sub !== 'string') return null;
+      if (!(await isGrantLive(this.db, payload.sid, this.clock.now()))) return null;
+      return { sub: payload.sub, appId: aud, grantId: payload.sid, exp: payload.exp! };
+    } catch {
+      return null;
+    }
+  }
+
+  /** Like checkSession, but a failure is 400 `invalid_token` (session passed as a body parameter). */
+  async verifySession(token: string, appId?: string): Promise<SessionClaims> {
+    const claims = await this.checkSession(token, appId);
+    if (!claims) throw new AppError('invalid_token', { detail: 'session JWT invalid, expired, revoked or for another app' });
+    return claims;
+  }
+
+  /** Verifies an access token (RFC 9068 profile) and that its grant is still live; null otherwise. */
+  async checkAccessToken(token: string): Promise<AccessTokenClaims | null> {
+    try {
+      const payload = await this.keys.verify(token, { typ: 'at+jwt', algorithms: ['ES256'] });
+      const { sub, client_id: clientId, scope, sid, jti, aud } = payload as Record<string, unknown>;
+      if (typeof sub !== 'string' || typeof clientId !== 'string' || typeof scope !== 'string' || typeof sid !== 'string' || typeof jti !== 'string') return null;
+      if (aud !== clientId) return null;
+      if (!(await isGrantLive(this.db, sid, this.clock.now()))) return null;
+      return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp! };
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Authenticates `Authorization: Bearer …` at Gatehouse's own resource endpoints. Access tokens always;
+   * session JWTs only where the contract allows them (`allowSession`). The token never comes from the query.
+   */
+  async authenticate(request: FastifyRequest, options: { allowSession?: boolean } = {}): Promise<BearerIdentity> {
+    const header = request.headers.authorization;
+    if (!header) throw new AppError('unauthorized', { headers: { 'www-authenticate': 'Bearer realm="gatehouse"' }, detail: 'no bearer credential' });
+    const match = BEARER.exec(header);
+    if (!match) throw new AppError('unauthorized', { detail: 'malformed Authorization header' });
+    const token = match[1]!;
+    let typ: unknown;
+    try {
+      typ = decodeProtectedHeader(token).typ;
+    } catch {
+      throw new AppError('unauthorized', { detail: 'not a JWT' });
+    }
+    if (options.allowSession && typeof typ === 'string' && typ.toLowerCase() === 'session+jwt') {
+      const session = await this.checkSession(token);
+      if (!session) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
+      const grant = await findGrant(this.db, session.grantId);
+      return { kind: 'session', userId: session.sub, appId: session.appId, scope: grant?.scope ?? '', grantId: session.grantId };
+    }
+    const claims = await this.checkAccessToken(token);
+    if (!claims) throw new AppError('unauthorized', { detail: 'access token rejected' });
+    return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId };
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    tokens: TokenService;
+  }
+}
+
+async function tokensPlugin(app: FastifyInstance) {
+  app.decorate('tokens', new TokenService(app.db, app.keys, app.config, app.clock));
+}
+
+export default fp(tokensPlugin, { name: 'tokens', dependencies: ['db', 'keys'] });

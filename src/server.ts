@@ -1,0 +1,47 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.js';
+import { ConfigError, parseConfig, type ResolvedConfig } from './config.js';
+import { resolveSecretKey } from './shared/secret-key.js';
+
+/** Parses the environment once; a bad value prints one line per problem and exits with code 2. */
+export function loadConfig(env: Record<string, string | undefined>): ResolvedConfig {
+  try {
+    return resolveSecretKey(parseConfig(env), (msg) => process.stderr.write(`warning: ${msg}\n`));
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      for (const problem of error.problems) process.stderr.write(`config error: ${problem}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+}
+
+/** Serves until SIGTERM/SIGINT; then in-flight requests finish and the database is closed. */
+export async function serve(config: ResolvedConfig): Promise<FastifyInstance> {
+  const app = await buildApp(config);
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, 'shutting down');
+    app.close().then(
+      () => process.exit(0),
+      (err) => {
+        app.log.error({ err }, 'error while shutting down');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+  await app.listen({ port: config.port, host: config.host });
+  return app;
+}
+
+const isEntry = process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href;
+if (isEntry) {
+  serve(loadConfig(process.env)).catch((error) => {
+    process.stderr.write(`fatal: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,28 @@
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+
+/**
+ * Symmetric encryption at rest (AES-256-GCM) under a key derived from SECRET_KEY with HKDF-SHA256.
+ * Each purpose gets its own derived key, so a ciphertext for one use cannot be replayed into another.
+ */
+export class SecretBox {
+  private readonly key: Buffer;
+
+  constructor(secretKey: string, purpose: string) {
+    this.key = Buffer.from(hkdfSync('sha256', secretKey, 'gatehouse', `gatehouse:${purpose}`, 32));
+  }
+
+  seal(plaintext: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return ['v1', iv.toString('base64url'), body.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
+  }
+
+  open(sealed: string): string {
+    const [version, iv, body, tag] = sealed.split('.');
+    if (version !== 'v1' || !iv || body === undefined || !tag) throw new Error('sealed value has an unknown format');
+    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
+  }
+}

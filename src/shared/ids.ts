@@ -1,0 +1,47 @@
+import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+
+/** 256-bit random secret, base64url, with a short type prefix (CONTRACT §1). Only its hash is stored. */
+export function newSecret(prefix: string): string {
+  return `${prefix}_${randomBytes(32).toString('base64url')}`;
+}
+
+/** SHA-256 (base64url) of a secret: the form in which codes, tokens and keys are stored and looked up. */
+export function hashSecret(value: string): string {
+  return createHash('sha256').update(value, 'utf8').digest('base64url');
+}
+
+const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
+let lastTime = 0;
+let lastRandom: number[] = [];
+
+/**
+ * Opaque, time-ordered identifier (ULID layout, lowercase Crockford base32) with a type prefix.
+ * Ids minted later in one process sort after earlier ones, so cursors and "newest first" can use them.
+ */
+export function newId(prefix: string): string {
+  let now = Date.now();
+  if (now <= lastTime) {
+    now = lastTime;
+    let i = lastRandom.length - 1;
+    while (i >= 0 && lastRandom[i] === 31) lastRandom[i--] = 0;
+    if (i >= 0) lastRandom[i]! += 1;
+  } else {
+    lastTime = now;
+    lastRandom = Array.from(randomBytes(16), (b) => b & 31);
+  }
+  let time = '';
+  for (let t = now, k = 0; k < 10; k++, t = Math.floor(t / 32)) time = CROCKFORD[t % 32] + time;
+  return `${prefix}_${time}${lastRandom.map((d) => CROCKFORD[d]).join('')}`;
+}
+
+/** A uniformly random numeric code (email codes, magic-link codes). */
+export function newNumericCode(digits = 6): string {
+  return String(randomInt(0, 10 ** digits)).padStart(digits, '0');
+}
+
+/** Constant-time string comparison (different lengths compare unequal without leaking where). */
+export function safeEqual(a: string, b: string): boolean {
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
+  return timingSafeEqual(ha, hb) && a.length === b.length;
+}

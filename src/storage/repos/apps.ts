@@ -1,0 +1,88 @@
+import type { Kysely } from 'kysely';
+import type { AppRow, AppsTable, Database } from '../schema.js';
+
+export type AppType = 'public' | 'confidential';
+export type RequiredField = 'name' | 'phone_number' | 'birthdate' | 'email_verified';
+
+/** An app (OAuth client) as the features see it. `id` is its client_id. */
+export interface App {
+  id: string;
+  developerId: string;
+  name: string;
+  type: AppType;
+  clientSecretHash: string | null;
+  redirectUris: string[];
+  allowedOrigins: string[];
+  features: { auth: boolean; profile: boolean };
+  requiredFields: RequiredField[];
+  disabled: boolean;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export function toApp(row: AppRow): App {
+  return {
+    id: row.id,
+    developerId: row.developer_id,
+    name: row.name,
+    type: row.type,
+    clientSecretHash: row.client_secret_hash,
+    redirectUris: JSON.parse(row.redirect_uris) as string[],
+    allowedOrigins: JSON.parse(row.allowed_origins) as string[],
+    features: { auth: row.feature_auth === 1, profile: row.feature_profile === 1 },
+    requiredFields: JSON.parse(row.required_fields) as RequiredField[],
+    disabled: row.disabled === 1,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toRow(app: App): AppsTable {
+  return {
+    id: app.id,
+    developer_id: app.developerId,
+    name: app.name,
+    type: app.type,
+    client_secret_hash: app.clientSecretHash,
+    redirect_uris: JSON.stringify(app.redirectUris),
+    allowed_origins: JSON.stringify(app.allowedOrigins),
+    feature_auth: app.features.auth ? 1 : 0,
+    feature_profile: app.features.profile ? 1 : 0,
+    required_fields: JSON.stringify(app.requiredFields),
+    disabled: app.disabled ? 1 : 0,
+    created_at: app.createdAt,
+    updated_at: app.updatedAt,
+  };
+}
+
+export async function findApp(db: Kysely<Database>, id: string): Promise<App | undefined> {
+  const row = await db.selectFrom('apps').selectAll().where('id', '=', id).executeTakeFirst();
+  return row ? toApp(row) : undefined;
+}
+
+export async function listAppsOfDeveloper(db: Kysely<Database>, developerId: string): Promise<App[]> {
+  const rows = await db.selectFrom('apps').selectAll().where('developer_id', '=', developerId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+  return rows.map(toApp);
+}
+
+export async function listAllApps(db: Kysely<Database>): Promise<App[]> {
+  return (await db.selectFrom('apps').selectAll().execute()).map(toApp);
+}
+
+export async function insertApp(db: Kysely<Database>, app: App): Promise<void> {
+  await db.insertInto('apps').values(toRow(app)).execute();
+}
+
+export async function saveApp(db: Kysely<Database>, app: App): Promise<void> {
+  const { id, ...rest } = toRow(app);
+  await db.updateTable('apps').set(rest).where('id', '=', id).execute();
+}
+
+export async function deleteApp(db: Kysely<Database>, id: string): Promise<void> {
+  await db.deleteFrom('apps').where('id', '=', id).execute();
+}
+
+export async function countApps(db: Kysely<Database>): Promise<number> {
+  const row = await db.selectFrom('apps').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  return Number(row.n);
+}

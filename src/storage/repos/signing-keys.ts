@@ -1,0 +1,17 @@
+import type { Kysely } from 'kysely';
+import type { Database, SigningKeyRow } from '../schema.js';
+
+export async function listSigningKeys(db: Kysely<Database>): Promise<SigningKeyRow[]> {
+  return db.selectFrom('signing_keys').selectAll().orderBy('created_at', 'asc').orderBy('kid', 'asc').execute();
+}
+
+export async function insertSigningKeys(db: Kysely<Database>, rows: SigningKeyRow[]): Promise<void> {
+  if (rows.length) await db.insertInto('signing_keys').values(rows).execute();
+}
+
+/** Retires every active key of the given algorithms (their public halves stay published for a while). */
+export async function retireSigningKeys(db: Kysely<Database>, algs: string[], at: number, exceptKids: string[]): Promise<void> {
+  let q = db.updateTable('signing_keys').set({ retired_at: at }).where('retired_at', 'is', null).where('alg', 'in', algs as SigningKeyRow['alg'][]);
+  if (exceptKids.length) q = q.where('kid', 'not in', exceptKids);
+  await q.execute();
+}

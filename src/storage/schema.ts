@@ -1,0 +1,284 @@
+import type { Insertable, Selectable, Updateable } from 'kysely';
+
+/**
+ * The single typed database schema, shared by SQLite and PostgreSQL.
+ * Portable types only: text ids minted by the app, integer epoch seconds, 0/1 flags, JSON as text.
+ * Secrets (codes, tokens, keys) are stored only as SHA-256 hashes (`*_hash`).
+ */
+
+export interface DevelopersTable {
+  id: string;
+  email: string;
+  name: string;
+  api_key_hash: string;
+  created_at: number;
+}
+
+export interface AppsTable {
+  id: string; // == client_id
+  developer_id: string;
+  name: string;
+  type: 'public' | 'confidential';
+  client_secret_hash: string | null;
+  redirect_uris: string; // JSON string[]
+  allowed_origins: string; // JSON string[]
+  feature_auth: number;
+  feature_profile: number;
+  required_fields: string; // JSON string[]
+  disabled: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface UsersTable {
+  id: string;
+  email: string; // normalised (trimmed, lowercased), unique
+  email_verified: number;
+  password_hash: string | null;
+  name: string | null;
+  phone_number: string | null;
+  birthdate: string | null;
+  status: 'active' | 'disabled';
+  password_changed_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** A provider account bound to a user, keyed by the provider's (issuer, subject), never by email. */
+export interface ProviderIdentitiesTable {
+  id: string;
+  user_id: string;
+  issuer: string;
+  subject: string;
+  email: string | null;
+  created_at: number;
+}
+
+/** Users of an app (made by a completed sign-in), with the developer-controlled status. */
+export interface AppUsersTable {
+  app_id: string;
+  user_id: string;
+  status: 'active' | 'blocked';
+  created_at: number;
+  last_login_at: number | null;
+}
+
+export interface ConsentsTable {
+  app_id: string;
+  user_id: string;
+  scope: string; // space-separated, sorted
+  created_at: number;
+  updated_at: number;
+}
+
+/** Hosted-page browser sessions. `id_hash` is the SHA-256 of the opaque cookie value. */
+export interface BrowserSessionsTable {
+  id_hash: string;
+  user_id: string | null;
+  csrf_token: string;
+  auth_time: number | null;
+  data: string; // JSON: in-flight page state (e.g. the authorize request to resume)
+  created_at: number;
+  last_seen_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+
+/** A grant (`sid`): one sign-in of a user to an app; refresh-token families and session JWTs hang off it. */
+export interface GrantsTable {
+  id: string;
+  app_id: string;
+  user_id: string;
+  scope: string;
+  auth_time: number;
+  nonce: string | null;
+  created_at: number;
+  expires_at: number; // absolute lifetime of the family
+  revoked_at: number | null;
+  revoked_reason: string | null;
+}
+
+export interface AuthorizationCodesTable {
+  code_hash: string;
+  app_id: string;
+  user_id: string;
+  redirect_uri: string;
+  scope: string;
+  code_challenge: string | null;
+  nonce: string | null;
+  auth_time: number;
+  created_at: number;
+  expires_at: number;
+  consumed_at: number | null;
+  /** The grant its redemption created, so a replay can revoke what the code produced. */
+  grant_id: string | null;
+}
+
+export interface RefreshTokensTable {
+  token_hash: string;
+  grant_id: string;
+  app_id: string;
+  scope: string;
+  created_at: number;
+  expires_at: number;
+  consumed_at: number | null;
+  /** Sealed token response of the rotation, replayed identically inside REFRESH_REUSE_GRACE. */
+  successor_response: string | null;
+  successor_hash: string | null;
+}
+
+/**
+ * Single-use secrets of every other kind: magic links (+ their 6-digit code), password resets,
+ * email verification codes, `/continue` tickets, provider sign-in transactions, replayed id_tokens.
+ */
+export interface OneTimeTokensTable {
+  id: string;
+  kind: string;
+  token_hash: string | null;
+  code_hash: string | null;
+  user_id: string | null;
+  email: string | null;
+  app_id: string | null;
+  data: string; // JSON
+  attempts: number;
+  created_at: number;
+  expires_at: number;
+  consumed_at: number | null;
+}
+
+export interface ProfilesTable {
+  app_id: string;
+  user_id: string;
+  data: string; // JSON object
+  version: number;
+  created_at: number;
+  updated_at: number;
+}
+
+/** `owner` is 'platform' or an app id. */
+export interface LegalDocumentsTable {
+  owner: string;
+  doc_type: string;
+  default_lang: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface LegalVersionsTable {
+  id: string;
+  owner: string;
+  doc_type: string;
+  lang: string;
+  version: number;
+  title: string;
+  content: string;
+  content_html: string;
+  created_at: number;
+}
+
+export interface LegalViewsTable {
+  owner: string;
+  doc_type: string;
+  lang: string;
+  version: number;
+  day: string; // YYYY-MM-DD
+  count: number;
+}
+
+export interface LegalAcceptancesTable {
+  id: string;
+  user_id: string;
+  owner: string;
+  doc_type: string;
+  lang: string;
+  version: number;
+  accepted_at: number;
+}
+
+export interface EventsTable {
+  id: string; // time-ordered: the cursor
+  type: string;
+  app_id: string | null;
+  user_id: string | null;
+  ip: string | null;
+  user_agent: string | null;
+  at: number;
+  data: string; // JSON; never a password, token, code or secret
+}
+
+export interface OutboxTable {
+  id: string;
+  kind: string;
+  to_address: string;
+  subject: string;
+  text_body: string; // sealed with SECRET_KEY: bodies carry links and codes
+  html_body: string; // sealed
+  created_at: number;
+  attempts: number;
+  next_attempt_at: number;
+  locked_until: number | null;
+  sent_at: number | null;
+  last_error: string | null;
+}
+
+export interface SigningKeysTable {
+  kid: string;
+  alg: 'ES256' | 'RS256';
+  public_jwk: string;
+  private_jwk: string; // sealed with SECRET_KEY
+  created_at: number;
+  retired_at: number | null;
+}
+
+export interface ThrottleCountersTable {
+  key: string;
+  count: number;
+  window_start: number;
+  locked_until: number | null;
+  updated_at: number;
+}
+
+/** Small key/value settings, e.g. the provider configuration set through the admin API. */
+export interface SettingsTable {
+  key: string;
+  value: string; // JSON
+  updated_at: number;
+}
+
+export interface Database {
+  developers: DevelopersTable;
+  apps: AppsTable;
+  users: UsersTable;
+  provider_identities: ProviderIdentitiesTable;
+  app_users: AppUsersTable;
+  consents: ConsentsTable;
+  browser_sessions: BrowserSessionsTable;
+  grants: GrantsTable;
+  authorization_codes: AuthorizationCodesTable;
+  refresh_tokens: RefreshTokensTable;
+  one_time_tokens: OneTimeTokensTable;
+  profiles: ProfilesTable;
+  legal_documents: LegalDocumentsTable;
+  legal_versions: LegalVersionsTable;
+  legal_views: LegalViewsTable;
+  legal_acceptances: LegalAcceptancesTable;
+  events: EventsTable;
+  outbox: OutboxTable;
+  signing_keys: SigningKeysTable;
+  throttle_counters: ThrottleCountersTable;
+  settings: SettingsTable;
+}
+
+export type AppRow = Selectable<AppsTable>;
+export type NewApp = Insertable<AppsTable>;
+export type AppPatch = Updateable<AppsTable>;
+export type UserRow = Selectable<UsersTable>;
+export type NewUser = Insertable<UsersTable>;
+export type GrantRow = Selectable<GrantsTable>;
+export type RefreshTokenRow = Selectable<RefreshTokensTable>;
+export type OneTimeTokenRow = Selectable<OneTimeTokensTable>;
+export type BrowserSessionRow = Selectable<BrowserSessionsTable>;
+export type DeveloperRow = Selectable<DevelopersTable>;
+export type EventRow = Selectable<EventsTable>;
+export type OutboxRow = Selectable<OutboxTable>;
+export type SigningKeyRow = Selectable<SigningKeysTable>;

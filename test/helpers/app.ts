@@ -1,0 +1,97 @@
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import { buildApp } from '../../src/app.js';
+import { parseConfig, type ResolvedConfig } from '../../src/config.js';
+import { epochSeconds, type Clock } from '../../src/shared/time.js';
+import { createStorage, type Storage } from '../../src/storage/connect.js';
+import type { Database } from '../../src/storage/schema.js';
+
+/** Which database this test run uses: vitest's `sqlite` and `postgres` projects set TEST_DIALECT. */
+export const TEST_DIALECT = (process.env.TEST_DIALECT ?? 'sqlite') as 'sqlite' | 'postgres';
+
+export const TEST_SECRET_KEY = 'test-secret-key-0123456789abcdef-0123456789';
+export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
+
+/** A clock tests can move forward; it starts at the real time. */
+export class TestClock implements Clock {
+  private offset = 0;
+  now(): number {
+    return epochSeconds() + this.offset;
+  }
+  advance(seconds: number): void {
+    this.offset += seconds;
+  }
+}
+
+/** A fresh, empty database: in-memory SQLite, or a new PostgreSQL database dropped on close. */
+export async function createTestStorage(): Promise<{ storage: Storage; url: string; drop: () => Promise<void> }> {
+  if (TEST_DIALECT === 'sqlite') {
+    const storage = createStorage('sqlite::memory:');
+    return { storage, url: 'sqlite::memory:', drop: async () => undefined };
+  }
+  const adminUrl = process.env.TEST_DATABASE_URL;
+  if (!adminUrl) throw new Error('TEST_DIALECT=postgres needs TEST_DATABASE_URL');
+  const name = `gh_test_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  const storage = createStorage(url.toString());
+  return {
+    storage,
+    url: url.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+export function testConfig(env: Record<string, string> = {}): ResolvedConfig {
+  return parseConfig({
+    NODE_ENV: 'test',
+    SECRET_KEY: TEST_SECRET_KEY,
+    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    BASE_URL: 'http://localhost:3000',
+    LOG_LEVEL: 'info',
+    ...env,
+  }) as ResolvedConfig;
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  db: Kysely<Database>;
+  clock: TestClock;
+  config: ResolvedConfig;
+  /** Every log line written so far (JSON strings), for secret-leak assertions. */
+  logs: string[];
+  close(): Promise<void>;
+}
+
+/** Builds the real application on a fresh database with a controllable clock; logs are captured. */
+export async function buildTestApp(options: { env?: Record<string, string> } = {}): Promise<TestApp> {
+  const { storage, drop } = await createTestStorage();
+  const config = testConfig(options.env);
+  const clock = new TestClock();
+  const logs: string[] = [];
+  const app = await buildApp(config, { storage, clock, logStream: { write: (line) => void logs.push(line) } });
+  await app.ready();
+  return {
+    app,
+    db: storage.db,
+    clock,
+    config,
+    logs,
+    close: async () => {
+      await app.close();
+      await storage.close();
+      await drop();
+    },
+  };
+}

@@ -1,0 +1,17 @@
+import { defineConfig } from 'vitest/config';
+
+// The whole suite runs on SQLite, and again on PostgreSQL when TEST_DATABASE_URL is set.
+const dialects = ['sqlite', ...(process.env.TEST_DATABASE_URL ? ['postgres'] : [])];
+
+export default defineConfig({
+  test: {
+    pool: 'forks',
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    include: ['test/**/*.test.ts'],
+    projects: dialects.map((dialect) => ({
+      extends: true,
+      test: { name: dialect, env: { TEST_DIALECT: dialect } },
+    })),
+  },
+});
