@@ -136,7 +136,8 @@ async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOpt
 
   // Bodies: JSON everywhere; form bodies only where a route opts in (OAuth endpoints, hosted forms).
   app.addHook('preValidation', async (request) => {
-    if (request.body === undefined) return;
+    // Hosted forms check their own bodies (CSRF first, so a forged post is 403 whatever its type).
+    if (request.body === undefined || request.routeOptions.config.csrf) return;
     const type = (request.headers['content-type'] ?? '').toLowerCase();
     const [mime, ...params] = type.split(';').map((s) => s.trim());
     const charset = params.find((p) => p.startsWith('charset='))?.slice(8).replace(/"/g, '');

@@ -1,0 +1,67 @@
+import cookie from '@fastify/cookie';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { AppError } from '../errors.js';
+import { safeEqual } from '../shared/ids.js';
+import { BrowserSessions } from './session.js';
+import { localeOf, renderPage, VIEWS_DIR } from './views.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Hosted form route: a POST must carry the session's CSRF token (set for every route in the pages scope). */
+    csrf?: boolean;
+  }
+}
+
+/** App-wide: cookies and the browser-session store (hosted pages, /oauth/authorize and the provider callback use them). */
+export const browserSessionsPlugin = fp(
+  async (app: FastifyInstance) => {
+    await app.register(cookie);
+    app.decorate('browserSessions', new BrowserSessions(app.db, app.clock, app.config));
+    app.decorateRequest('browserSession', null);
+  },
+  { name: 'browser-sessions', dependencies: ['db'] },
+);
+
+/** Origins a hosted form may be posted from: our own. */
+function isOwnOrigin(request: FastifyRequest): boolean {
+  const origin = request.headers.origin;
+  if (origin === undefined) return true;
+  const { authUrl, baseUrl } = request.server.config;
+  return origin === new URL(authUrl).origin || origin === new URL(baseUrl).origin;
+}
+
+/**
+ * The hosted-pages scope (CONTRACT §12). Every route registered inside renders HTML errors, accepts
+ * form bodies, has the browser session loaded, and — for POST — requires the session's CSRF token
+ * (field `csrf`, compared in constant time) and a same-origin `Origin` when one is sent.
+ * Page modules register here with `app.register(module)` in `hostedPages` below.
+ */
+export default async function hostedPages(app: FastifyInstance) {
+  app.addHook('onRoute', (route) => {
+    route.config = { errorStyle: 'html', acceptForm: true, csrf: true, ...(route.config ?? {}) };
+  });
+  // A cross-site `text/plain` form post must meet the CSRF check (403), not a parser error.
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, _body, done) => done(null, {}));
+
+  app.addHook('preHandler', async (request) => {
+    request.browserSession = await app.browserSessions.load(request);
+    if (request.method !== 'POST' || !request.routeOptions.config.csrf) return;
+    const sent = (request.body as Record<string, unknown> | undefined)?.csrf;
+    const session = request.browserSession;
+    if (!isOwnOrigin(request) || typeof sent !== 'string' || !session || !safeEqual(sent, session.csrf_token)) {
+      throw new AppError('forbidden', { message: 'This form has expired or was not sent from this site. Go back, reload and try again.', detail: 'CSRF check failed' });
+    }
+  });
+
+  const css = readFileSync(join(VIEWS_DIR, 'assets', 'gatehouse.css'), 'utf8');
+  app.get('/assets/gatehouse.css', async (_request, reply) => reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(css));
+
+  app.get('/error', async (request, reply) => {
+    reply.code(400);
+    const t = app.messages.translator(localeOf(request));
+    return renderPage(request, reply, 'error', { titleKey: 'error.title', code: 'invalid_request', message: t('error.generic') });
+  });
+}

@@ -1,0 +1,76 @@
+import view from '@fastify/view';
+import { Eta } from 'eta';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { resolve } from 'node:path';
+import type { AppError } from '../errors.js';
+import { Messages, pickLocale, type Locale, type Translate } from './i18n.js';
+
+/** Where templates, locale files and static assets live (read relative to the working directory). */
+export const VIEWS_DIR = resolve('views');
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    messages: Messages;
+  }
+}
+
+/** Values every template receives. */
+export interface PageLocals {
+  t: Translate;
+  locale: Locale;
+  title: string;
+  csrf?: string;
+  [key: string]: unknown;
+}
+
+export function localeOf(request: FastifyRequest): Locale {
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  const body = (request.body ?? {}) as Record<string, unknown>;
+  const ui = typeof query.ui_locales === 'string' ? query.ui_locales : typeof body.ui_locales === 'string' ? body.ui_locales : undefined;
+  return pickLocale(ui, request.headers['accept-language']);
+}
+
+/** Security headers of every HTML response (CONTRACT §12, SECURITY.md items 9, 56, 57). */
+export function setPageHeaders(reply: FastifyReply, https: boolean): void {
+  reply.header(
+    'content-security-policy',
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'",
+  );
+  reply.header('x-frame-options', 'DENY');
+  reply.header('referrer-policy', 'no-referrer');
+  reply.header('cache-control', 'no-store');
+  if (https) reply.header('strict-transport-security', 'max-age=31536000; includeSubDomains');
+}
+
+/** Renders `views/pages/<name>.eta` (which uses the layout) in the request's locale; `titleKey` is a message key. */
+export async function renderPage(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  name: string,
+  locals: Omit<PageLocals, 't' | 'locale' | 'title'> & { titleKey: string },
+): Promise<FastifyReply> {
+  const locale = localeOf(request);
+  const t = request.server.messages.translator(locale);
+  setPageHeaders(reply, request.server.config.authUrl.startsWith('https://'));
+  const html = await reply.viewAsync(`pages/${name}`, { ...locals, title: t(locals.titleKey), t, locale });
+  return reply.type('text/html; charset=utf-8').send(html);
+}
+
+/** The hosted error page, used by the error handler for html-style routes. */
+export function renderHtmlError(request: FastifyRequest, reply: FastifyReply, error: AppError): Promise<FastifyReply> {
+  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message: error.publicMessage });
+}
+
+async function viewsPlugin(app: FastifyInstance) {
+  const production = app.config.production;
+  await app.register(view, {
+    engine: { eta: new Eta({ views: VIEWS_DIR, autoEscape: true, cache: production, autoTrim: false }) },
+    root: VIEWS_DIR,
+    viewExt: 'eta',
+    production,
+  });
+  app.decorate('messages', new Messages(resolve(VIEWS_DIR, 'locales')));
+}
+
+export default fp(viewsPlugin, { name: 'views', dependencies: ['db'] });

@@ -1,0 +1,41 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../schema.js';
+
+export interface AppUser {
+  appId: string;
+  userId: string;
+  status: 'active' | 'blocked';
+  createdAt: number;
+  lastLoginAt: number | null;
+}
+
+export async function findAppUser(db: Kysely<Database>, appId: string, userId: string): Promise<AppUser | undefined> {
+  const row = await db.selectFrom('app_users').selectAll().where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
+  return row && { appId: row.app_id, userId: row.user_id, status: row.status, createdAt: row.created_at, lastLoginAt: row.last_login_at };
+}
+
+/** A completed sign-in makes the user a user of the app (CONTRACT §5) and stamps last_login_at. */
+export async function recordAppSignIn(db: Kysely<Database>, appId: string, userId: string, at: number): Promise<void> {
+  await db
+    .insertInto('app_users')
+    .values({ app_id: appId, user_id: userId, status: 'active', created_at: at, last_login_at: at })
+    .onConflict((oc) => oc.columns(['app_id', 'user_id']).doUpdateSet({ last_login_at: at }))
+    .execute();
+}
+
+export async function setAppUserStatus(db: Kysely<Database>, appId: string, userId: string, status: 'active' | 'blocked'): Promise<boolean> {
+  const result = await db.updateTable('app_users').set({ status }).where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/** Apps a user has signed in to (account page: connected apps). */
+export async function listAppsOfUser(db: Kysely<Database>, userId: string): Promise<Array<{ appId: string; appName: string; lastLoginAt: number | null }>> {
+  const rows = await db
+    .selectFrom('app_users')
+    .innerJoin('apps', 'apps.id', 'app_users.app_id')
+    .select(['app_users.app_id', 'apps.name', 'app_users.last_login_at'])
+    .where('app_users.user_id', '=', userId)
+    .orderBy('app_users.last_login_at', 'desc')
+    .execute();
+  return rows.map((r) => ({ appId: r.app_id, appName: r.name, lastLoginAt: r.last_login_at }));
+}
