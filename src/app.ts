@@ -12,6 +12,8 @@ import { systemClock, type Clock } from './shared/time.js';
 import { createStorage, type Storage } from './storage/connect.js';
 import { migrateToLatest } from './storage/migrator.js';
 import healthRoutes from './health/index.js';
+import hostedPages, { browserSessionsPlugin } from './pages/index.js';
+import viewsPlugin, { renderHtmlError } from './pages/views.js';
 
 export interface BuildOptions {
   /** An already-open storage (tests); otherwise DATABASE_URL is opened and closed with the app. */
@@ -50,10 +52,15 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   if (options.migrate !== false) await migrateToLatest(storage);
 
   await app.register(corePlugin, { config, storage, clock: options.clock ?? systemClock, ownsStorage: !options.storage });
-  await app.register(errorHandler, { issuer: config.baseUrl });
+  await app.register(errorHandler, { issuer: config.baseUrl, renderHtmlError });
   await app.register(formbody);
   await app.register(keysPlugin);
   await app.register(tokensPlugin);
+  await app.register(viewsPlugin);
+  await app.register(browserSessionsPlugin);
+
+  // Features, each in its own scope.
+  await app.register(hostedPages);
 
   await app.register(healthRoutes);
   return app;
