@@ -11,7 +11,12 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     projects: dialects.map((dialect) => ({
       extends: true,
-      test: { name: dialect, env: { TEST_DIALECT: dialect } },
+      test: {
+        name: dialect,
+        env: { TEST_DIALECT: dialect },
+        // `*.pg.test.ts` files test PostgreSQL-only behaviour: they belong to the postgres run alone.
+        exclude: dialect === 'postgres' ? [] : ['test/**/*.pg.test.ts'],
+      },
     })),
   },
 });

@@ -1,5 +1,8 @@
+import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
+import { firstStartAnnounced } from './bootstrap.js';
+import { runPrimary } from './cluster.js';
 import { ConfigError, parseConfig, type ResolvedConfig } from './config.js';
 import { resolveSecretKey } from './shared/secret-key.js';
 
@@ -16,9 +19,13 @@ export function loadConfig(env: Record<string, string | undefined>): ResolvedCon
   }
 }
 
-/** Serves until SIGTERM/SIGINT; then in-flight requests finish and the database is closed. */
-export async function serve(config: ResolvedConfig): Promise<FastifyInstance> {
-  const app = await buildApp(config);
+/**
+ * Serves until SIGTERM/SIGINT; then in-flight requests finish and the database is closed. A cluster
+ * `worker` skips what its primary already did: migrations and the first-start bootstrap.
+ */
+export async function serve(config: ResolvedConfig, options: { worker?: boolean } = {}): Promise<FastifyInstance> {
+  const app = await buildApp(config, { migrate: !options.worker });
+  if (!options.worker) await firstStartAnnounced(app.db, config, app.clock.now());
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
@@ -38,9 +45,15 @@ export async function serve(config: ResolvedConfig): Promise<FastifyInstance> {
   return app;
 }
 
+/** `npm start` and `gatehouse serve`: one process, or a node:cluster primary and its workers (WORKERS > 1). */
+export async function start(config: ResolvedConfig): Promise<void> {
+  if (config.workers > 1 && cluster.isPrimary) await runPrimary(config);
+  else await serve(config, { worker: cluster.isWorker });
+}
+
 const isEntry = process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href;
 if (isEntry) {
-  serve(loadConfig(process.env)).catch((error) => {
+  start(loadConfig(process.env)).catch((error) => {
     process.stderr.write(`fatal: ${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(1);
   });

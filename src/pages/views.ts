@@ -2,12 +2,13 @@ import view from '@fastify/view';
 import { Eta } from 'eta';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { AppError } from '../errors.js';
+import { PROJECT_ROOT } from '../shared/paths.js';
 import { Messages, pickLocale, type Locale, type Translate } from './i18n.js';
 
-/** Where templates, locale files and static assets live (read relative to the working directory). */
-export const VIEWS_DIR = resolve('views');
+/** Where templates, locale files and static assets live (beside the code, whatever the working directory). */
+export const VIEWS_DIR = join(PROJECT_ROOT, 'views');
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { isoTime } from '../../shared/time.js';
 import type { Database, NewUser, UserRow } from '../schema.js';
 
@@ -48,4 +48,43 @@ export async function updateUser(
   patch: Partial<Omit<UserRow, 'id' | 'created_at'>>,
 ): Promise<void> {
   await db.updateTable('users').set(patch).where('id', '=', id).execute();
+}
+
+/** `%`, `_` and the escape character itself are literal in a substring search. */
+const escapeLike = (text: string): string => text.replace(/[!%_]/g, (c) => `!${c}`);
+
+export interface UserSearch {
+  /** Case-insensitive substring of email or name. */
+  q?: string;
+  status?: UserRow['status'];
+  limit: number;
+  offset: number;
+}
+
+/** Users matching a search, newest first, with whether a provider account is bound, plus the total count. */
+export async function searchUsers(db: Kysely<Database>, search: UserSearch): Promise<{ rows: Array<UserRow & { idp_bound: boolean }>; total: number }> {
+  let q = db.selectFrom('users');
+  if (search.status) q = q.where('users.status', '=', search.status);
+  if (search.q) {
+    const pattern = `%${escapeLike(search.q.toLowerCase())}%`;
+    q = q.where(({ or }) =>
+      or([sql<boolean>`lower(users.email) like ${pattern} escape '!'`, sql<boolean>`lower(users.name) like ${pattern} escape '!'`]),
+    );
+  }
+  const [rows, count] = await Promise.all([
+    q
+      .selectAll('users')
+      .select((eb) => eb.exists(eb.selectFrom('provider_identities').select('provider_identities.id').whereRef('provider_identities.user_id', '=', 'users.id')).as('idp_bound'))
+      .orderBy('users.created_at', 'desc')
+      .orderBy('users.id', 'desc')
+      .limit(search.limit)
+      .offset(search.offset)
+      .execute(),
+    q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+  ]);
+  return { rows: rows.map((row) => ({ ...row, idp_bound: Boolean(row.idp_bound) })), total: Number(count.n) };
+}
+
+export async function isIdpBound(db: Kysely<Database>, userId: string): Promise<boolean> {
+  return (await db.selectFrom('provider_identities').select('id').where('user_id', '=', userId).limit(1).executeTakeFirst()) !== undefined;
 }

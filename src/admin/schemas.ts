@@ -1,0 +1,24 @@
+import { z } from 'zod';
+
+/** Request schemas of the admin API (CONTRACT §10). */
+
+export const CreateDeveloperBody = z.strictObject({
+  // Deliberately permissive (e.g. `ops@localhost` is fine): it identifies the developer, nothing is mailed to it.
+  email: z.string().trim().max(254).regex(/^[^\s@]+@[^\s@]+$/, 'must be an email address'),
+  name: z.string().trim().min(1).max(100).optional(),
+});
+export type CreateDeveloperInput = z.output<typeof CreateDeveloperBody>;
+
+export const UserListQuery = z.object({
+  q: z.string().trim().max(200).optional(),
+  status: z.enum(['active', 'disabled']).optional(),
+  page: z.coerce.number().int().min(1).max(10_000_000).default(1),
+  pageSize: z.coerce.number().int().min(1).max(100).default(20),
+});
+export type UserListInput = z.output<typeof UserListQuery>;
+
+export const UserParams = z.object({ id: z.string().min(1).max(200) });
+export type UserParamsInput = z.output<typeof UserParams>;
+
+export const UpdateUserBody = z.strictObject({ status: z.enum(['active', 'disabled']) });
+export type UpdateUserInput = z.output<typeof UpdateUserBody>;

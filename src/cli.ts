@@ -1,0 +1,207 @@
+import { parseArgs } from 'node:util';
+import type { Kysely } from 'kysely';
+import type { ZodType } from 'zod';
+import { CreateDeveloperBody } from './admin/schemas.js';
+import { createDeveloper } from './admin/service.js';
+import { buildApp } from './app.js';
+import type { ResolvedConfig } from './config.js';
+import { CreateAppBody } from './dev/schemas.js';
+import { createApp } from './dev/service.js';
+import { AppError } from './errors.js';
+import { isValidIssuer, saveProviderSetting } from './idp/provider.js';
+import { IdpSettingBody } from './idp/schemas.js';
+import { loadConfig, start } from './server.js';
+import { systemClock } from './shared/time.js';
+import { createStorage } from './storage/connect.js';
+import { migrateToLatest } from './storage/migrator.js';
+import { findDeveloper } from './storage/repos/developers.js';
+import type { Database } from './storage/schema.js';
+
+/**
+ * `gatehouse <command>` (CONTRACT §0): the operator's CLI. Configuration comes from the environment,
+ * exactly as for the server (a bad value: one line per problem, exit code 2). `--json` prints the
+ * result as JSON on every command. Exit codes: 0 ok, 1 the command failed, 2 bad usage or configuration.
+ */
+
+const USAGE = `Usage: gatehouse <command> [options]
+
+Commands:
+  serve                                    Run the server (WORKERS>1: one process per worker)
+  migrate                                  Apply pending database migrations
+  developer create --email E [--name N]    Create a developer; prints its API key once
+  app create --developer ID --name N --redirect-uri U [--redirect-uri U2 ...] [--type public|confidential]
+                                           Create an app (confidential: prints its client secret once)
+  keys rotate                              Add new signing keys and retire the previous ones
+  idp set --issuer URL --client-id ID [--client-secret S] [--audience A ...] [--name N]
+                                           Configure the external OpenID Connect provider
+
+Options:
+  --json                                   Print the result as JSON
+  --help                                   Show this help
+`;
+
+const OPTIONS = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean' },
+  email: { type: 'string' },
+  name: { type: 'string' },
+  developer: { type: 'string' },
+  'redirect-uri': { type: 'string', multiple: true },
+  type: { type: 'string' },
+  issuer: { type: 'string' },
+  'client-id': { type: 'string' },
+  'client-secret': { type: 'string' },
+  audience: { type: 'string', multiple: true },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+class UsageError extends Error {}
+
+/** A command's result: the JSON form, and the lines a person reads. */
+interface Result {
+  json: unknown;
+  lines: string[];
+}
+
+/** Validates flags with the same schema as the HTTP API; a problem names the flag (`--redirect-uri.1: …`). */
+function parseInput<T>(schema: ZodType<T>, input: unknown, flagOf: Record<string, string>): T {
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const details = parsed.error.issues.map((issue) => {
+    const [field, ...rest] = issue.path.map(String);
+    const flag = field ? (flagOf[field] ?? field) : 'input';
+    return { path: [flag, ...rest].join('.'), message: issue.message };
+  });
+  throw new AppError('invalid_request', { details });
+}
+
+/** Opens the configured database (migrated) for one command, and closes it afterwards. */
+async function withDatabase<T>(config: ResolvedConfig, fn: (db: Kysely<Database>, now: number) => Promise<T>): Promise<T> {
+  const storage = createStorage(config.databaseUrl);
+  try {
+    await migrateToLatest(storage);
+    return await fn(storage.db, systemClock.now());
+  } finally {
+    await storage.close();
+  }
+}
+
+async function migrate(config: ResolvedConfig): Promise<Result> {
+  const storage = createStorage(config.databaseUrl);
+  try {
+    const applied = await migrateToLatest(storage);
+    return { json: { applied }, lines: [applied.length ? `Applied: ${applied.join(', ')}` : 'The database is up to date.'] };
+  } finally {
+    await storage.close();
+  }
+}
+
+async function developerCreate(config: ResolvedConfig, values: Values): Promise<Result> {
+  const input = parseInput(CreateDeveloperBody, { email: values.email, name: values.name }, { email: '--email', name: '--name' });
+  const developer = await withDatabase(config, (db, now) => createDeveloper(db, now, input));
+  return {
+    json: developer,
+    lines: [`Developer ${developer.id} (${developer.email})`, `API key (shown once, store it now): ${developer.api_key}`],
+  };
+}
+
+async function appCreate(config: ResolvedConfig, values: Values): Promise<Result> {
+  if (!values.developer) throw new UsageError('app create needs --developer ID');
+  const developerId = values.developer;
+  const input = parseInput(
+    CreateAppBody,
+    { name: values.name, redirect_uris: values['redirect-uri'] ?? [], type: values.type ?? 'public' },
+    { name: '--name', redirect_uris: '--redirect-uri', type: '--type' },
+  );
+  const app = await withDatabase(config, async (db, now) => {
+    if (!(await findDeveloper(db, developerId))) throw new AppError('not_found', { message: `No developer with id ${developerId}.` });
+    return createApp(db, now, developerId, input);
+  });
+  const lines = [`App ${app.client_id} (${app.name}, ${app.type})`, ...app.redirect_uris.map((uri) => `  redirect URI: ${uri}`)];
+  if (app.client_secret) lines.push(`Client secret (shown once, store it now): ${app.client_secret}`);
+  return { json: app, lines };
+}
+
+async function keysRotate(config: ResolvedConfig): Promise<Result> {
+  // The same key store the server uses (sealing, retirement), so the rotation is exactly the admin API's.
+  const app = await buildApp(config, { logStream: false });
+  try {
+    const kids = await app.keys.rotate();
+    return { json: { kids }, lines: [`New signing keys: ${kids.join(', ')}`] };
+  } finally {
+    await app.close();
+  }
+}
+
+async function idpSet(config: ResolvedConfig, values: Values): Promise<Result> {
+  const input = parseInput(
+    IdpSettingBody,
+    { issuer: values.issuer, client_id: values['client-id'], client_secret: values['client-secret'], audiences: values.audience, name: values.name ?? 'Identity provider' },
+    { issuer: '--issuer', client_id: '--client-id', client_secret: '--client-secret', audiences: '--audience', name: '--name' },
+  );
+  if (!isValidIssuer(input.issuer)) throw new AppError('invalid_request', { details: [{ path: '--issuer', message: 'must be https (http only for 127.0.0.1, [::1], localhost), without query or fragment' }] });
+  const setting = await withDatabase(config, (db, now) => saveProviderSetting(db, config, input, now));
+  const shown = { issuer: setting.issuer, client_id: setting.client_id, has_client_secret: setting.client_secret_sealed !== null, audiences: setting.audiences, name: setting.name };
+  const lines = [`Provider "${shown.name}" set: ${shown.issuer} (client ${shown.client_id})`];
+  if (config.idp) lines.push('Note: IDP_* is set in the environment and takes precedence over this setting.');
+  return { json: shown, lines };
+}
+
+async function run(argv: string[]): Promise<number> {
+  let positionals: string[];
+  let values: Values;
+  try {
+    ({ positionals, values } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true }));
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const command = positionals.join(' ');
+  if (values.help || command === '') {
+    process.stdout.write(USAGE);
+    return values.help ? 0 : 2;
+  }
+  const commands: Record<string, (config: ResolvedConfig) => Promise<Result>> = {
+    migrate,
+    'developer create': (config) => developerCreate(config, values),
+    'app create': (config) => appCreate(config, values),
+    'keys rotate': keysRotate,
+    'idp set': (config) => idpSet(config, values),
+  };
+
+  if (command === 'serve') {
+    await start(loadConfig(process.env));
+    return 0;
+  }
+  const handler = commands[command];
+  if (!handler) {
+    process.stderr.write(`unknown command: ${command}\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const result = await handler(loadConfig(process.env));
+    process.stdout.write(values.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.lines.join('\n')}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`${error.message}\n\n${USAGE}`);
+      return 2;
+    }
+    if (!(error instanceof AppError)) throw error;
+    const body = { code: error.code, message: error.publicMessage, ...(error.details ? { details: error.details } : {}) };
+    if (values.json) process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+    else process.stderr.write([`error: ${body.message}`, ...(error.details ?? []).map((d) => `  ${d.path}: ${d.message}`)].join('\n') + '\n');
+    return 1;
+  }
+}
+
+run(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code; // `serve` keeps running on its open server; every other command ends here.
+  },
+  (error) => {
+    process.stderr.write(`fatal: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

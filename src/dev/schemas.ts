@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { isValidOrigin } from '../shared/cors.js';
+import { validateRedirectUris } from './redirect-uris.js';
+
+/** Request schemas of the developer API (CONTRACT §9). Unknown keys are refused, so typos surface as 400. */
+
+const MAX_ALLOWED_ORIGINS = 20;
+
+const AppName = z.string().trim().min(1).max(100);
+
+/** Redirect-URI rules run inside the schema, so a bad entry is a 400 `invalid_request` naming its index. */
+const RedirectUris = z.array(z.string()).superRefine((uris, ctx) => {
+  const result = validateRedirectUris(uris);
+  if (result.ok) return;
+  for (const problem of result.problems) ctx.addIssue({ code: 'custom', message: problem.message, path: problem.index === null ? [] : [problem.index] });
+});
+
+const AllowedOrigins = z
+  .array(z.string().refine(isValidOrigin, 'must be an exact origin (scheme://host[:port]); http only for loopback hosts'))
+  .max(MAX_ALLOWED_ORIGINS)
+  .refine((origins) => new Set(origins).size === origins.length, 'must not contain duplicates');
+
+const RequiredFields = z
+  .array(z.enum(['name', 'phone_number', 'birthdate', 'email_verified']))
+  .refine((fields) => new Set(fields).size === fields.length, 'must not contain duplicates');
+
+const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
+
+export const CreateAppBody = z.strictObject({
+  name: AppName,
+  redirect_uris: RedirectUris,
+  type: z.enum(['public', 'confidential']),
+  features: Features.default({ auth: true, profile: false }),
+  required_fields: RequiredFields.default([]),
+  allowed_origins: AllowedOrigins.default([]),
+});
+export type CreateAppInput = z.output<typeof CreateAppBody>;
+
+/** `type` is fixed at creation: a public app has no secret to rotate into. */
+export const UpdateAppBody = z.strictObject({
+  name: AppName.optional(),
+  redirect_uris: RedirectUris.optional(),
+  features: Features.partial().optional(),
+  required_fields: RequiredFields.optional(),
+  allowed_origins: AllowedOrigins.optional(),
+  disabled: z.boolean().optional(),
+});
+export type UpdateAppInput = z.output<typeof UpdateAppBody>;
+
+export const AppParams = z.object({ id: z.string().min(1).max(200) });
+export type AppParamsInput = z.output<typeof AppParams>;

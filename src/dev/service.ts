@@ -1,0 +1,94 @@
+import type { Kysely } from 'kysely';
+import { AppError } from '../errors.js';
+import { hashSecret, newId, newSecret } from '../shared/ids.js';
+import { isoTime } from '../shared/time.js';
+import { type App, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
+import type { Database } from '../storage/schema.js';
+import type { CreateAppInput, UpdateAppInput } from './schemas.js';
+
+/** What the developer API shows of an app. `client_secret` only in the response that created it. */
+export interface AppView {
+  id: string;
+  client_id: string;
+  name: string;
+  type: App['type'];
+  redirect_uris: string[];
+  allowed_origins: string[];
+  features: App['features'];
+  required_fields: App['requiredFields'];
+  disabled: boolean;
+  created_at: string;
+  updated_at: string;
+  client_secret?: string;
+}
+
+export function toAppView(app: App, clientSecret?: string): AppView {
+  return {
+    id: app.id,
+    client_id: app.id,
+    name: app.name,
+    type: app.type,
+    redirect_uris: app.redirectUris,
+    allowed_origins: app.allowedOrigins,
+    features: app.features,
+    required_fields: app.requiredFields,
+    disabled: app.disabled,
+    created_at: isoTime(app.createdAt),
+    updated_at: isoTime(app.updatedAt),
+    ...(clientSecret ? { client_secret: clientSecret } : {}),
+  };
+}
+
+/** Creates an app; a confidential app gets a client secret, returned once (only its hash is stored). */
+export async function createApp(db: Kysely<Database>, now: number, developerId: string, input: CreateAppInput): Promise<AppView> {
+  const clientSecret = input.type === 'confidential' ? newSecret('cs') : undefined;
+  const app: App = {
+    id: newId('app'),
+    developerId,
+    name: input.name,
+    type: input.type,
+    clientSecretHash: clientSecret ? hashSecret(clientSecret) : null,
+    redirectUris: input.redirect_uris,
+    allowedOrigins: input.allowed_origins,
+    features: input.features,
+    requiredFields: input.required_fields,
+    disabled: false,
+    createdAt: now,
+    updatedAt: now,
+  };
+  await insertApp(db, app);
+  return toAppView(app, clientSecret);
+}
+
+export async function listApps(db: Kysely<Database>, developerId: string): Promise<AppView[]> {
+  return (await listAppsOfDeveloper(db, developerId)).map((app) => toAppView(app));
+}
+
+export async function updateApp(db: Kysely<Database>, now: number, app: App, patch: UpdateAppInput): Promise<AppView> {
+  const updated: App = {
+    ...app,
+    name: patch.name ?? app.name,
+    redirectUris: patch.redirect_uris ?? app.redirectUris,
+    allowedOrigins: patch.allowed_origins ?? app.allowedOrigins,
+    features: { ...app.features, ...patch.features },
+    requiredFields: patch.required_fields ?? app.requiredFields,
+    disabled: patch.disabled ?? app.disabled,
+    updatedAt: now,
+  };
+  await saveApp(db, updated);
+  return toAppView(updated);
+}
+
+/** Replaces a confidential app's secret; the old one stops working at once. */
+export async function rotateClientSecret(db: Kysely<Database>, now: number, app: App): Promise<AppView> {
+  if (app.type !== 'confidential') throw new AppError('invalid_request', { message: 'Only confidential apps have a client secret.' });
+  const clientSecret = newSecret('cs');
+  const updated: App = { ...app, clientSecretHash: hashSecret(clientSecret), updatedAt: now };
+  await saveApp(db, updated);
+  return toAppView(updated, clientSecret);
+}
+
+/** Deletes an app; its grants, codes, consents, app users and profiles go with it (foreign keys cascade). */
+export async function removeApp(db: Kysely<Database>, app: App): Promise<void> {
+  await deleteApp(db, app.id);
+}

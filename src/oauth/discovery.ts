@@ -1,0 +1,35 @@
+import { SUPPORTED_SCOPES } from '../shared/scopes.js';
+
+/**
+ * Authorization-server metadata (RFC 8414) and OpenID Provider metadata (OIDC Discovery 1.0): one
+ * document served at both well-known paths (CONTRACT §4). Every endpoint lives under {base_url}.
+ */
+export function discoveryDocument(baseUrl: string) {
+  const endpoint = (path: string) => `${baseUrl}${path}`;
+  const clientAuthMethods = ['none', 'client_secret_basic', 'client_secret_post'];
+  return {
+    issuer: baseUrl,
+    authorization_endpoint: endpoint('/oauth/authorize'),
+    token_endpoint: endpoint('/oauth/token'),
+    jwks_uri: endpoint('/oauth/jwks'),
+    userinfo_endpoint: endpoint('/oauth/userinfo'),
+    revocation_endpoint: endpoint('/oauth/revoke'),
+    introspection_endpoint: endpoint('/oauth/introspect'),
+    end_session_endpoint: endpoint('/oauth/logout'),
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    grant_types_supported: ['authorization_code', 'refresh_token'],
+    code_challenge_methods_supported: ['S256'],
+    token_endpoint_auth_methods_supported: clientAuthMethods,
+    revocation_endpoint_auth_methods_supported: clientAuthMethods,
+    // Introspection is for confidential apps only.
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    scopes_supported: [...SUPPORTED_SCOPES],
+    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'email', 'email_verified', 'name'],
+    subject_types_supported: ['public'],
+    id_token_signing_alg_values_supported: ['RS256', 'ES256'],
+    prompt_values_supported: ['none', 'login', 'consent'],
+    ui_locales_supported: ['en', 'zh-CN'],
+    authorization_response_iss_parameter_supported: true,
+  };
+}

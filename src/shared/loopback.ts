@@ -1,0 +1,19 @@
+/**
+ * Loopback hosts (RFC 8252 §7.3, §8.3): the only hosts that may be reached over plain http, for
+ * redirect URIs, CORS origins and the provider issuer (CONTRACT §9, §14.2).
+ */
+export const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/** `hostname` as WHATWG URL reports it (IPv6 in brackets). */
+export const isLoopbackHost = (hostname: string): boolean => LOOPBACK_HOSTS.has(hostname);
+
+/** True for an absolute https URL, or an http URL on a loopback host. */
+export function isHttpsOrLoopback(url: string): boolean {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return false;
+  }
+  return parsed.protocol === 'https:' || (parsed.protocol === 'http:' && isLoopbackHost(parsed.hostname));
+}

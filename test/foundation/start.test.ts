@@ -1,0 +1,77 @@
+import type { ChildProcess } from 'node:child_process';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
+
+/** CONTRACT §0 / the brief: a fresh `npm start` answers /readyz within 10 s. */
+const READY_WITHIN_MS = 10_000;
+/** A cluster primary builds the app once before forking, so WORKERS=2 gets a wider budget. */
+const CLUSTER_READY_WITHIN_MS = 30_000;
+
+async function waitForReady(port: number, exited: Promise<unknown>, withinMs: number): Promise<void> {
+  const startedAt = Date.now();
+  let gone = false;
+  void exited.then(() => (gone = true));
+  while (Date.now() - startedAt < withinMs && !gone) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(gone ? 'the server exited before it was ready' : `not ready within ${withinMs} ms`);
+}
+
+/** `npm start` (tsx src/server.ts) on a fresh data directory, as an operator runs it. */
+describe('npm start', { timeout: 60_000 }, () => {
+  let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
+  beforeAll(async () => {
+    database = await freshDatabaseUrl();
+  });
+  afterAll(async () => database.drop());
+  // A failed assertion must not leave a server running.
+  const children: ChildProcess[] = [];
+  afterEach(() => {
+    for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+
+  const serve = async (extra: Record<string, string> = {}, readyWithinMs = READY_WITHIN_MS) => {
+    const port = await freePort();
+    // No SECRET_KEY and no ADMIN_TOKEN: the development key is generated and the bootstrap developer printed.
+    const env = childEnv({ PORT: String(port), DATA_DIR: database.dataDir, DATABASE_URL: database.url, ...extra });
+    // `npm start` is `tsx src/server.ts`; loading tsx in-process runs the same code as one process, so a kill is reliable.
+    const server = start(['--import', 'tsx', 'src/server.ts'], env);
+    children.push(server.child);
+    await waitForReady(port, server.done, readyWithinMs);
+    return { port, server };
+  };
+
+  it('answers /readyz within 10 s, prints the bootstrap key once, and exits cleanly on SIGTERM', async () => {
+    const first = await serve();
+    const jwks = await fetch(`http://127.0.0.1:${first.port}/oauth/jwks`);
+    expect(jwks.status).toBe(200);
+    first.server.child.kill('SIGTERM');
+    const ended = await first.server.done;
+    expect(ended.code, ended.stderr).toBe(0);
+    expect(ended.stdout).toMatch(/Bootstrap developer API key \(shown once, store it now\): dk_[A-Za-z0-9_-]{43}/);
+    expect(ended.stderr).toMatch(/SECRET_KEY is not set: generated a development key/);
+
+    const apiKey = /(dk_[A-Za-z0-9_-]{43})/.exec(ended.stdout)![1]!;
+    const again = await serve();
+    const apps = await fetch(`http://127.0.0.1:${again.port}/v1/dev/apps`, { headers: { authorization: `Bearer ${apiKey}` } });
+    expect(apps.status).toBe(200);
+    expect((await apps.json()).items).toMatchObject([{ name: 'demo', type: 'public', redirect_uris: [`http://localhost:${first.port}/demo/callback`] }]);
+    again.server.child.kill('SIGTERM');
+    const second = await again.server.done;
+    expect(second.code).toBe(0);
+    expect(second.stdout).not.toMatch(/Bootstrap developer API key/);
+  });
+
+  it('with WORKERS=2 serves through node:cluster and stops every process on SIGTERM', async () => {
+    const { server } = await serve({ WORKERS: '2' }, CLUSTER_READY_WITHIN_MS);
+    server.child.kill('SIGTERM');
+    const ended = await server.done;
+    expect(ended.code, ended.stderr).toBe(0);
+  });
+});

@@ -1,0 +1,63 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { TEST_DIALECT, createTestStorage } from './app.js';
+
+/** Helpers for tests that run Gatehouse as a separate process (CLI, `npm start`). */
+
+export interface Finished {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A clean environment: nothing from the developer's shell (ADMIN_TOKEN, IDP_*…) leaks in. */
+export function childEnv(overrides: Record<string, string>): Record<string, string> {
+  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), NODE_ENV: 'test', LOG_LEVEL: 'warn', ...overrides };
+}
+
+export function start(args: string[], env: Record<string, string>): { child: ChildProcess; done: Promise<Finished>; output: () => { stdout: string; stderr: string } } {
+  const child = spawn(process.execPath, args, { env, cwd: process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk) => (stdout += chunk));
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const done = new Promise<Finished>((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
+  return { child, done, output: () => ({ stdout, stderr }) };
+}
+
+/** Runs `gatehouse <args>` through the package's bin shim and waits for it to exit. */
+export function runCli(args: string[], env: Record<string, string>): Promise<Finished> {
+  return start(['bin/gatehouse.js', ...args], env).done;
+}
+
+/** A fresh database for a child process (a temp SQLite file, or a new PostgreSQL database) and a data directory; `drop` removes both. */
+export async function freshDatabaseUrl(): Promise<{ url: string; dataDir: string; drop: () => Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
+  const removeDataDir = () => rmSync(dataDir, { recursive: true, force: true });
+  if (TEST_DIALECT === 'sqlite') return { url: `sqlite:${join(dataDir, 'gatehouse.db')}`, dataDir, drop: async () => removeDataDir() };
+  const { storage, url, drop } = await createTestStorage();
+  await storage.close();
+  return {
+    url,
+    dataDir,
+    drop: async () => {
+      await drop();
+      removeDataDir();
+    },
+  };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
