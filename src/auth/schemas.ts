@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { PASSWORD_FIELD_MAX } from './passwords.js';
+
+/** Request bodies of `/v1/auth/*` (CONTRACT §5, §14.4). Unknown fields are ignored. */
+
+export const Email = z
+  .string()
+  .trim()
+  .min(3)
+  .max(254)
+  .regex(/^[^\s@]+@[^\s@]+$/, 'must be an email address');
+
+/** Any string up to the size a valid password can have: longer ones are refused before hashing. */
+export const Password = z.string().min(1).max(PASSWORD_FIELD_MAX, `must be at most 128 characters`);
+
+const ClientId = z.string().min(1).max(200).optional();
+
+export const RegisterBody = z.object({
+  email: Email,
+  password: Password,
+  name: z.string().trim().min(1).max(100).optional(),
+  client_id: ClientId,
+  accept_terms: z.boolean().optional(),
+});
+
+export const LoginBody = z.object({ email: Email, password: Password, client_id: ClientId });
+
+export const MagicLinkRequestBody = z.object({ email: Email, client_id: ClientId, redirect_uri: z.string().min(1).max(2000).optional() });
+
+export const MagicLinkVerifyBody = z
+  .object({
+    token: z.string().min(1).max(200).optional(),
+    email: Email.optional(),
+    code: z.string().min(1).max(20).optional(),
+    client_id: ClientId,
+  })
+  .refine((b) => (b.token !== undefined) !== (b.email !== undefined || b.code !== undefined), { message: 'send either token, or email and code' })
+  .refine((b) => b.token !== undefined || (b.email !== undefined && b.code !== undefined), { message: 'email and code go together' });
+
+export const PasswordForgotBody = MagicLinkRequestBody;
+
+export const PasswordResetBody = z.object({ reset_token: z.string().min(1).max(200), password: Password, client_id: ClientId });
+
+export const RefreshBody = z.object({ refresh_token: z.string().min(1).max(200), client_id: ClientId, scope: z.string().max(500).optional() });
+
+export const LogoutBody = z.object({ refresh_token: z.string().min(1).max(200), all: z.boolean().optional(), client_id: ClientId });
+
+export const ProfileCompleteBody = z.object({
+  session: z.string().min(1).max(4000),
+  client_id: ClientId,
+  data: z
+    .strictObject({
+      name: z.string().trim().min(1).max(100).optional(),
+      phone_number: z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 phone number').optional(),
+      birthdate: z.string().optional(),
+    })
+    .default({}),
+});

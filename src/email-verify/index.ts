@@ -1,0 +1,35 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import { pickLocale } from '../pages/i18n.js';
+import { type BearerIdentity, requestContext } from '../plugins/tokens.js';
+import { ConfirmBody } from './schemas.js';
+
+/**
+ * Email verification, `/v1/email_verify/*` (CONTRACT §6, §14.6): `Authorization: Bearer <access token
+ * or session JWT>`. `request` mails a 6-digit code (10 min, stored as an HMAC, a new one voids the
+ * old, mail limit `verify`); `confirm` checks it (CODE_MAX_ATTEMPTS wrong answers use it up).
+ */
+export default async function emailVerifyRoutes(app: FastifyInstance) {
+  // The credential is checked first (401 before any body validation).
+  const identities = new WeakMap<FastifyRequest, BearerIdentity>();
+  app.addHook('onRequest', async (request) => {
+    identities.set(request, await app.tokens.authenticate(request, { allowSession: true }));
+  });
+
+  app.post('/request', async (request, reply) => {
+    const identity = identities.get(request)!;
+    const { expiresIn } = await app.accounts.requestEmailVerification(
+      identity.userId,
+      { locale: pickLocale(undefined, request.headers['accept-language']) },
+      { ...requestContext(request), appId: identity.appId },
+    );
+    return reply.header('cache-control', 'no-store').code(202).send({ status: 'sent', expires_in: expiresIn });
+  });
+
+  app.post('/confirm', { schema: { body: ConfirmBody } }, async (request, reply) => {
+    const identity = identities.get(request)!;
+    const body = request.body as z.infer<typeof ConfirmBody>;
+    await app.accounts.confirmEmailVerification(identity.userId, body.code, { ...requestContext(request), appId: identity.appId });
+    return reply.header('cache-control', 'no-store').send({ email_verified: true });
+  });
+}

@@ -1,0 +1,238 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Kysely } from 'kysely';
+import nodemailer, { type Transporter } from 'nodemailer';
+import type { ResolvedConfig } from '../config.js';
+import type { Locale } from '../pages/i18n.js';
+import { VIEWS_DIR } from '../pages/views.js';
+import { SecretBox } from '../shared/crypto.js';
+import { newId } from '../shared/ids.js';
+import type { Clock } from '../shared/time.js';
+import {
+  claimMail,
+  countPendingMail,
+  insertOutboxMail,
+  listDueMail,
+  listRecentMail,
+  markMailAbandoned,
+  markMailFailed,
+  markMailSent,
+  type OutboxRow,
+} from '../storage/repos/outbox.js';
+import type { Database } from '../storage/schema.js';
+import { MailRenderer } from './render.js';
+import mailboxRoutes from './mailbox.js';
+
+/**
+ * Reliable mail (CONTRACT §0 dev mailbox, §13 outbox; SECURITY.md items 91, 99):
+ * `enqueue` renders the mail and writes it to the `outbox` in the caller's transaction (bodies sealed
+ * with SECRET_KEY, since they carry links and codes). A background sender, started when the app is
+ * ready and stopped when it closes, polls every second (and is nudged after each enqueue), claims due
+ * rows with `locked_until` (so two processes never send one mail twice), and delivers them:
+ * - with SMTP_URL: through nodemailer SMTP; a failure is retried with exponential backoff
+ *   (5 s, 10 s, 20 s, … capped at 1 h), and a mail still undelivered after 24 h is abandoned;
+ * - without SMTP_URL: the dev mailbox: the mail is marked delivered and logged at info level with its
+ *   kind, recipient and id only (never its link or code), and `GET /dev/mailbox` shows it outside production.
+ */
+
+export type MailKindName = 'verify' | 'magic_link' | 'reset' | 'notice';
+
+export interface MailRequest {
+  kind: MailKindName;
+  to: string;
+  locale: Locale;
+  /** `views/emails/<template>.{text,html}.eta`; subject from the message `mail.<template>.subject`. */
+  template: string;
+  params: Record<string, string | number>;
+}
+
+export interface MailboxEntry {
+  id: string;
+  kind: string;
+  to: string;
+  subject: string;
+  text: string;
+  html: string;
+  created_at: number;
+  sent_at: number | null;
+  attempts: number;
+  last_error: string | null;
+}
+
+const CLAIM_SECONDS = 120;
+const GIVE_UP_AFTER = 24 * 3600;
+const backoff = (attempts: number) => Math.min(5 * 2 ** Math.max(0, attempts - 1), 3600);
+
+export class Mailer {
+  private readonly box: SecretBox;
+  private readonly renderer: MailRenderer;
+  private transport: Transporter | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private stopped = true;
+
+  constructor(
+    private readonly app: FastifyInstance,
+    private readonly db: Kysely<Database>,
+    private readonly config: ResolvedConfig,
+    private readonly clock: Clock,
+  ) {
+    this.box = new SecretBox(config.secretKey, 'outbox');
+    this.renderer = new MailRenderer(VIEWS_DIR, config.production);
+  }
+
+  /** Renders a mail and writes it to the outbox inside `trx`. Returns the outbox id. Call `nudge()` after commit. */
+  async enqueue(trx: Kysely<Database>, mail: MailRequest): Promise<string> {
+    const t = this.app.messages.translator(mail.locale);
+    const rendered = this.renderer.render(mail.template, mail.locale, t, mail.params);
+    const id = newId('mail');
+    const now = this.clock.now();
+    await insertOutboxMail(trx, {
+      id,
+      kind: mail.kind,
+      to_address: mail.to,
+      subject: rendered.subject,
+      text_body: this.box.seal(rendered.text),
+      html_body: this.box.seal(rendered.html),
+      created_at: now,
+      attempts: 0,
+      next_attempt_at: now,
+      locked_until: null,
+      sent_at: null,
+      last_error: null,
+    });
+    // The caller's transaction has usually committed by the time this fires; the poll catches the rest.
+    setTimeout(() => this.nudge(), 25).unref();
+    return id;
+  }
+
+  /** Runs a delivery pass now (after a commit); harmless when one is running. */
+  nudge(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.drain()
+      .catch((error) => this.app.log.error({ err: error }, 'mail sender pass failed'))
+      .finally(() => {
+        this.running = null;
+        if (this.again && !this.stopped) {
+          this.again = false;
+          this.nudge();
+        }
+      });
+  }
+
+  /** Delivers every due mail once (exposed for tests and the CLI). */
+  async drain(): Promise<void> {
+    for (;;) {
+      const now = this.clock.now();
+      const due = await listDueMail(this.db, now, 20);
+      if (due.length === 0) return;
+      let claimedAny = false;
+      await Promise.all(
+        due.map(async (row) => {
+          if (!(await claimMail(this.db, row.id, now, now + CLAIM_SECONDS))) return;
+          claimedAny = true;
+          await this.deliver(row);
+        }),
+      );
+      if (!claimedAny || this.stopped) return;
+    }
+  }
+
+  private async deliver(row: OutboxRow): Promise<void> {
+    const now = this.clock.now();
+    if (now - row.created_at > GIVE_UP_AFTER) {
+      await markMailAbandoned(this.db, row.id, 'undelivered for 24 h');
+      this.app.log.warn({ mail_id: row.id, kind: row.kind }, 'mail abandoned after 24 h of failed delivery');
+      return;
+    }
+    if (!this.config.smtpUrl) {
+      await markMailSent(this.db, row.id, now);
+      this.app.log.info({ mail_id: row.id, kind: row.kind, to: row.to_address, subject: row.subject }, 'mail delivered to the dev mailbox (GET /dev/mailbox)');
+      return;
+    }
+    try {
+      this.transport ??= nodemailer.createTransport(this.config.smtpUrl, {
+        from: this.config.emailFrom,
+        connectionTimeout: 10_000,
+        greetingTimeout: 10_000,
+        socketTimeout: 30_000,
+      } as never);
+      await this.transport.sendMail({
+        from: this.config.emailFrom,
+        to: row.to_address,
+        subject: row.subject,
+        text: this.box.open(row.text_body),
+        html: this.box.open(row.html_body),
+        messageId: `<${row.id}@gatehouse>`,
+        headers: { 'X-Gatehouse-Mail-Id': row.id },
+      });
+      await markMailSent(this.db, row.id, this.clock.now());
+      this.app.log.info({ mail_id: row.id, kind: row.kind }, 'mail sent');
+    } catch (error) {
+      const attempts = row.attempts + 1;
+      const retryIn = backoff(attempts);
+      const message = error instanceof Error ? error.message : String(error);
+      await markMailFailed(this.db, row.id, this.clock.now() + retryIn, message);
+      this.app.log.warn({ mail_id: row.id, kind: row.kind, attempts, retry_in: retryIn, error: message }, 'mail delivery failed; will retry');
+    }
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.timer = setInterval(() => this.nudge(), 1000);
+    this.timer.unref();
+    this.nudge();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+    this.transport?.close();
+    this.transport = null;
+  }
+
+  /** The newest mails with their bodies (dev mailbox; never exposed in production). */
+  async recent(limit = 50): Promise<MailboxEntry[]> {
+    const rows = await listRecentMail(this.db, limit);
+    return rows.map((row) => ({
+      id: row.id,
+      kind: row.kind,
+      to: row.to_address,
+      subject: row.subject,
+      text: this.box.open(row.text_body),
+      html: this.box.open(row.html_body),
+      created_at: row.created_at,
+      sent_at: row.sent_at,
+      attempts: row.attempts,
+      last_error: row.last_error,
+    }));
+  }
+
+  pending(): Promise<number> {
+    return countPendingMail(this.db);
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    mailer: Mailer;
+  }
+}
+
+async function mailerPlugin(app: FastifyInstance) {
+  const mailer = new Mailer(app, app.db, app.config, app.clock);
+  app.decorate('mailer', mailer);
+  app.addHook('onReady', async () => mailer.start());
+  app.addHook('onClose', async () => mailer.stop());
+  if (!app.config.production) await app.register(mailboxRoutes);
+}
+
+export default fp(mailerPlugin, { name: 'mailer', dependencies: ['db', 'views'] });

@@ -1,0 +1,35 @@
+import { Eta } from 'eta';
+import { join } from 'node:path';
+import type { Locale, Translate } from '../pages/i18n.js';
+
+/**
+ * Renders a mail from `views/emails/<template>.text.eta` and `.html.eta` in the recipient's language
+ * (strings come from the locale messages, keys `mail.<template>.*`). The HTML is auto-escaped; the
+ * text part is not (it is plain text).
+ */
+export interface RenderedMail {
+  subject: string;
+  text: string;
+  html: string;
+}
+
+export class MailRenderer {
+  private readonly html: Eta;
+  private readonly text: Eta;
+
+  constructor(viewsDir: string, production: boolean) {
+    const views = join(viewsDir, 'emails');
+    this.html = new Eta({ views, autoEscape: true, cache: production, autoTrim: false });
+    this.text = new Eta({ views, autoEscape: false, cache: production, autoTrim: false });
+  }
+
+  render(template: string, locale: Locale, t: Translate, params: Record<string, string | number>): RenderedMail {
+    if (!/^[a-z][a-z0-9_-]*$/.test(template)) throw new Error(`bad mail template name ${template}`);
+    const locals = { ...params, t, locale, params };
+    return {
+      subject: t(`mail.${template}.subject`, params),
+      text: this.text.render(`./${template}.text.eta`, locals),
+      html: this.html.render(`./${template}.html.eta`, locals),
+    };
+  }
+}

@@ -1,0 +1,189 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isAppError } from '../errors.js';
+import { requestContext } from '../plugins/tokens.js';
+import { findUserById } from '../storage/repos/users.js';
+import { afterSignIn, carriedQuery, field } from './flow.js';
+import { localeOf, renderPage } from './views.js';
+
+/**
+ * Hosted mail-based pages (CONTRACT §12, §14.16, §14.22; SECURITY.md items 73–77):
+ * - `/magic-link/request` (GET form, POST sends the link; the login page's "send_magic_link" posts here);
+ * - `/magic-link?token=…` landing: GET/HEAD only show a button (mail scanners never consume the link);
+ *   POST (CSRF-bound) consumes it — or an email + code — signs the browser in and returns to the
+ *   authorization request in flight (session data `resume`), else `/account`;
+ * - `/password/forgot` (neutral answer for every address) and `/password/reset?token=…` (`new_password`;
+ *   never signs in);
+ * - `/verify-email` (code for the signed-in user; `send_code` mails a new one).
+ * Every POST counts against the per-IP limit.
+ */
+
+const FORM_ERRORS = new Set(['rate_limited', 'weak_password', 'invalid_code', 'code_expired', 'invalid_token', 'user_disabled', 'invalid_request']);
+
+function formError(request: FastifyRequest, reply: FastifyReply, error: unknown): string {
+  if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;
+  reply.code(error.status);
+  const t = request.server.messages.translator(localeOf(request));
+  switch (error.code) {
+    case 'rate_limited': {
+      const seconds = Number(error.extra?.retry_after ?? 60);
+      reply.header('retry-after', String(seconds));
+      return t('am.rate_limited', { seconds });
+    }
+    case 'weak_password':
+      return t('am.weak_password', { reason: error.details?.[0]?.message ?? '' });
+    case 'invalid_code':
+      return t('am.invalid_code', { attempts: Number(error.extra?.attempts_left ?? 0) });
+    case 'code_expired':
+      return t('am.code_expired');
+    case 'invalid_token':
+      return t('magic.invalid');
+    default:
+      return error.publicMessage;
+  }
+}
+
+const EMAIL = /^[^\s@]+@[^\s@]+$/;
+const cleanEmail = (value: string) => value.trim().slice(0, 254);
+
+export default async function authMailPages(app: FastifyInstance) {
+  const ctxOf = (request: FastifyRequest) => requestContext(request);
+
+  // Magic link: request -----------------------------------------------------------------------------
+
+  async function renderMagic(request: FastifyRequest, reply: FastifyReply, locals: { mode: 'request' | 'sent' | 'landing' | 'code'; email?: string; token?: string; error?: string }) {
+    const session = await app.browserSessions.ensure(request, reply);
+    const carried = carriedQuery(request);
+    return renderPage(request, reply, 'magic-link', {
+      titleKey: 'magic.title',
+      csrf: session.csrf_token,
+      requestAction: `/magic-link/request${carried}`,
+      useAction: `/magic-link${carried}`,
+      ...locals,
+    });
+  }
+
+  app.get('/magic-link/request', async (request, reply) => renderMagic(request, reply, { mode: 'request' }));
+
+  app.post('/magic-link/request', async (request, reply) => {
+    const email = cleanEmail(field(request.body, 'email'));
+    try {
+      await app.throttle.hitIp(request);
+      if (!EMAIL.test(email)) return renderMagic(request, reply.code(400), { mode: 'request', email, error: app.messages.translator(localeOf(request))('am.field.email') });
+      await app.accounts.requestMagicLink({ email, locale: localeOf(request) }, ctxOf(request));
+    } catch (error) {
+      return renderMagic(request, reply, { mode: 'request', email, error: formError(request, reply, error) });
+    }
+    return renderMagic(request, reply, { mode: 'sent', email });
+  });
+
+  // Magic link: landing (GET never consumes) ----------------------------------------------------------
+
+  app.get('/magic-link', async (request, reply) => {
+    const token = (request.query as Record<string, unknown> | undefined)?.token;
+    if (typeof token === 'string' && token.length > 0 && token.length <= 200) return renderMagic(request, reply, { mode: 'landing', token });
+    return renderMagic(request, reply, { mode: 'code' });
+  });
+
+  app.post('/magic-link', async (request, reply) => {
+    const token = field(request.body, 'token');
+    const email = cleanEmail(field(request.body, 'email'));
+    const code = field(request.body, 'code').trim();
+    try {
+      await app.throttle.hitIp(request);
+      let user;
+      if (token) user = await app.accounts.consumeMagicToken(token.slice(0, 200), ctxOf(request));
+      else if (email && code) user = await app.accounts.consumeMagicCode({ email, code: code.slice(0, 20) }, ctxOf(request));
+      else return renderMagic(request, reply.code(400), { mode: 'code', email, error: app.messages.translator(localeOf(request))('am.code_expired') });
+      await app.browserSessions.signIn(request, reply, user.id);
+      return afterSignIn(request, reply);
+    } catch (error) {
+      const message = formError(request, reply, error);
+      return renderMagic(request, reply, { mode: token ? 'request' : 'code', email, error: message });
+    }
+  });
+
+  // Password forgot / reset ----------------------------------------------------------------------------
+
+  async function renderForgot(request: FastifyRequest, reply: FastifyReply, locals: { sent?: boolean; email?: string; error?: string }) {
+    const session = await app.browserSessions.ensure(request, reply);
+    return renderPage(request, reply, 'password-forgot', { titleKey: 'forgot.title', csrf: session.csrf_token, formAction: `/password/forgot${carriedQuery(request)}`, ...locals });
+  }
+
+  app.get('/password/forgot', async (request, reply) => renderForgot(request, reply, {}));
+
+  app.post('/password/forgot', async (request, reply) => {
+    const email = cleanEmail(field(request.body, 'email'));
+    try {
+      await app.throttle.hitIp(request);
+      if (!EMAIL.test(email)) return renderForgot(request, reply.code(400), { email, error: app.messages.translator(localeOf(request))('am.field.email') });
+      await app.accounts.requestPasswordReset({ email, locale: localeOf(request) }, ctxOf(request));
+    } catch (error) {
+      return renderForgot(request, reply, { email, error: formError(request, reply, error) });
+    }
+    return renderForgot(request, reply, { sent: true });
+  });
+
+  async function renderReset(request: FastifyRequest, reply: FastifyReply, locals: { token?: string; done?: boolean; invalid?: boolean; error?: string }) {
+    const session = await app.browserSessions.ensure(request, reply);
+    return renderPage(request, reply, 'password-reset', { titleKey: locals.done ? 'reset.done_title' : 'reset.title', csrf: session.csrf_token, formAction: `/password/reset${carriedQuery(request)}`, ...locals });
+  }
+
+  app.get('/password/reset', async (request, reply) => {
+    const token = (request.query as Record<string, unknown> | undefined)?.token;
+    if (typeof token !== 'string' || token.length > 200 || !(await app.accounts.isResetTokenLive(token))) return renderReset(request, reply.code(400), { invalid: true });
+    return renderReset(request, reply, { token });
+  });
+
+  app.post('/password/reset', async (request, reply) => {
+    const token = field(request.body, 'token').slice(0, 200);
+    const password = field(request.body, 'new_password');
+    try {
+      await app.throttle.hitIp(request);
+      if (password.length > 256) return renderReset(request, reply.code(400), { token, error: app.messages.translator(localeOf(request))('am.weak_password', { reason: 'is too long' }) });
+      await app.accounts.resetPassword({ token, password, locale: localeOf(request) }, ctxOf(request));
+    } catch (error) {
+      if (isAppError(error) && error.code === 'invalid_token') return renderReset(request, reply.code(400), { invalid: true });
+      return renderReset(request, reply, { token, error: formError(request, reply, error) });
+    }
+    // The reset revoked every session of the user, this browser's included (it never signs in).
+    return renderReset(request, reply, { done: true });
+  });
+
+  // Verify email -------------------------------------------------------------------------------------
+
+  async function renderVerify(request: FastifyRequest, reply: FastifyReply, locals: { notice?: string; error?: string; done?: boolean }) {
+    const session = await app.browserSessions.ensure(request, reply);
+    const user = session.user_id ? await findUserById(app.db, session.user_id) : undefined;
+    return renderPage(request, reply, 'verify-email', {
+      titleKey: 'verify.title',
+      csrf: session.csrf_token,
+      formAction: `/verify-email${carriedQuery(request)}`,
+      email: user?.email,
+      verified: user?.email_verified === 1,
+      signedIn: Boolean(user),
+      ...locals,
+    });
+  }
+
+  app.get('/verify-email', async (request, reply) => renderVerify(request, reply, {}));
+
+  app.post('/verify-email', async (request, reply) => {
+    const userId = request.browserSession?.user_id;
+    if (!userId) return renderVerify(request, reply.code(401), {});
+    const t = app.messages.translator(localeOf(request));
+    try {
+      await app.throttle.hitIp(request);
+      if (field(request.body, 'action') === 'send_code') {
+        await app.accounts.requestEmailVerification(userId, { locale: localeOf(request) }, ctxOf(request));
+        const user = await findUserById(app.db, userId);
+        return renderVerify(request, reply, { notice: t('verify.sent', { email: user?.email ?? '' }) });
+      }
+      await app.accounts.confirmEmailVerification(userId, field(request.body, 'code').trim().slice(0, 20), ctxOf(request));
+    } catch (error) {
+      return renderVerify(request, reply, { error: formError(request, reply, error) });
+    }
+    const resume = (app.browserSessions.readData<{ resume?: string }>(request).resume);
+    if (typeof resume === 'string' && /^\/oauth\/authorize\?/.test(resume)) return reply.redirect(resume, 303);
+    return renderVerify(request, reply, { done: true });
+  });
+}

@@ -1,0 +1,87 @@
+import type { Insertable, Kysely } from 'kysely';
+import type { Database, OneTimeTokenRow, OneTimeTokensTable } from '../schema.js';
+
+export type { OneTimeTokenRow };
+
+/**
+ * Single-use secrets (magic links with their code, password resets, email verification codes, and
+ * other features' tickets), stored hashed. Consumption is a conditional UPDATE: exactly one caller wins.
+ */
+
+export async function insertOneTimeToken(db: Kysely<Database>, row: Insertable<OneTimeTokensTable>): Promise<void> {
+  await db.insertInto('one_time_tokens').values(row).execute();
+}
+
+export async function findOneTimeTokenByHash(db: Kysely<Database>, kind: string, tokenHash: string): Promise<OneTimeTokenRow | undefined> {
+  return db.selectFrom('one_time_tokens').selectAll().where('kind', '=', kind).where('token_hash', '=', tokenHash).executeTakeFirst();
+}
+
+export async function findOneTimeTokenById(db: Kysely<Database>, id: string): Promise<OneTimeTokenRow | undefined> {
+  return db.selectFrom('one_time_tokens').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** The newest live (unconsumed, unexpired) token of a kind for an email address. */
+export async function findLiveOneTimeTokenByEmail(db: Kysely<Database>, kind: string, email: string, now: number): Promise<OneTimeTokenRow | undefined> {
+  return db
+    .selectFrom('one_time_tokens')
+    .selectAll()
+    .where('kind', '=', kind)
+    .where('email', '=', email)
+    .where('consumed_at', 'is', null)
+    .where('expires_at', '>', now)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .executeTakeFirst();
+}
+
+/** The newest live token of a kind for a user. */
+export async function findLiveOneTimeTokenByUser(db: Kysely<Database>, kind: string, userId: string, now: number): Promise<OneTimeTokenRow | undefined> {
+  return db
+    .selectFrom('one_time_tokens')
+    .selectAll()
+    .where('kind', '=', kind)
+    .where('user_id', '=', userId)
+    .where('consumed_at', 'is', null)
+    .where('expires_at', '>', now)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .executeTakeFirst();
+}
+
+/** Consumes a live token. Returns whether this caller won (false: used, expired, exhausted or unknown). */
+export async function consumeOneTimeToken(db: Kysely<Database>, id: string, now: number, maxAttempts?: number): Promise<boolean> {
+  let q = db.updateTable('one_time_tokens').set({ consumed_at: now }).where('id', '=', id).where('consumed_at', 'is', null).where('expires_at', '>', now);
+  if (maxAttempts !== undefined) q = q.where('attempts', '<', maxAttempts);
+  const result = await q.executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/**
+ * Counts one wrong answer against a live token (atomically) and returns the attempts used so far, or
+ * null when the token was no longer live. A token that reaches `maxAttempts` is consumed (voided).
+ */
+export async function recordOneTimeTokenFailure(db: Kysely<Database>, id: string, now: number, maxAttempts: number): Promise<number | null> {
+  const result = await db
+    .updateTable('one_time_tokens')
+    .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
+    .where('id', '=', id)
+    .where('consumed_at', 'is', null)
+    .where('expires_at', '>', now)
+    .where('attempts', '<', maxAttempts)
+    .executeTakeFirst();
+  if (Number(result.numUpdatedRows) !== 1) return null;
+  const row = await findOneTimeTokenById(db, id);
+  const attempts = row?.attempts ?? maxAttempts;
+  if (attempts >= maxAttempts) await db.updateTable('one_time_tokens').set({ consumed_at: now }).where('id', '=', id).where('consumed_at', 'is', null).execute();
+  return attempts;
+}
+
+/** Voids every live token of a kind for an email address (a newer one replaces them). */
+export async function voidOneTimeTokensByEmail(db: Kysely<Database>, kind: string, email: string, now: number): Promise<void> {
+  await db.updateTable('one_time_tokens').set({ consumed_at: now }).where('kind', '=', kind).where('email', '=', email).where('consumed_at', 'is', null).execute();
+}
+
+/** Voids every live token of a kind for a user (e.g. reset tokens at a password change or sign-in). */
+export async function voidOneTimeTokensOfUser(db: Kysely<Database>, kind: string, userId: string, now: number): Promise<void> {
+  await db.updateTable('one_time_tokens').set({ consumed_at: now }).where('kind', '=', kind).where('user_id', '=', userId).where('consumed_at', 'is', null).execute();
+}
