@@ -49,6 +49,7 @@ export interface VerifyOptions {
 export class KeyStore {
   private keys: LoadedKey[] = [];
   private loadedAt = -Infinity;
+  private refreshing?: Promise<void>;
   private readonly box: SecretBox;
 
   constructor(
@@ -98,13 +99,22 @@ export class KeyStore {
     this.loadedAt = this.clock.now();
   }
 
-  private async fresh(): Promise<void> {
-    if (this.clock.now() - this.loadedAt >= RELOAD_INTERVAL_S) await this.reload();
+  /**
+   * Starts a background re-read when the cache is stale, without waiting for it: signing happens
+   * inside transactions, and on SQLite (one connection) awaiting a query there would deadlock.
+   */
+  private refreshSoon(): void {
+    if (this.refreshing || this.clock.now() - this.loadedAt < RELOAD_INTERVAL_S) return;
+    this.refreshing = this.reload()
+      .catch(() => undefined) // keep serving the cached keys; the next call tries again
+      .finally(() => {
+        this.refreshing = undefined;
+      });
   }
 
   /** Public JWKS: public members only, with kid/alg/use; retired keys while their tokens can live. */
   async jwks(): Promise<{ keys: JWK[] }> {
-    await this.fresh();
+    this.refreshSoon();
     const now = this.clock.now();
     return {
       keys: this.keys
@@ -114,7 +124,7 @@ export class KeyStore {
   }
 
   async sign(payload: JWTPayload, options: { alg: SigningAlg; typ: string; expiresIn: number }): Promise<string> {
-    await this.fresh();
+    this.refreshSoon();
     // The oldest active key: every instance picks the same one.
     const key = this.keys.find((k) => k.alg === options.alg && k.retiredAt === null);
     if (!key) throw new Error(`no active ${options.alg} signing key`);
@@ -132,7 +142,6 @@ export class KeyStore {
    * allowed algorithms, `typ`, issuer, expiry with a small skew. Throws on any failure.
    */
   async verify(token: string, options: VerifyOptions): Promise<JWTVerifyResult['payload']> {
-    await this.fresh();
     const attempt = async () => {
       const jwks = createLocalJWKSet(await this.jwks());
       const { payload } = await jwtVerify(token, jwks, {

@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { renderPage, VIEWS_DIR } from '../pages/views.js';
+import { type App, findApp, listAllApps } from '../storage/repos/apps.js';
+
+/**
+ * `/demo` (CONTRACT §0; only when NODE_ENV is not production): a small single-page client that runs
+ * the full authorization-code + PKCE flow against this service with the bootstrap app `demo` (or the
+ * app named by `?client_id=`), then at `/demo/callback` exchanges the code, shows the decoded tokens
+ * and the userinfo answer, and can refresh. All logic is in `views/assets/demo.js` (CSP: 'self' only).
+ */
+export default async function demo(app: FastifyInstance) {
+  const script = readFileSync(join(VIEWS_DIR, 'assets', 'demo.js'), 'utf8');
+  const callbackUri = `${app.config.baseUrl}/demo/callback`;
+
+  async function demoApp(clientId: unknown): Promise<App | undefined> {
+    if (typeof clientId === 'string' && clientId.length <= 200) {
+      const named = await findApp(app.db, clientId);
+      return named && named.redirectUris.includes(callbackUri) ? named : undefined;
+    }
+    const apps = await listAllApps(app.db);
+    return apps.find((a) => a.name === 'demo' && !a.disabled && a.redirectUris.includes(callbackUri));
+  }
+
+  const routeConfig = { config: { errorStyle: 'html' as const } };
+
+  app.get('/assets/demo.js', async (_request, reply) =>
+    reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send(script),
+  );
+
+  app.get('/demo', routeConfig, async (request, reply) => {
+    const client = await demoApp((request.query as Record<string, unknown>).client_id);
+    return renderPage(request, reply, 'demo', {
+      titleKey: 'demo.title',
+      clientId: client?.id,
+      appName: client?.name,
+      type: client?.type,
+      redirectUri: callbackUri,
+      authorizeEndpoint: `${app.config.baseUrl}/oauth/authorize`,
+    });
+  });
+
+  app.get('/demo/callback', routeConfig, async (request, reply) =>
+    renderPage(request, reply, 'demo-callback', {
+      titleKey: 'demo.title',
+      tokenEndpoint: `${app.config.baseUrl}/oauth/token`,
+      userinfoEndpoint: `${app.config.baseUrl}/oauth/userinfo`,
+      logoutEndpoint: `${app.config.baseUrl}/oauth/logout`,
+      redirectUri: callbackUri,
+    }),
+  );
+}

@@ -1,0 +1,263 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
+import { requestContext } from '../plugins/tokens.js';
+import type { FlowState } from '../shared/pending-flow.js';
+import { missingRequiredFields } from '../shared/required-fields.js';
+import { DEFAULT_SCOPE, isSubsetScope, joinScope, scopeList, unknownScopes } from '../shared/scopes.js';
+import { appendQuery } from '../shared/url.js';
+import { findAppUser, recordAppSignIn } from '../storage/repos/app-users.js';
+import { type App, findApp } from '../storage/repos/apps.js';
+import { findConsentedScope } from '../storage/repos/consents.js';
+import { findGrant } from '../storage/repos/grants.js';
+import { findUserById, type UserRow } from '../storage/repos/users.js';
+import { checkChallenge } from './pkce.js';
+import { duplicatedParams, type Params } from './params.js';
+
+/**
+ * GET /oauth/authorize (SPEC 4.1, CONTRACT §4, §14.12) as a pipeline of small named checks, in order:
+ * client → redirect_uri (both: HTML 400, never a redirect) → from then on errors redirect back with
+ * `error`, `state`, `iss` → parameter hygiene → response_type → PKCE → scope → prompt and the other
+ * parameters → who is signed in → blocked/disabled → consent → required profile data → code.
+ */
+
+const PROMPTS = new Set(['none', 'login', 'consent']);
+const RESPONSE_MODES = new Set(['query', 'code', 'session']);
+const LIMITS: Record<string, number> = { state: 4096, nonce: 512, login_hint: 320, ui_locales: 100, session: 4096 };
+
+export interface AuthorizeRequest {
+  app: App;
+  redirectUri: string;
+  state?: string;
+  scope: string;
+  codeChallenge: string | null;
+  nonce?: string;
+  prompt: Set<string>;
+  loginHint?: string;
+  uiLocales?: string;
+  session?: string;
+  params: Params;
+}
+
+interface SignedIn {
+  user: UserRow;
+  authTime: number;
+  viaSessionJwt: boolean;
+}
+
+// Steps 1–2: client and redirect_uri. Nothing is redirected until both are verified.
+async function checkClient(app: FastifyInstance, raw: unknown): Promise<App> {
+  const clientId = (raw as Record<string, unknown>).client_id;
+  if (typeof clientId !== 'string' || clientId === '') {
+    throw new AppError('invalid_request', { message: 'The client_id parameter is missing or repeated.' });
+  }
+  const client = clientId.length <= 200 ? await findApp(app.db, clientId) : undefined;
+  if (!client || client.disabled) throw new AppError('invalid_client', { status: 400, message: 'This application is unknown or disabled.', detail: 'authorize: unknown client' });
+  return client;
+}
+
+function checkRedirectUri(client: App, raw: unknown): string {
+  const redirectUri = (raw as Record<string, unknown>).redirect_uri;
+  if (typeof redirectUri !== 'string' || redirectUri === '') {
+    throw new AppError('invalid_request', { message: 'The redirect_uri parameter is missing or repeated.' });
+  }
+  // Exact string comparison, no normalisation (SECURITY.md items 1–5).
+  if (!client.redirectUris.includes(redirectUri)) {
+    throw new AppError('invalid_redirect_uri', { message: 'The redirect_uri is not registered for this application.' });
+  }
+  return redirectUri;
+}
+
+// Step 3 onwards: errors now go back to the verified redirect_uri.
+function checkHygiene(raw: unknown): Params {
+  const duplicated = duplicatedParams(raw);
+  if (duplicated.length) throw new AppError('invalid_request', { message: `Parameters must not be repeated: ${duplicated.slice(0, 5).join(', ')}.` });
+  const params = raw as Params;
+  for (const [name, max] of Object.entries(LIMITS)) {
+    if ((params[name]?.length ?? 0) > max) throw new AppError('invalid_request', { message: `The ${name} parameter is too long.` });
+  }
+  return params;
+}
+
+function checkResponseType(params: Params): void {
+  if (!params.response_type) throw new AppError('invalid_request', { message: 'The response_type parameter is required.' });
+  if (params.response_type !== 'code') throw new AppError('unsupported_response_type');
+  if (params.response_mode !== undefined && !RESPONSE_MODES.has(params.response_mode)) {
+    throw new AppError('invalid_request', { message: 'Unsupported response_mode.' });
+  }
+}
+
+function checkPkce(client: App, params: Params): string | null {
+  const result = checkChallenge(params.code_challenge, params.code_challenge_method, client.type === 'public');
+  if (!result.ok) throw new AppError('invalid_request', { message: `PKCE: ${result.reason}.` });
+  return result.challenge;
+}
+
+function checkScope(params: Params): string {
+  const scope = params.scope === undefined || params.scope.trim() === '' ? DEFAULT_SCOPE : params.scope;
+  if (/[^\x21\x23-\x5b\x5d-\x7e ]/.test(scope)) throw new AppError('invalid_scope');
+  const unknown = unknownScopes(scope);
+  if (unknown.length) throw new AppError('invalid_scope', { message: `Unknown scope: ${unknown.slice(0, 3).join(' ')}.` });
+  return joinScope(scopeList(scope));
+}
+
+function checkPrompt(params: Params): Set<string> {
+  const prompt = new Set((params.prompt ?? '').split(' ').filter(Boolean));
+  for (const p of prompt) if (!PROMPTS.has(p)) throw new AppError('invalid_request', { message: `Unsupported prompt value: ${p.slice(0, 20)}.` });
+  if (prompt.has('none') && prompt.size > 1) throw new AppError('invalid_request', { message: 'prompt=none cannot be combined with other values.' });
+  if (params.consent !== undefined && params.consent !== '1') throw new AppError('invalid_request', { message: 'consent must be 1.' });
+  return prompt;
+}
+
+/** Validates the whole request (CONTRACT §14.12: before the login step). */
+export async function parseAuthorizeRequest(app: FastifyInstance, request: FastifyRequest): Promise<AuthorizeRequest> {
+  const raw = (request.query ?? {}) as Record<string, unknown>;
+  const client = await checkClient(app, raw);
+  const redirectUri = checkRedirectUri(client, raw);
+  // A repeated state is not echoed (which one would be right?); the error says why.
+  request.errorRedirect = { redirectUri, state: typeof raw.state === 'string' ? raw.state : undefined };
+
+  const params = checkHygiene(raw);
+  checkResponseType(params);
+  if (!client.features.auth) throw new AppError('unauthorized_client', { message: 'This application cannot sign users in.' });
+  const codeChallenge = checkPkce(client, params);
+  const scope = checkScope(params);
+  const prompt = checkPrompt(params);
+  return {
+    app: client,
+    redirectUri,
+    state: params.state,
+    scope,
+    codeChallenge,
+    nonce: params.nonce || undefined,
+    prompt,
+    loginHint: params.login_hint || undefined,
+    uiLocales: params.ui_locales || undefined,
+    session: params.session || undefined,
+    params,
+  };
+}
+
+/** The authorize query to come back to, minus what must not repeat (a forced login or consent once done). */
+export function resumePath(params: Params, drop: { prompt?: string; session?: boolean } = {}): string {
+  const query = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (k === 'session' && drop.session) continue;
+    if (k === 'prompt' && drop.prompt) {
+      const rest = v.split(' ').filter((p) => p && p !== drop.prompt);
+      if (rest.length) query.append(k, rest.join(' '));
+      continue;
+    }
+    query.append(k, v);
+  }
+  return `/oauth/authorize?${query.toString()}`;
+}
+
+function hostedUrl(app: FastifyInstance, path: string, req: AuthorizeRequest, extra: Record<string, string | undefined> = {}): string {
+  return appendQuery(`${app.config.authUrl}${path}`, { client_id: req.app.id, ui_locales: req.uiLocales, ...extra });
+}
+
+async function signedInUser(app: FastifyInstance, request: FastifyRequest, req: AuthorizeRequest): Promise<SignedIn | null> {
+  if (req.session) {
+    // Only a session JWT (typ session+jwt) for this app: an access token is never a session.
+    const claims = await app.tokens.checkSession(req.session, req.app.id);
+    if (claims) {
+      const user = await findUserById(app.db, claims.sub);
+      const grant = await findGrant(app.db, claims.grantId);
+      if (user && grant) return { user, authTime: grant.auth_time, viaSessionJwt: true };
+    }
+  }
+  const session = request.browserSession;
+  if (session?.user_id) {
+    const user = await findUserById(app.db, session.user_id);
+    if (user) return { user, authTime: session.auth_time ?? session.created_at, viaSessionJwt: false };
+  }
+  return null;
+}
+
+async function writeFlow(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, update: (state: FlowState) => FlowState): Promise<void> {
+  await app.browserSessions.ensure(request, reply);
+  const state = app.browserSessions.readData<FlowState>(request) as FlowState;
+  await app.browserSessions.writeData(request, update(state));
+}
+
+export async function authorize(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  reply.header('cache-control', 'no-store');
+  request.browserSession = await app.browserSessions.load(request);
+  const req = await parseAuthorizeRequest(app, request);
+
+  // Who is signed in (browser session, or a session JWT for this app).
+  let who = await signedInUser(app, request, req);
+  const invalidSessionParam = req.session !== undefined && !who?.viaSessionJwt;
+  if (who && req.prompt.has('login')) who = null;
+  if (!who) {
+    if (req.prompt.has('none')) throw new AppError('login_required');
+    const resume = resumePath(req.params, { prompt: 'login', session: invalidSessionParam });
+    await writeFlow(app, request, reply, (s) => ({ ...s, resume, consent: undefined, profile: undefined }));
+    return reply.redirect(hostedUrl(app, '/login', req, { login_hint: req.loginHint }), 302);
+  }
+  const { user } = who;
+
+  // Disabled by the admin or blocked for this app by its developer.
+  if (user.status !== 'active') throw new AppError('access_denied', { message: 'This account is disabled.', detail: 'user disabled' });
+  const appUser = await findAppUser(app.db, req.app.id, user.id);
+  if (appUser?.status === 'blocked') throw new AppError('access_denied', { message: 'This account is blocked for this application.', detail: 'user blocked' });
+
+  // Consent for exactly the requested scopes (prompt=consent forces the page).
+  const consented = await findConsentedScope(app.db, req.app.id, user.id);
+  if (req.prompt.has('consent') || !isSubsetScope(req.scope, consented)) {
+    if (req.prompt.has('none')) throw new AppError('consent_required');
+    const resume = resumePath(req.params, { prompt: 'consent' });
+    await writeFlow(app, request, reply, (s) => ({
+      ...s,
+      resume,
+      profile: undefined,
+      consent: {
+        appId: req.app.id,
+        userId: user.id,
+        scope: req.scope,
+        redirectUri: req.redirectUri,
+        state: req.state,
+        resume,
+        viaSessionJwt: who.viaSessionJwt,
+      },
+    }));
+    return reply.redirect(hostedUrl(app, '/consent', req), 302);
+  }
+
+  // The app's required profile data.
+  const missing = missingRequiredFields(req.app.requiredFields, user);
+  if (missing.length) {
+    if (req.prompt.has('none')) throw new AppError('interaction_required', { message: 'The user must complete their profile.' });
+    const resume = resumePath(req.params);
+    await writeFlow(app, request, reply, (s) => ({
+      ...s,
+      resume,
+      consent: undefined,
+      profile: { appId: req.app.id, userId: user.id, fields: missing, resume, viaSessionJwt: who.viaSessionJwt },
+    }));
+    return reply.redirect(hostedUrl(app, '/profile', req), 302);
+  }
+
+  // Done: a code bound to client, redirect_uri and challenge.
+  const now = app.clock.now();
+  const code = await app.db.transaction().execute(async (trx) => {
+    await recordAppSignIn(trx, req.app.id, user.id, now);
+    return app.tokens.issueAuthorizationCode(trx, {
+      appId: req.app.id,
+      userId: user.id,
+      redirectUri: req.redirectUri,
+      scope: req.scope,
+      codeChallenge: req.codeChallenge,
+      nonce: req.nonce ?? null,
+      authTime: who.authTime,
+    });
+  });
+  if (request.browserSession) {
+    const state = app.browserSessions.readData<FlowState>(request);
+    if (state.resume || state.consent || state.profile) {
+      await app.browserSessions.writeData(request, { ...state, resume: undefined, consent: undefined, profile: undefined });
+    }
+  }
+  request.log.info({ client_id: req.app.id, user_id: user.id, ...requestContext(request) }, 'authorization code issued');
+  return reply.redirect(appendQuery(req.redirectUri, { code, state: req.state, iss: app.config.baseUrl }), 302);
+}

@@ -1,0 +1,84 @@
+import type { FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import { AppError } from '../errors.js';
+import { hashSecret, safeEqual } from '../shared/ids.js';
+import { type App, findApp } from '../storage/repos/apps.js';
+import type { Database } from '../storage/schema.js';
+import type { Params } from './params.js';
+
+/**
+ * Client authentication at /oauth/token, /oauth/revoke and /oauth/introspect (RFC 6749 §2.3):
+ * `none` (public apps: client_id only), `client_secret_basic` and `client_secret_post`. A
+ * confidential app must authenticate; a secret is compared by hash in constant time. One method per
+ * request. Failures are 401 `invalid_client` (with `WWW-Authenticate: Basic` from the error handler).
+ */
+
+export type ClientAuthMethod = 'none' | 'client_secret_basic' | 'client_secret_post';
+
+export interface AuthenticatedClient {
+  app: App;
+  method: ClientAuthMethod;
+}
+
+interface BasicCredentials {
+  clientId: string;
+  clientSecret: string;
+}
+
+function invalidClient(detail: string, basic: boolean): AppError {
+  return new AppError('invalid_client', {
+    detail,
+    headers: { 'www-authenticate': basic ? 'Basic realm="gatehouse", charset="UTF-8"' : 'Basic realm="gatehouse"' },
+  });
+}
+
+/** Parses `Authorization: Basic` (RFC 6749 §2.3.1: form-urlencoded id and secret). Undefined when absent. */
+export function parseBasic(header: string | undefined): BasicCredentials | undefined {
+  if (!header || !/^basic /i.test(header)) return undefined;
+  const decoded = Buffer.from(header.slice(6).trim(), 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) throw invalidClient('malformed Basic credentials', true);
+  try {
+    const clientId = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' '));
+    const clientSecret = decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' '));
+    return { clientId, clientSecret };
+  } catch {
+    throw invalidClient('malformed Basic credentials', true);
+  }
+}
+
+/** Wrong secrets per client per minute before 429 (SECURITY.md item 68); only failures count, so the right secret keeps working. */
+export const MAX_FAILED_SECRETS_PER_MINUTE = 20;
+
+export async function authenticateClient(db: Kysely<Database>, request: FastifyRequest, params: Params): Promise<AuthenticatedClient> {
+  const basic = parseBasic(request.headers.authorization);
+  if (basic && params.client_secret !== undefined) {
+    throw new AppError('invalid_request', { message: 'Use only one client authentication method.' });
+  }
+  if (basic && params.client_id !== undefined && params.client_id !== basic.clientId) {
+    throw new AppError('invalid_request', { message: 'client_id does not match the Authorization header.' });
+  }
+  const clientId = basic?.clientId ?? params.client_id;
+  if (!clientId) {
+    throw new AppError('invalid_client', { detail: 'no client identification' });
+  }
+  const secret = basic?.clientSecret ?? params.client_secret;
+  const method: ClientAuthMethod = basic ? 'client_secret_basic' : secret !== undefined ? 'client_secret_post' : 'none';
+
+  const app = clientId.length <= 200 ? await findApp(db, clientId) : undefined;
+  // Unknown apps still cost one hash, so timing says nothing about which client ids exist.
+  const presentedHash = secret !== undefined ? hashSecret(secret) : '';
+  if (!app || app.disabled) throw invalidClient('unknown or disabled client', !!basic);
+
+  if (app.type === 'confidential') {
+    if (secret === undefined || !app.clientSecretHash) throw invalidClient('confidential client sent no secret', !!basic);
+    if (!safeEqual(presentedHash, app.clientSecretHash)) {
+      await request.server.throttle.hitKey(`client-secret-failure:${app.id}`, MAX_FAILED_SECRETS_PER_MINUTE, 60);
+      throw invalidClient('wrong client secret', !!basic);
+    }
+  } else if (secret !== undefined && secret !== '') {
+    // A public app has no secret; a secret sent anyway is a client mistake worth refusing.
+    throw invalidClient('public client sent a secret', !!basic);
+  }
+  return { app, method };
+}

@@ -1,0 +1,84 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AppError } from '../../errors.js';
+import { requestContext, type TokenResponse } from '../../plugins/tokens.js';
+import { hashSecret } from '../../shared/ids.js';
+import { findAppUser } from '../../storage/repos/app-users.js';
+import type { App } from '../../storage/repos/apps.js';
+import { appendEvent } from '../../storage/repos/events.js';
+import {
+  consumeAuthorizationCode,
+  findAuthorizationCode,
+  findGrant,
+  revokeGrant,
+  setAuthorizationCodeGrant,
+} from '../../storage/repos/grants.js';
+import { findUserById } from '../../storage/repos/users.js';
+import { required, type Params } from '../params.js';
+import { isValidVerifier, verifyPkce } from '../pkce.js';
+
+/**
+ * grant_type=authorization_code (RFC 6749 §4.1.3, RFC 7636 §4.6, CONTRACT §3):
+ * the code is consumed atomically in the same transaction that issues the tokens; exactly one
+ * redemption wins. Once consumed, a failed check (expiry, redirect_uri, verifier) has burned the code.
+ * Any later or concurrent redemption fails with `invalid_grant` and revokes what the code produced.
+ * A code of another client is refused without being burned.
+ */
+export async function authorizationCodeGrant(app: FastifyInstance, request: FastifyRequest, client: App, params: Params): Promise<TokenResponse> {
+  const code = required(params, 'code');
+  const redirectUri = required(params, 'redirect_uri');
+  const verifier = params.code_verifier;
+  if (verifier !== undefined && !isValidVerifier(verifier)) {
+    throw new AppError('invalid_grant', { message: 'The code_verifier is malformed.', detail: 'code_verifier syntax' });
+  }
+  if (code.length > 200) throw new AppError('invalid_grant', { detail: 'code too long' });
+  const codeHash = hashSecret(code);
+  const row = await findAuthorizationCode(app.db, codeHash);
+  if (!row) throw new AppError('invalid_grant', { detail: 'unknown code' });
+  if (row.app_id !== client.id) throw new AppError('invalid_grant', { detail: 'code issued to another client' });
+
+  const now = app.clock.now();
+  type Outcome = { ok: TokenResponse } | { fail: string } | { replay: true };
+  const outcome = await app.db.transaction().execute(async (trx): Promise<Outcome> => {
+    if (!(await consumeAuthorizationCode(trx, codeHash, now))) return { replay: true };
+    if (row.expires_at <= now) return { fail: 'code expired' };
+    if (row.redirect_uri !== redirectUri) return { fail: 'redirect_uri differs from the authorization request' };
+    if (row.code_challenge !== null) {
+      if (verifier === undefined) return { fail: 'code_verifier missing for a code with a challenge' };
+      if (!verifyPkce(verifier, row.code_challenge)) return { fail: 'code_verifier does not match' };
+    } else if (verifier !== undefined) {
+      return { fail: 'code_verifier sent for a code without a challenge (downgrade)' };
+    }
+    const user = await findUserById(trx, row.user_id);
+    if (!user || user.status !== 'active') return { fail: 'user disabled or gone' };
+    if ((await findAppUser(trx, client.id, user.id))?.status === 'blocked') return { fail: 'user blocked for this app' };
+    const { response, grantId } = await app.tokens.issueTokens(trx, {
+      app: client,
+      user,
+      scope: row.scope,
+      authTime: row.auth_time,
+      nonce: row.nonce,
+    });
+    await setAuthorizationCodeGrant(trx, codeHash, grantId);
+    return { ok: response };
+  });
+
+  if ('ok' in outcome) return outcome.ok;
+  if ('fail' in outcome) throw new AppError('invalid_grant', { detail: outcome.fail });
+
+  // Replay (sequential or concurrent): revoke the grant the winning redemption produced.
+  const settled = await findAuthorizationCode(app.db, codeHash);
+  const ctx = requestContext(request);
+  await app.db.transaction().execute(async (trx) => {
+    const grant = settled?.grant_id ? await findGrant(trx, settled.grant_id) : undefined;
+    if (grant) await revokeGrant(trx, grant.id, now, 'code_replay');
+    await appendEvent(trx, now, {
+      type: 'code.replay_detected',
+      appId: client.id,
+      userId: row.user_id,
+      ip: ctx.ip,
+      userAgent: ctx.userAgent,
+      data: { grant_id: grant?.id ?? null, code_hash_prefix: codeHash.slice(0, 8) },
+    });
+  });
+  throw new AppError('invalid_grant', { detail: 'authorization code replayed: its grant was revoked' });
+}

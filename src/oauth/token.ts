@@ -1,0 +1,34 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
+import type { App } from '../storage/repos/apps.js';
+import { authenticateClient } from './client-auth.js';
+import { authorizationCodeGrant } from './grants/authorization-code.js';
+import { refreshTokenGrant } from './grants/refresh-token.js';
+import { singleParams, type Params } from './params.js';
+
+/** POST /oauth/token: parameter hygiene → grant type → client authentication → the grant's handler. */
+
+type GrantHandler = (app: FastifyInstance, request: FastifyRequest, client: App, params: Params) => Promise<object | string>;
+
+const GRANTS: Record<string, GrantHandler> = {
+  authorization_code: authorizationCodeGrant,
+  refresh_token: refreshTokenGrant,
+};
+
+export function noStore(reply: FastifyReply): FastifyReply {
+  return reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+}
+
+export async function token(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  noStore(reply);
+  const params = singleParams(request.body);
+  const grantType = params.grant_type;
+  if (!grantType) throw new AppError('invalid_request', { message: 'The grant_type parameter is required.' });
+  const handler = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;
+  if (!handler) throw new AppError('unsupported_grant_type');
+  const { app: client } = await authenticateClient(app.db, request, params);
+  request.corsAppId = client.id;
+  const result = await handler(app, request, client, params);
+  reply.type('application/json; charset=utf-8');
+  return reply.send(typeof result === 'string' ? result : JSON.stringify(result));
+}

@@ -1,0 +1,132 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
+import { requestContext } from '../plugins/tokens.js';
+import type { FlowState, PendingConsent, PendingProfile } from '../shared/pending-flow.js';
+import { E164, isValidBirthdate } from '../shared/required-fields.js';
+import { scopeList } from '../shared/scopes.js';
+import { appendQuery } from '../shared/url.js';
+import { findApp } from '../storage/repos/apps.js';
+import { grantConsent } from '../storage/repos/consents.js';
+import { appendEvent } from '../storage/repos/events.js';
+import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
+import { findUserById, updateUser } from '../storage/repos/users.js';
+import { field, readFlow } from './flow.js';
+import { localeOf, renderPage } from './views.js';
+
+/**
+ * `/consent` and `/profile`: the steps `/oauth/authorize` waits for. What they act on (app, user,
+ * scopes, fields) is the pending step kept server-side in the browser session, never the form.
+ * Allow records consent for exactly the scopes shown (event `consent.granted`); Deny sends the user
+ * back to the app with `error=access_denied`. Both finish with a 303 into the authorization request.
+ */
+
+function expired(): AppError {
+  return new AppError('invalid_request', { message: 'This sign-in request has expired. Go back to the application and start again.', detail: 'no pending step' });
+}
+
+/** The pending step, if it belongs to the user of this browser (or came with a session JWT in this browser). */
+function pendingStep<K extends 'consent' | 'profile'>(request: FastifyRequest, kind: K): NonNullable<FlowState[K]> {
+  const step = readFlow(request)[kind] as PendingConsent | PendingProfile | undefined;
+  if (!step || !request.browserSession) throw expired();
+  if (!step.viaSessionJwt && request.browserSession.user_id !== step.userId) throw expired();
+  return step as NonNullable<FlowState[K]>;
+}
+
+async function clearStep(request: FastifyRequest, kind: 'consent' | 'profile'): Promise<void> {
+  const state = readFlow(request);
+  await request.server.browserSessions.writeData(request, { ...state, [kind]: undefined });
+}
+
+export default async function consentPages(app: FastifyInstance) {
+  app.get('/consent', async (request, reply) => {
+    const step = pendingStep(request, 'consent');
+    const client = await findApp(app.db, step.appId);
+    const user = await findUserById(app.db, step.userId);
+    if (!client || !user) throw expired();
+    const t = app.messages.translator(localeOf(request));
+    const docs = await listPublishedDocTypes(app.db, client.id);
+    return renderPage(request, reply, 'consent', {
+      titleKey: 'oauth.consent.title',
+      csrf: request.browserSession!.csrf_token,
+      appName: client.name,
+      clientId: client.id,
+      email: user.email,
+      scopes: scopeList(step.scope).map((name) => ({ name, label: t(`oauth.scope.${name}`) })),
+      legal: docs.map((d) => ({ href: `/legal/apps/${encodeURIComponent(client.id)}/${encodeURIComponent(d)}`, label: d })),
+    });
+  });
+
+  app.post('/consent', async (request, reply) => {
+    const step = pendingStep(request, 'consent');
+    const action = field(request.body, 'action');
+    if (action !== 'allow' && action !== 'deny') throw new AppError('invalid_request', { message: 'Choose Allow or Deny.' });
+    await clearStep(request, 'consent');
+    if (action === 'deny') {
+      return reply.redirect(
+        appendQuery(step.redirectUri, {
+          error: 'access_denied',
+          error_description: 'The user denied the request.',
+          state: step.state,
+          iss: app.config.baseUrl,
+        }),
+        303,
+      );
+    }
+    const now = app.clock.now();
+    const ctx = requestContext(request);
+    await app.db.transaction().execute(async (trx) => {
+      await grantConsent(trx, step.appId, step.userId, step.scope, now);
+      await appendEvent(trx, now, { type: 'consent.granted', appId: step.appId, userId: step.userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { scope: step.scope } });
+    });
+    return reply.redirect(step.resume, 303);
+  });
+
+  async function renderProfile(request: FastifyRequest, reply: import('fastify').FastifyReply, step: PendingProfile, locals: { error?: string; values?: Record<string, string> }) {
+    const client = await findApp(app.db, step.appId);
+    if (!client) throw expired();
+    return renderPage(request, reply, 'profile', {
+      titleKey: 'oauth.profile.title',
+      csrf: request.browserSession!.csrf_token,
+      appName: client.name,
+      fields: step.fields.filter((f) => f !== 'email_verified'),
+      needsVerifiedEmail: step.fields.includes('email_verified'),
+      values: locals.values ?? {},
+      error: locals.error,
+    });
+  }
+
+  app.get('/profile', async (request, reply) => renderProfile(request, reply, pendingStep(request, 'profile'), {}));
+
+  app.post('/profile', async (request, reply) => {
+    const step = pendingStep(request, 'profile');
+    const t = app.messages.translator(localeOf(request));
+    const values: Record<string, string> = {};
+    const patch: { name?: string; phone_number?: string; birthdate?: string } = {};
+    let error: string | undefined;
+    if (step.fields.includes('name')) {
+      const name = field(request.body, 'name').trim();
+      values.name = name.slice(0, 100);
+      if (name.length < 1 || [...name].length > 100) error ??= t('oauth.profile.invalid_name');
+      else patch.name = name;
+    }
+    if (step.fields.includes('phone_number')) {
+      const phone = field(request.body, 'phone_number').replace(/[\s()-]/g, '');
+      values.phone_number = phone.slice(0, 20);
+      if (!E164.test(phone)) error ??= t('oauth.profile.invalid_phone');
+      else patch.phone_number = phone;
+    }
+    if (step.fields.includes('birthdate')) {
+      const birthdate = field(request.body, 'birthdate').trim();
+      values.birthdate = birthdate.slice(0, 10);
+      if (!isValidBirthdate(birthdate)) error ??= t('oauth.profile.invalid_birthdate');
+      else patch.birthdate = birthdate;
+    }
+    if (error) {
+      reply.code(400);
+      return renderProfile(request, reply, step, { error, values });
+    }
+    if (Object.keys(patch).length) await updateUser(app.db, step.userId, { ...patch, updated_at: app.clock.now() });
+    await clearStep(request, 'profile');
+    return reply.redirect(step.resume, 303);
+  });
+}

@@ -1,0 +1,104 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isAppError } from '../errors.js';
+import { requestContext } from '../plugins/tokens.js';
+import { appendEvent } from '../storage/repos/events.js';
+import { IDP_SETTING_KEY, getSetting, type IdpSetting } from '../storage/repos/settings.js';
+import { localeOf, renderPage } from './views.js';
+import { accountsOf, afterSignIn, carriedQuery, field, flowApp, hitIp, resumeOf } from './flow.js';
+
+/**
+ * Hosted sign-in and registration (CONTRACT §12, §14.16, §14.22): `/login` (email + password, a
+ * magic-link button posting to the magic-link request page, "Continue with {IDP_NAME}" when a
+ * provider is configured) and `/register` (email, password, name, `accept_terms` when the platform
+ * terms or privacy policy are published). A successful sign-in rotates the session id and answers 303
+ * to the authorization request in flight. Form errors re-render the form with the message.
+ */
+
+const FORM_ERRORS = new Set(['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'email_taken', 'weak_password', 'invalid_request']);
+
+/** Translates a sign-in failure for the form; anything unexpected is rethrown. */
+export function formError(request: FastifyRequest, reply: FastifyReply, error: unknown): string {
+  if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;
+  reply.code(error.status);
+  if (error.code === 'rate_limited' && typeof error.extra?.retry_after === 'number') reply.header('retry-after', String(error.extra.retry_after));
+  const t = request.server.messages.translator(localeOf(request));
+  return error.code === 'invalid_request' && error.details === undefined ? error.publicMessage : t(`oauth.error.${error.code}`);
+}
+
+async function providerName(app: FastifyInstance): Promise<string | undefined> {
+  if (app.config.idp) return app.config.idp.name;
+  const setting = await getSetting<IdpSetting>(app.db, IDP_SETTING_KEY);
+  return setting ? setting.name || 'Identity provider' : undefined;
+}
+
+/** Hidden fields for `/oauth/idp/start` from the authorization request in flight (web flow, response_mode=code). */
+function idpFields(resume: string | undefined): Array<[string, string]> | undefined {
+  if (!resume) return undefined;
+  const q = new URLSearchParams(resume.slice(resume.indexOf('?') + 1));
+  const fields: Array<[string, string]> = [];
+  for (const key of ['client_id', 'redirect_uri', 'state', 'code_challenge', 'code_challenge_method', 'nonce', 'scope']) {
+    const v = q.get(key);
+    if (v !== null) fields.push([key, v]);
+  }
+  fields.push(['response_mode', 'code']);
+  return fields;
+}
+
+export default async function loginPages(app: FastifyInstance) {
+  async function renderLogin(request: FastifyRequest, reply: FastifyReply, locals: { error?: string; email?: string }) {
+    const session = await app.browserSessions.ensure(request, reply);
+    const resume = resumeOf(request);
+    const client = await flowApp(request);
+    const name = await providerName(app);
+    const fields = name ? idpFields(resume) : undefined;
+    const carried = carriedQuery(request);
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    return renderPage(request, reply, 'login', {
+      titleKey: 'oauth.login.title',
+      csrf: session.csrf_token,
+      appName: client?.name,
+      error: locals.error,
+      email: locals.email ?? (typeof query.login_hint === 'string' ? query.login_hint.slice(0, 320) : ''),
+      formAction: `/login${carried}`,
+      magicLinkAction: `/magic-link/request${carried}`,
+      forgotHref: `/password/forgot${carried}`,
+      registerHref: `/register${carried}`,
+      idp: name && fields ? { name, fields } : undefined,
+    });
+  }
+
+  app.get('/login', async (request, reply) => renderLogin(request, reply, {}));
+
+  app.post('/login', async (request, reply) => {
+    const email = field(request.body, 'email').trim();
+    const password = field(request.body, 'password');
+    if (field(request.body, 'action') === 'send_magic_link') return reply.redirect(`/magic-link/request${carriedQuery(request)}`, 303);
+    try {
+      await hitIp(app, request);
+    } catch (error) {
+      return renderLogin(request, reply, { error: formError(request, reply, error), email: email.slice(0, 320) });
+    }
+    if (!email || !password || email.length > 320 || password.length > 1024) {
+      reply.code(400);
+      const t = app.messages.translator(localeOf(request));
+      return renderLogin(request, reply, { error: t('oauth.error.missing_fields'), email: email.slice(0, 320) });
+    }
+    const client = await flowApp(request);
+    try {
+      const ctx = requestContext(request);
+      const user = await accountsOf(app).verifyLogin({ email, password }, { ...ctx, appId: client?.id });
+      await app.browserSessions.signIn(request, reply, user.id);
+      await appendEvent(app.db, app.clock.now(), {
+        type: 'user.login_succeeded',
+        appId: client?.id ?? null,
+        userId: user.id,
+        ip: ctx.ip,
+        userAgent: ctx.userAgent,
+        data: { method: 'password', via: 'hosted_login' },
+      });
+      return afterSignIn(request, reply);
+    } catch (error) {
+      return renderLogin(request, reply, { error: formError(request, reply, error), email });
+    }
+  });
+}

@@ -1,0 +1,69 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { requestContext } from '../plugins/tokens.js';
+import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
+import { accountsOf, afterSignIn, carriedQuery, field, flowApp, hitIp } from './flow.js';
+import { formError } from './login.js';
+import { localeOf, renderPage } from './views.js';
+
+/** `/register`: see login.ts. Acceptance of the platform documents is recorded by the accounts service. */
+
+const PLATFORM_DOCS = ['terms', 'privacy'] as const;
+
+export default async function registerPages(app: FastifyInstance) {
+  async function legalLinks(request: FastifyRequest) {
+    const t = app.messages.translator(localeOf(request));
+    const published = new Set(await listPublishedDocTypes(app.db, 'platform'));
+    return PLATFORM_DOCS.filter((d) => published.has(d)).map((d) => ({ href: `/legal/platform/${d}`, label: t(`oauth.register.${d}`) }));
+  }
+
+  async function renderRegister(request: FastifyRequest, reply: FastifyReply, locals: { error?: string; email?: string; name?: string }) {
+    const session = await app.browserSessions.ensure(request, reply);
+    const client = await flowApp(request);
+    const carried = carriedQuery(request);
+    return renderPage(request, reply, 'register', {
+      titleKey: 'oauth.register.title',
+      csrf: session.csrf_token,
+      appName: client?.name,
+      error: locals.error,
+      email: locals.email ?? '',
+      name: locals.name ?? '',
+      legal: await legalLinks(request),
+      formAction: `/register${carried}`,
+      loginHref: `/login${carried}`,
+    });
+  }
+
+  app.get('/register', async (request, reply) => renderRegister(request, reply, {}));
+
+  app.post('/register', async (request, reply) => {
+    const email = field(request.body, 'email').trim().slice(0, 320);
+    const password = field(request.body, 'password');
+    const name = field(request.body, 'name').trim();
+    const accepted = field(request.body, 'accept_terms') !== '';
+    const t = app.messages.translator(localeOf(request));
+    try {
+      await hitIp(app, request);
+    } catch (error) {
+      return renderRegister(request, reply, { error: formError(request, reply, error), email, name });
+    }
+    if (!email || !password) {
+      reply.code(400);
+      return renderRegister(request, reply, { error: t('oauth.error.missing_fields'), email, name });
+    }
+    if ((await legalLinks(request)).length && !accepted) {
+      reply.code(400);
+      return renderRegister(request, reply, { error: t('oauth.register.must_accept'), email, name });
+    }
+    const client = await flowApp(request);
+    try {
+      const user = await accountsOf(app).register(
+        { email, password, ...(name ? { name } : {}), acceptLegal: accepted },
+        { ...requestContext(request), appId: client?.id },
+      );
+      await app.browserSessions.signIn(request, reply, user.id);
+      return afterSignIn(request, reply);
+    } catch (error) {
+      return renderRegister(request, reply, { error: formError(request, reply, error), email, name });
+    }
+  });
+}

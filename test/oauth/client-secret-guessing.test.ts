@@ -1,0 +1,40 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_FAILED_SECRETS_PER_MINUTE } from '../../src/oauth/client-auth.js';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { makeClient, tokenRequest, type TestClient } from '../helpers/oauth-flows.js';
+
+// SECURITY.md item 68: client-secret guessing is throttled; the right secret works once back-off expires.
+describe('client secret guessing at /oauth/token', () => {
+  let t: TestApp;
+  let client: TestClient;
+  const basic = (secret: string) => ({ authorization: `Basic ${Buffer.from(`${encodeURIComponent(client.app.id)}:${encodeURIComponent(secret)}`).toString('base64')}` });
+  const withSecret = (secret: string) => tokenRequest(t.app, { grant_type: 'refresh_token', refresh_token: 'rt_unknown' }, basic(secret));
+
+  beforeAll(async () => {
+    t = await buildTestApp();
+    client = await makeClient(t, { type: 'confidential' });
+  });
+  afterAll(async () => t.close());
+
+  it('answers 401 invalid_client, then 429 with Retry-After; the right secret is never locked out', async () => {
+    // Start at the beginning of a throttle window, so the whole burst falls into one window.
+    t.clock.advance(60 - (t.clock.now() % 60));
+    for (let i = 0; i < MAX_FAILED_SECRETS_PER_MINUTE; i++) {
+      const res = await withSecret(`cs_wrong-${i}`);
+      expect(res.statusCode).toBe(401);
+      expect(res.json().error).toBe('invalid_client');
+    }
+    const limited = await withSecret('cs_wrong-again');
+    expect(limited.statusCode).toBe(429);
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+    expect(limited.headers['cache-control']).toBe('no-store');
+
+    // The real secret still authenticates (the grant itself is unknown → invalid_grant, not invalid_client).
+    const right = await withSecret(client.secret!);
+    expect(right.statusCode).toBe(400);
+    expect(right.json().error).toBe('invalid_grant');
+
+    t.clock.advance(61);
+    expect((await withSecret('cs_wrong-later')).statusCode).toBe(401);
+  });
+});

@@ -1,0 +1,287 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import {
+  authorizeAndGetCode,
+  Browser,
+  exchangeCode,
+  makeClient,
+  pkcePair,
+  refresh,
+  tokenRequest,
+  userinfo,
+  type TestClient,
+} from '../helpers/oauth-flows.js';
+
+function expectOAuthError(res: { statusCode: number; headers: Record<string, unknown>; json(): unknown; body: string }, error: string, status = 400) {
+  expect(res.statusCode).toBe(status);
+  expect(res.json()).toMatchObject({ error });
+  expect(res.headers['cache-control']).toBe('no-store');
+  expect(res.headers['pragma']).toBe('no-cache');
+  expect(res.body).not.toMatch(/stack|at .*\.ts|SELECT|sqlite|postgres/i);
+}
+
+describe('POST /oauth/token', () => {
+  let t: TestApp;
+  let appA: TestClient;
+  let appB: TestClient;
+  let appC: TestClient;
+  let alice: Browser;
+
+  beforeAll(async () => {
+    t = await buildTestApp();
+    appA = await makeClient(t, { redirectUris: ['https://a.example/cb/', 'com.example.a:/oauth2redirect'] });
+    appB = await makeClient(t, { redirectUris: ['https://b.example/cb'] });
+    appC = await makeClient(t, { type: 'confidential', redirectUris: ['https://c.example/cb?env=prod'] });
+    alice = new Browser(t.app);
+    await alice.register();
+  });
+  afterAll(async () => t.close());
+
+  const codeFor = (client: TestClient, options: Parameters<typeof authorizeAndGetCode>[2] = {}) => authorizeAndGetCode(alice, client, { scope: 'openid profile email', ...options });
+
+  it('exchanges a code for the token response of CONTRACT §3, with no-store headers', async () => {
+    const { code, verifier } = await codeFor(appA);
+    const res = await exchangeCode(t.app, appA, code, verifier);
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.headers['pragma']).toBe('no-cache');
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    const body = res.json();
+    expect(Object.keys(body).sort()).toEqual(['access_token', 'expires_in', 'id_token', 'refresh_token', 'scope', 'token_type']);
+    expect(body).toMatchObject({ token_type: 'Bearer', expires_in: 900, scope: 'email openid profile' });
+    expect(body.refresh_token).toMatch(/^rt_[A-Za-z0-9_-]{43}$/);
+  });
+
+  it('accepts a JSON body too', async () => {
+    const { code, verifier } = await codeFor(appA);
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      payload: { grant_type: 'authorization_code', code, redirect_uri: appA.app.redirectUris[0], client_id: appA.app.id, code_verifier: verifier },
+    });
+    expect(res.statusCode).toBe(200);
+  });
+
+  describe('PKCE (SECURITY.md B)', () => {
+    it('item 12: wrong verifier → invalid_grant, and the code is burned', async () => {
+      const { code, verifier } = await codeFor(appA);
+      expectOAuthError(await exchangeCode(t.app, appA, code, pkcePair().verifier), 'invalid_grant');
+      expectOAuthError(await exchangeCode(t.app, appA, code, verifier), 'invalid_grant');
+    });
+
+    it('item 12: no code_verifier for a code with a challenge → invalid_grant', async () => {
+      const { code } = await codeFor(appA);
+      expectOAuthError(await exchangeCode(t.app, appA, code, undefined), 'invalid_grant');
+    });
+
+    it('item 12: a verifier whose hash shares a prefix with the challenge → invalid_grant', async () => {
+      const pkce = pkcePair();
+      const { code } = await codeFor(appA, { pkce });
+      const near = `${pkce.verifier.slice(0, -1)}${pkce.verifier.endsWith('A') ? 'B' : 'A'}`;
+      expectOAuthError(await exchangeCode(t.app, appA, code, near), 'invalid_grant');
+    });
+
+    it.each([
+      ['42 chars', 'a'.repeat(42)],
+      ['129 chars', 'a'.repeat(129)],
+      ['space', `${'a'.repeat(42)} b`],
+      ['plus', `${'a'.repeat(43)}+`],
+      ['slash', `${'a'.repeat(43)}/`],
+      ['equals', `${'a'.repeat(43)}=`],
+      ['percent', `${'a'.repeat(43)}%`],
+      ['non-ASCII', `${'a'.repeat(43)}é`],
+    ])('item 13: verifier syntax (%s) → invalid_grant, never 200 or 5xx', async (_n, verifier) => {
+      const { code } = await codeFor(appA);
+      expectOAuthError(await exchangeCode(t.app, appA, code, verifier), 'invalid_grant');
+    });
+
+    it('item 14: a code_verifier for a code issued without a challenge (downgrade) → invalid_grant', async () => {
+      const { code } = await codeFor(appC, { pkce: null, redirectUri: 'https://c.example/cb?env=prod' });
+      expectOAuthError(await exchangeCode(t.app, appC, code, pkcePair().verifier, 'https://c.example/cb?env=prod'), 'invalid_grant');
+    });
+
+    it('a confidential app without PKCE exchanges with its secret', async () => {
+      const { code } = await codeFor(appC, { pkce: null, redirectUri: 'https://c.example/cb?env=prod' });
+      const res = await exchangeCode(t.app, appC, code, undefined, 'https://c.example/cb?env=prod');
+      expect(res.statusCode).toBe(200);
+    });
+  });
+
+  describe('codes (SECURITY.md C)', () => {
+    it('item 16: a replayed code fails and revokes what it produced', async () => {
+      const { code, verifier } = await codeFor(appA);
+      const first = await exchangeCode(t.app, appA, code, verifier);
+      expect(first.statusCode).toBe(200);
+      const tokens = first.json();
+      expect((await userinfo(t.app, tokens.access_token)).statusCode).toBe(200);
+      expectOAuthError(await exchangeCode(t.app, appA, code, verifier), 'invalid_grant');
+      t.clock.advance(30);
+      expectOAuthError(await exchangeCode(t.app, appA, code, verifier), 'invalid_grant');
+      const ui = await userinfo(t.app, tokens.access_token);
+      expect(ui.statusCode).toBe(401);
+      expect(ui.headers['www-authenticate']).toContain('invalid_token');
+      expectOAuthError(await refresh(t.app, appA, tokens.refresh_token), 'invalid_grant');
+      const events = await t.db.selectFrom('events').selectAll().where('type', '=', 'code.replay_detected').execute();
+      expect(events.length).toBeGreaterThanOrEqual(2);
+      expect(events[0]!.data).not.toContain(code);
+    });
+
+    it('item 17: a code works at TTL − 5 s and fails at TTL + 1 s', async () => {
+      const a = await codeFor(appA);
+      t.clock.advance(55);
+      expect((await exchangeCode(t.app, appA, a.code, a.verifier)).statusCode).toBe(200);
+      const b = await codeFor(appA);
+      t.clock.advance(61);
+      expectOAuthError(await exchangeCode(t.app, appA, b.code, b.verifier), 'invalid_grant');
+    });
+
+    it('item 18: a code is bound to its client (not burned for another client)', async () => {
+      const { code, verifier } = await codeFor(appA);
+      expectOAuthError(await exchangeCode(t.app, appB, code, verifier), 'invalid_grant');
+      expect((await exchangeCode(t.app, appA, code, verifier)).statusCode).toBe(200);
+    });
+
+    it('item 18: a confidential app’s code redeemed by another app without secret → invalid_grant / invalid_client', async () => {
+      const { code } = await codeFor(appC, { pkce: null, redirectUri: 'https://c.example/cb?env=prod' });
+      const asA = await tokenRequest(t.app, { grant_type: 'authorization_code', code, redirect_uri: 'https://c.example/cb?env=prod', client_id: appA.app.id });
+      expectOAuthError(asA, 'invalid_grant');
+      const noSecret = await tokenRequest(t.app, { grant_type: 'authorization_code', code, redirect_uri: 'https://c.example/cb?env=prod', client_id: appC.app.id });
+      expectOAuthError(noSecret, 'invalid_client', 401);
+    });
+
+    it('item 19: a code is bound to its redirect_uri', async () => {
+      const a = await codeFor(appA, { redirectUri: 'com.example.a:/oauth2redirect' });
+      expectOAuthError(await exchangeCode(t.app, appA, a.code, a.verifier, 'https://a.example/cb/'), 'invalid_grant');
+      const b = await codeFor(appA, { redirectUri: 'com.example.a:/oauth2redirect' });
+      const omitted = await tokenRequest(t.app, { grant_type: 'authorization_code', code: b.code, client_id: appA.app.id, code_verifier: b.verifier! });
+      expectOAuthError(omitted, 'invalid_request');
+    });
+
+    it('item 20b: random codes fail cleanly', async () => {
+      for (const code of ['', 'a', 'ac_'.padEnd(46, 'x'), 'x'.repeat(10_000)]) {
+        const res = await exchangeCode(t.app, appA, code, pkcePair().verifier);
+        expect(res.statusCode).toBe(400);
+        expect(['invalid_grant', 'invalid_request']).toContain(res.json().error);
+      }
+    });
+
+    it('item 95: concurrent redemptions of one code have exactly one winner', async () => {
+      const { code, verifier } = await codeFor(appA);
+      const results = await Promise.all(Array.from({ length: 20 }, () => exchangeCode(t.app, appA, code, verifier)));
+      const ok = results.filter((r) => r.statusCode === 200);
+      expect(ok).toHaveLength(1);
+      for (const r of results.filter((x) => x.statusCode !== 200)) expectOAuthError(r, 'invalid_grant');
+      // Policy (SECURITY.md 16/95): a replay revokes the winner's grant too.
+      expect((await refresh(t.app, appA, ok[0]!.json().refresh_token)).statusCode).toBe(400);
+      const grants = await t.db.selectFrom('authorization_codes').select('grant_id').where('grant_id', 'is not', null).execute();
+      expect(grants.length).toBeGreaterThan(0);
+    });
+  });
+
+  describe('grant types and parameter hygiene (items 21, 22)', () => {
+    it.each([
+      [{ grant_type: 'password', username: 'alice', password: 'x' }],
+      [{ grant_type: 'client_credentials' }],
+      [{ grant_type: 'foo' }],
+      [{ grant_type: 'constructor' }],
+      [{ grant_type: '__proto__' }],
+    ])('item 21: %j → unsupported_grant_type', async (form) => {
+      expectOAuthError(await tokenRequest(t.app, { client_id: appA.app.id, ...form }), 'unsupported_grant_type');
+    });
+
+    it('no grant_type → invalid_request', async () => {
+      expectOAuthError(await tokenRequest(t.app, { client_id: appA.app.id }), 'invalid_request');
+    });
+
+    it('item 22c: GET /oauth/token is refused', async () => {
+      const res = await t.app.inject({ method: 'GET', url: '/oauth/token' });
+      expect([400, 404, 405]).toContain(res.statusCode);
+    });
+
+    it('duplicated parameters → invalid_request', async () => {
+      const { code, verifier } = await codeFor(appA);
+      const payload = `grant_type=authorization_code&code=${code}&code=${code}&redirect_uri=${encodeURIComponent(appA.app.redirectUris[0]!)}&client_id=${appA.app.id}&code_verifier=${verifier}`;
+      const res = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload });
+      expectOAuthError(res, 'invalid_request');
+    });
+
+    it('text/plain bodies and broken JSON → invalid_request, never 5xx', async () => {
+      const a = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'text/plain' }, payload: 'grant_type=x' });
+      expect(a.statusCode).toBeGreaterThanOrEqual(400);
+      expect(a.statusCode).toBeLessThan(500);
+      const b = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: '{"grant_type":' });
+      expectOAuthError(b, 'invalid_request');
+      const c = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: '[1,2]' });
+      expect(c.statusCode).toBe(400);
+      const d = await t.app.inject({ method: 'POST', url: '/oauth/token', payload: { grant_type: 'refresh_token', refresh_token: { $ne: 1 }, client_id: appA.app.id } });
+      expectOAuthError(d, 'invalid_request');
+    });
+
+    it('item 22e: wrong secret in Basic → 401 invalid_client with WWW-Authenticate', async () => {
+      const basic = Buffer.from(`${appC.app.id}:wrong`).toString('base64');
+      const res = await tokenRequest(t.app, { grant_type: 'refresh_token', refresh_token: 'rt_x' }, { authorization: `Basic ${basic}` });
+      expectOAuthError(res, 'invalid_client', 401);
+      expect(String(res.headers['www-authenticate'])).toMatch(/^Basic/);
+    });
+
+    it('client_secret_basic and client_secret_post both work; both at once is refused', async () => {
+      const a = await codeFor(appC, { pkce: null, redirectUri: 'https://c.example/cb?env=prod' });
+      const basic = Buffer.from(`${encodeURIComponent(appC.app.id)}:${encodeURIComponent(appC.secret!)}`).toString('base64');
+      const viaBasic = await tokenRequest(
+        t.app,
+        { grant_type: 'authorization_code', code: a.code, redirect_uri: 'https://c.example/cb?env=prod' },
+        { authorization: `Basic ${basic}` },
+      );
+      expect(viaBasic.statusCode).toBe(200);
+      const both = await tokenRequest(t.app, { grant_type: 'refresh_token', refresh_token: viaBasic.json().refresh_token, client_secret: appC.secret! }, { authorization: `Basic ${basic}` });
+      expectOAuthError(both, 'invalid_request');
+      const viaPost = await refresh(t.app, appC, viaBasic.json().refresh_token);
+      expect(viaPost.statusCode).toBe(200);
+    });
+
+    it('unknown client → 401 invalid_client; a public app sending a secret → invalid_client', async () => {
+      expectOAuthError(await tokenRequest(t.app, { grant_type: 'refresh_token', refresh_token: 'x', client_id: 'nope' }), 'invalid_client', 401);
+      expectOAuthError(await tokenRequest(t.app, { grant_type: 'refresh_token', refresh_token: 'x', client_id: appA.app.id, client_secret: 's' }), 'invalid_client', 401);
+      expectOAuthError(await tokenRequest(t.app, { grant_type: 'refresh_token', refresh_token: 'x' }), 'invalid_client', 401);
+    });
+  });
+
+  describe('CORS (CONTRACT §14.17, 23)', () => {
+    it('allows the app’s redirect-URI origins, and nobody else', async () => {
+      const { code, verifier } = await codeFor(appA);
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { origin: 'https://a.example', 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: appA.app.redirectUris[0]!, client_id: appA.app.id, code_verifier: verifier! }).toString(),
+      });
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['access-control-allow-origin']).toBe('https://a.example');
+      expect(res.headers['access-control-allow-credentials']).toBeUndefined();
+      const evil = await t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { origin: 'https://evil.example', 'content-type': 'application/x-www-form-urlencoded' },
+        payload: `grant_type=refresh_token&refresh_token=x&client_id=${appA.app.id}`,
+      });
+      expect(evil.headers['access-control-allow-origin']).toBeUndefined();
+      const error = await t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { origin: 'https://a.example', 'content-type': 'application/x-www-form-urlencoded' },
+        payload: `grant_type=refresh_token&refresh_token=x&client_id=${appA.app.id}`,
+      });
+      expect(error.statusCode).toBe(400);
+      expect(error.headers['access-control-allow-origin']).toBe('https://a.example');
+    });
+
+    it('answers preflights for known origins only', async () => {
+      const ok = await t.app.inject({ method: 'OPTIONS', url: '/oauth/token', headers: { origin: 'https://b.example', 'access-control-request-method': 'POST' } });
+      expect(ok.statusCode).toBe(204);
+      expect(ok.headers['access-control-allow-origin']).toBe('https://b.example');
+      expect(ok.headers['access-control-allow-methods']).toContain('POST');
+      const evil = await t.app.inject({ method: 'OPTIONS', url: '/oauth/token', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } });
+      expect(evil.headers['access-control-allow-origin']).toBeUndefined();
+    });
+  });
+});
