@@ -1,0 +1,202 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { AppError, isAppError } from '../errors.js';
+import { requestContext } from '../plugins/tokens.js';
+import { scopeList, unknownScopes } from '../shared/scopes.js';
+import { appendQuery } from '../shared/url.js';
+import { findIdentity } from '../storage/repos/idp.js';
+import { findUserById } from '../storage/repos/users.js';
+import { deleteProviderSetting, isValidIssuer, loadProviderConfig, providerFromEnv, saveProviderSetting } from './provider.js';
+import {
+  CallbackQuery,
+  type CallbackQueryInput,
+  ExchangeBody,
+  type ExchangeInput,
+  IdpSettingBody,
+  type IdpSettingInput,
+  ResumeBody,
+  type ResumeInput,
+  StartQuery,
+  type StartQueryInput,
+} from './schemas.js';
+import { type AppRequest, IdpService } from './service.js';
+
+/**
+ * Provider sign-in routes: `GET /oauth/idp/start`, `GET /oauth/idp/callback` (HTML errors until the
+ * app and redirect_uri are known, then error redirects), `POST /oauth/idp/exchange` and
+ * `POST /oauth/idp/resume` (JSON). The `app.idp` service is shared with the `/continue` and
+ * `/account` pages.
+ */
+
+const CHALLENGE = /^[A-Za-z0-9\-._~]{43,128}$/;
+
+async function hitIp(app: FastifyInstance, request: FastifyRequest): Promise<void> {
+  const throttle = (app as unknown as { throttle?: { hitIp(r: FastifyRequest): Promise<void> } }).throttle;
+  if (throttle) await throttle.hitIp(request);
+}
+
+/** A redirect with an error for codes the error handler would not redirect (5xx). */
+function errorRedirect(app: FastifyInstance, reply: FastifyReply, target: { redirectUri: string; state?: string }, error: string, description: string) {
+  reply.header('cache-control', 'no-store');
+  return reply.redirect(appendQuery(target.redirectUri, { error, error_description: description, state: target.state, iss: app.config.baseUrl }), 302);
+}
+
+async function idpRoutes(app: FastifyInstance) {
+  app.get<{ Querystring: StartQueryInput }>('/oauth/idp/start', { schema: { querystring: StartQuery }, config: { errorStyle: 'html' } }, async (request, reply) => {
+    const q = request.query;
+    if (!q.client_id || !q.redirect_uri) throw new AppError('invalid_request', { message: 'client_id and redirect_uri are required.' });
+    const client = await app.idp.checkApp(q.client_id, q.redirect_uri);
+    const target = { redirectUri: q.redirect_uri, state: q.state };
+    request.errorRedirect = target;
+    reply.header('cache-control', 'no-store');
+
+    const mode = q.response_mode ?? 'session';
+    if (mode !== 'session' && mode !== 'code') throw new AppError('invalid_request', { message: 'response_mode must be session or code.' });
+    if (q.code_challenge_method !== undefined && q.code_challenge_method !== 'S256') throw new AppError('invalid_request', { message: 'code_challenge_method must be S256.' });
+    if (q.code_challenge !== undefined && !CHALLENGE.test(q.code_challenge)) throw new AppError('invalid_request', { message: 'code_challenge is malformed.' });
+    if (q.code_challenge !== undefined && q.code_challenge_method === undefined) throw new AppError('invalid_request', { message: 'code_challenge_method must be S256.' });
+    if (mode === 'code' && !q.code_challenge) throw new AppError('invalid_request', { message: 'code_challenge with code_challenge_method=S256 is required when response_mode=code.' });
+    const scope = q.scope === undefined ? undefined : scopeList(q.scope).join(' ');
+    if (scope !== undefined && (scope === '' || unknownScopes(scope).length)) throw new AppError('invalid_scope');
+    if (!client.features.auth) throw new AppError('access_denied', { message: 'This app does not have sign-in enabled.' });
+
+    const provider = await app.idp.provider();
+    if (!provider) return errorRedirect(app, reply, target, 'idp_oauth_not_configured', 'Sign-in with the identity provider is not configured.');
+    const appRequest: AppRequest = {
+      appId: client.id,
+      redirectUri: q.redirect_uri,
+      state: q.state,
+      codeChallenge: q.code_challenge,
+      codeChallengeMethod: q.code_challenge ? 'S256' : undefined,
+      responseMode: mode,
+      ...(scope !== undefined ? { scope } : {}),
+      ...(q.nonce !== undefined ? { nonce: q.nonce } : {}),
+    };
+    let location: string;
+    try {
+      location = await app.idp.begin(request, reply, { intent: 'signin', app: appRequest });
+    } catch (error) {
+      if (isAppError(error) && error.code === 'idp_unavailable') {
+        request.log.warn({ detail: error.detail }, 'provider unavailable at start');
+        return errorRedirect(app, reply, target, 'temporarily_unavailable', 'The identity provider could not be reached.');
+      }
+      throw error;
+    }
+    return reply.redirect(location, 302);
+  });
+
+  app.get<{ Querystring: CallbackQueryInput }>('/oauth/idp/callback', { schema: { querystring: CallbackQuery }, config: { errorStyle: 'html' } }, async (request, reply) => {
+    const q = request.query;
+    reply.header('cache-control', 'no-store');
+    const expired = () => new AppError('invalid_request', { message: 'This sign-in has expired or was already used. Please start again.', detail: 'unknown, used or foreign state' });
+    if (!q.state) throw expired();
+    const tx = await app.idp.takeTransaction(request, q.state);
+    if (!tx) throw expired();
+    const ctx = requestContext(request);
+
+    if (tx.intent === 'bind') {
+      const account = `${app.config.authUrl}/account`;
+      try {
+        if (q.error) throw new AppError('access_denied', { detail: `provider error ${q.error.slice(0, 40)}` });
+        const { token } = await app.idp.redeemCallback(tx, q);
+        request.browserSession = await app.browserSessions.load(request);
+        if (!tx.user_id || request.browserSession?.user_id !== tx.user_id) throw new AppError('forbidden', { detail: 'bind callback in a browser not signed in as the binding user' });
+        await app.db.transaction().execute((trx) => app.idp.bind(trx, tx.user_id!, token.claims, ctx));
+        return reply.redirect(`${account}?bound=1`, 303);
+      } catch (error) {
+        const code = isAppError(error) ? error.code : 'internal_error';
+        if (!isAppError(error)) request.log.error({ err: error }, 'provider bind failed');
+        else request.log.info({ code, detail: error.detail }, 'provider bind failed');
+        return reply.redirect(`${account}?idp_error=${encodeURIComponent(code)}`, 303);
+      }
+    }
+
+    const appRequest = tx.app!;
+    request.errorRedirect = { redirectUri: appRequest.redirectUri, state: appRequest.state };
+    await app.idp.checkApp(appRequest.appId, appRequest.redirectUri);
+    if (q.error) {
+      request.log.info({ providerError: q.error.slice(0, 40) }, 'provider returned an error');
+      throw new AppError('access_denied', { message: 'Sign-in with the identity provider was cancelled or refused.' });
+    }
+    let verified;
+    try {
+      verified = await app.idp.redeemCallback(tx, q);
+    } catch (error) {
+      if (isAppError(error) && error.code === 'idp_unavailable') {
+        request.log.warn({ detail: error.detail }, 'provider unavailable at callback');
+        return errorRedirect(app, reply, request.errorRedirect, 'temporarily_unavailable', 'The identity provider could not be reached.');
+      }
+      throw error;
+    }
+    const { token } = verified;
+    const identity = await findIdentity(app.db, token.claims.iss, token.claims.sub);
+    const user = identity && (await findUserById(app.db, identity.userId));
+    if (!user) {
+      const url = await app.idp.createBindTicket(request, reply, { issuer: token.claims.iss, subject: token.claims.sub, email: typeof token.claims.email === 'string' ? token.claims.email : null, app: appRequest });
+      return reply.redirect(url, 303);
+    }
+    return reply.redirect(await app.idp.finishBrowserSignIn(request, reply, appRequest, user), 303);
+  });
+
+  app.post<{ Body: ExchangeInput }>('/oauth/idp/exchange', { schema: { body: ExchangeBody } }, async (request, reply) => {
+    await hitIp(app, request);
+    reply.header('cache-control', 'no-store');
+    return app.idp.exchange(request.body, requestContext(request));
+  });
+
+  app.post<{ Body: ResumeInput }>('/oauth/idp/resume', { schema: { body: ResumeBody } }, async (request, reply) => {
+    await hitIp(app, request);
+    reply.header('cache-control', 'no-store');
+    return app.idp.resume(request.body, requestContext(request));
+  });
+}
+
+/** `PUT|GET|DELETE /v1/admin/idp` (CONTRACT §10, §14.2, §14.24): registered inside the admin scope. */
+export async function idpAdminRoutes(app: FastifyInstance) {
+  const view = async () => {
+    const provider = await loadProviderConfig(app.db, app.config);
+    if (!provider) throw new AppError('not_found', { detail: 'no provider configured' });
+    return {
+      issuer: provider.issuer,
+      client_id: provider.clientId,
+      audiences: provider.audiences,
+      name: provider.name,
+      has_client_secret: Boolean(provider.clientSecret),
+      source: provider.source,
+    };
+  };
+  const refuseWhenEnv = () => {
+    if (providerFromEnv(app.config)) throw new AppError('config_from_env');
+  };
+
+  app.get('/idp', async (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+    return view();
+  });
+
+  app.put<{ Body: IdpSettingInput }>('/idp', { schema: { body: IdpSettingBody } }, async (request, reply) => {
+    refuseWhenEnv();
+    const body = request.body;
+    if (!isValidIssuer(body.issuer)) {
+      throw new AppError('invalid_request', { details: [{ path: 'body.issuer', message: 'must be https (http only for loopback hosts), without query or fragment' }] });
+    }
+    await saveProviderSetting(app.db, app.config, body, app.clock.now());
+    app.idp.cache.clear();
+    reply.header('cache-control', 'no-store');
+    return view();
+  });
+
+  app.delete('/idp', async (_request, reply) => {
+    refuseWhenEnv();
+    await deleteProviderSetting(app.db);
+    app.idp.cache.clear();
+    return reply.code(204).send();
+  });
+}
+
+async function idpPlugin(app: FastifyInstance) {
+  app.decorate('idp', new IdpService(app));
+  await app.register(idpRoutes);
+}
+
+export default fp(idpPlugin, { name: 'idp', dependencies: ['db', 'tokens', 'browser-sessions'] });

@@ -1,0 +1,73 @@
+import { z } from 'zod';
+
+/** Request schemas of the provider endpoints (SPEC 4.2–4.5, CONTRACT §4.2–4.5, §10). */
+
+const clientId = z.string().min(1).max(200);
+const redirectUri = z.string().min(1).max(2000);
+/** The app's `state`: as long as `/oauth/authorize` accepts, since the hosted login hands it over. */
+const state = z.string().max(4096).optional();
+const codeChallenge = z
+  .string()
+  .regex(/^[A-Za-z0-9\-._~]{43,128}$/, 'must be 43–128 characters of [A-Za-z0-9-._~]')
+  .optional();
+const codeChallengeMethod = z.literal('S256', { message: 'only S256 is supported' }).optional();
+const responseMode = z.enum(['session', 'code']).optional();
+
+/** `/oauth/idp/start`: unknown query parameters are ignored (RFC 6749 §3.1). Checked by hand so client errors render HTML. */
+export const StartQuery = z.object({
+  client_id: z.string().max(200).optional(),
+  redirect_uri: z.string().max(2000).optional(),
+  state,
+  code_challenge: z.string().max(200).optional(),
+  code_challenge_method: z.string().max(20).optional(),
+  response_mode: z.string().max(20).optional(),
+  /** Carried from a web authorization request (hosted login's "Continue with …"). */
+  scope: z.string().max(500).optional(),
+  nonce: z.string().max(512).optional(),
+});
+export type StartQueryInput = z.output<typeof StartQuery>;
+
+export const CallbackQuery = z.object({
+  code: z.string().max(2048).optional(),
+  state: z.string().max(200).optional(),
+  iss: z.string().max(2000).optional(),
+  error: z.string().max(200).optional(),
+  error_description: z.string().max(2000).optional(),
+});
+export type CallbackQueryInput = z.output<typeof CallbackQuery>;
+
+export const ExchangeBody = z.object({
+  client_id: clientId,
+  redirect_uri: redirectUri,
+  state,
+  code_challenge: codeChallenge,
+  code_challenge_method: codeChallengeMethod,
+  response_mode: responseMode,
+  id_token: z.string().min(1).max(16384).optional(),
+  idp_code: z.string().min(1).max(2048).optional(),
+  nonce: z.string().min(1).max(512).optional(),
+  idp_redirect_uri: z.string().min(1).max(2000).optional(),
+  idp_code_verifier: z.string().regex(/^[A-Za-z0-9\-._~]{43,128}$/).optional(),
+});
+export type ExchangeInput = z.output<typeof ExchangeBody>;
+
+export const ResumeBody = z.object({
+  client_id: clientId,
+  redirect_uri: redirectUri,
+  state,
+  code_challenge: codeChallenge,
+  code_challenge_method: codeChallengeMethod,
+  response_mode: responseMode,
+  session: z.string().min(1).max(4096),
+  consent: z.string().max(8).optional(),
+});
+export type ResumeInput = z.output<typeof ResumeBody>;
+
+export const IdpSettingBody = z.strictObject({
+  issuer: z.string().min(1).max(2000),
+  client_id: z.string().min(1).max(500),
+  client_secret: z.string().min(1).max(2000).nullable().optional(),
+  audiences: z.array(z.string().min(1).max(500)).max(20).optional(),
+  name: z.string().trim().min(1).max(100),
+});
+export type IdpSettingInput = z.output<typeof IdpSettingBody>;

@@ -1,0 +1,568 @@
+import argon2 from 'argon2';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import { createHash, randomBytes } from 'node:crypto';
+import { AppError } from '../errors.js';
+import { type RequestContext, requestContext } from '../plugins/tokens.js';
+import { hashSecret, newId, newSecret, safeEqual } from '../shared/ids.js';
+import { missingRequiredFields } from '../shared/required-fields.js';
+import { DEFAULT_SCOPE, isSubsetScope } from '../shared/scopes.js';
+import { appendQuery } from '../shared/url.js';
+import { findAppUser, recordAppSignIn } from '../storage/repos/app-users.js';
+import { type App, findApp } from '../storage/repos/apps.js';
+import { findConsentedScope } from '../storage/repos/consents.js';
+import { appendEvent } from '../storage/repos/events.js';
+import { findGrant } from '../storage/repos/grants.js';
+import {
+  consumeIdpToken,
+  deleteIdentityOfUser,
+  findIdentity,
+  findLiveIdpToken,
+  insertIdentity,
+  insertIdpToken,
+  listIdentitiesOfUser,
+  purgeExpiredIdpTokens,
+  rememberIdToken,
+  voidIdpTokens,
+} from '../storage/repos/idp.js';
+import { findUserByEmail, findUserById, type UserRow } from '../storage/repos/users.js';
+import type { Database, OneTimeTokenRow } from '../storage/schema.js';
+import {
+  exchangeCode,
+  type Fetcher,
+  loadProviderConfig,
+  ProviderCache,
+  type ProviderConfig,
+  type ProviderMetadata,
+  type VerifiedIdToken,
+  verifyIdToken,
+} from './provider.js';
+
+/**
+ * Sign-in through the external provider (SPEC 4.2–4.5, CONTRACT §4.2–4.5): browser transactions,
+ * the native exchange/resume, bind-first, and the `/continue` tickets. Accounts are found by the
+ * provider's (iss, sub) only (SECURITY.md item 49).
+ */
+
+export const TRANSACTION_TTL_S = 600;
+export const TICKET_TTL_S = 600;
+const BINDER_COOKIE_MAX = 100;
+
+export type ResponseMode = 'session' | 'code';
+
+/** The app-side request a browser provider sign-in carries until the callback. */
+export interface AppRequest {
+  appId: string;
+  redirectUri: string;
+  state?: string;
+  codeChallenge?: string;
+  codeChallengeMethod?: 'S256';
+  responseMode: ResponseMode;
+  /** Web flow: the scope and nonce of the authorization request (default scope otherwise). */
+  scope?: string;
+  nonce?: string;
+}
+
+interface TransactionData {
+  intent: 'signin' | 'bind';
+  issuer: string;
+  nonce: string;
+  verifier: string;
+  binder: string;
+  app?: AppRequest;
+  user_id?: string;
+}
+
+export interface BindTicketData {
+  issuer: string;
+  subject: string;
+  email: string | null;
+  binder: string;
+  app: AppRequest;
+}
+
+export interface ContinueTicketData {
+  grant_id: string;
+  redirect_uri: string;
+  response_mode: ResponseMode;
+  state?: string;
+  next_step: 'consent' | 'profile';
+  scope: string;
+}
+
+export type NativeResult =
+  | { status: 'ok'; response_mode: 'session'; session: string }
+  | { status: 'ok'; response_mode: 'code'; code: string; state?: string }
+  | {
+      status: 'pending';
+      next_step: 'consent' | 'profile';
+      session: string;
+      hosted_url: string;
+      authorize_params: { client_id: string; redirect_uri: string; response_mode: ResponseMode };
+    };
+
+/** A native answer before its session JWT is minted (signing happens after the transaction commits). */
+type NativeDraft =
+  | { status: 'ok'; response_mode: 'session'; sessionGrantId: string }
+  | { status: 'ok'; response_mode: 'code'; code: string; state?: string }
+  | {
+      status: 'pending';
+      next_step: 'consent' | 'profile';
+      sessionGrantId: string;
+      hosted_url: string;
+      authorize_params: { client_id: string; redirect_uri: string; response_mode: ResponseMode };
+    };
+
+export interface NativeInput {
+  client_id: string;
+  redirect_uri: string;
+  state?: string;
+  code_challenge?: string;
+  code_challenge_method?: 'S256';
+  response_mode?: ResponseMode;
+}
+
+interface AccountsLike {
+  verifyLogin(input: { email: string; password: string }, ctx: RequestContext): Promise<UserRow>;
+}
+
+const s256 = (verifier: string): string => createHash('sha256').update(verifier).digest('base64url');
+
+export class IdpService {
+  readonly cache: ProviderCache;
+  readonly binderCookie: string;
+  private readonly secureCookie: boolean;
+
+  constructor(
+    private readonly app: FastifyInstance,
+    private readonly fetcher: Fetcher = fetch,
+  ) {
+    this.cache = new ProviderCache(() => app.clock.now(), fetcher);
+    this.secureCookie = app.config.baseUrl.startsWith('https://');
+    this.binderCookie = this.secureCookie ? '__Host-gh_idp' : 'gh_idp';
+  }
+
+  private get db(): Kysely<Database> {
+    return this.app.db;
+  }
+
+  get callbackUrl(): string {
+    return `${this.app.config.baseUrl}/oauth/idp/callback`;
+  }
+
+  /** The provider configuration, or undefined when the platform has none. */
+  provider(): Promise<ProviderConfig | undefined> {
+    return loadProviderConfig(this.db, this.app.config);
+  }
+
+  async requireProvider(): Promise<ProviderConfig> {
+    const provider = await this.provider();
+    if (!provider) throw new AppError('idp_oauth_not_configured');
+    return provider;
+  }
+
+  // Apps -----------------------------------------------------------------------------------------------
+
+  /** App + exact redirect_uri check shared by every entry point (SPEC §7 rule 1). */
+  async checkApp(clientId: string, redirectUri: string): Promise<App> {
+    const app = await findApp(this.db, clientId);
+    if (!app || app.disabled) throw new AppError('invalid_client', { detail: 'unknown or disabled client_id' });
+    if (!app.redirectUris.includes(redirectUri)) throw new AppError('invalid_redirect_uri', { detail: 'redirect_uri not registered' });
+    return app;
+  }
+
+  /** Users that may sign in to the app: active, not blocked for it. */
+  async checkUserMaySignIn(user: UserRow, appId: string): Promise<void> {
+    if (user.status !== 'active') throw new AppError('user_disabled');
+    const appUser = await findAppUser(this.db, appId, user.id);
+    if (appUser?.status === 'blocked') throw new AppError('user_blocked');
+  }
+
+  // Browser transactions ---------------------------------------------------------------------------------
+
+  private binderOf(request: FastifyRequest, reply: FastifyReply): string {
+    const existing = request.cookies?.[this.binderCookie];
+    if (existing && /^[A-Za-z0-9_-]{20,100}$/.test(existing)) return existing;
+    const value = randomBytes(24).toString('base64url');
+    reply.setCookie(this.binderCookie, value, { path: '/', httpOnly: true, secure: this.secureCookie, sameSite: 'lax', maxAge: TRANSACTION_TTL_S });
+    return value;
+  }
+
+  /** True when the request carries the binder cookie whose hash is `binderHash`. */
+  matchesBinder(request: FastifyRequest, binderHash: string): boolean {
+    const value = request.cookies?.[this.binderCookie];
+    return typeof value === 'string' && value.length <= BINDER_COOKIE_MAX && safeEqual(hashSecret(value), binderHash);
+  }
+
+  /**
+   * Starts an authorization request at the provider: stores the transaction (our state, nonce and PKCE
+   * verifier, the app request, the intent) for 10 minutes, sets the binder cookie, and returns the
+   * provider's authorization URL.
+   */
+  async begin(request: FastifyRequest, reply: FastifyReply, input: { intent: 'signin'; app: AppRequest } | { intent: 'bind'; userId: string }): Promise<string> {
+    const provider = await this.requireProvider();
+    const metadata = await this.cache.discover(provider.issuer);
+    const now = this.app.clock.now();
+    const state = newSecret('st');
+    const nonce = randomBytes(32).toString('base64url');
+    const verifier = randomBytes(32).toString('base64url');
+    const binder = this.binderOf(request, reply);
+    const data: TransactionData = {
+      intent: input.intent,
+      issuer: provider.issuer,
+      nonce,
+      verifier,
+      binder: hashSecret(binder),
+      ...(input.intent === 'signin' ? { app: input.app } : { user_id: input.userId }),
+    };
+    await purgeExpiredIdpTokens(this.db, now);
+    await insertIdpToken(this.db, {
+      id: newId('itx'),
+      kind: 'idp_state',
+      tokenHash: hashSecret(state),
+      userId: input.intent === 'bind' ? input.userId : null,
+      appId: input.intent === 'signin' ? input.app.appId : null,
+      data,
+      createdAt: now,
+      expiresAt: now + TRANSACTION_TTL_S,
+    });
+    const supported = (metadata as { scopes_supported?: string[] }).scopes_supported;
+    const scope = ['openid', 'email', 'profile'].filter((s) => s === 'openid' || !supported || supported.includes(s)).join(' ');
+    const url = new URL(metadata.authorization_endpoint);
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('client_id', provider.clientId);
+    url.searchParams.set('redirect_uri', this.callbackUrl);
+    url.searchParams.set('scope', scope);
+    url.searchParams.set('state', state);
+    url.searchParams.set('nonce', nonce);
+    url.searchParams.set('code_challenge', s256(verifier));
+    url.searchParams.set('code_challenge_method', 'S256');
+    return url.toString();
+  }
+
+  /** Takes the transaction named by `state` (single use). Unknown, expired, replayed or another browser's → null. */
+  async takeTransaction(request: FastifyRequest, state: string): Promise<TransactionData | null> {
+    const stateHash = hashSecret(state);
+    const now = this.app.clock.now();
+    // Check the browser binding before consuming: a callback URL opened elsewhere must not cancel the user's sign-in.
+    const live = await findLiveIdpToken(this.db, 'idp_state', stateHash, now);
+    if (!live || !this.matchesBinder(request, (JSON.parse(live.data) as TransactionData).binder)) return null;
+    const row = await consumeIdpToken(this.db, 'idp_state', stateHash, now);
+    return row ? (JSON.parse(row.data) as TransactionData) : null;
+  }
+
+  /** Redeems the provider code of a browser transaction and verifies its id_token (nonce exact, aud = our client). */
+  async redeemCallback(tx: TransactionData, query: { code?: string; iss?: string }): Promise<{ provider: ProviderConfig; token: VerifiedIdToken }> {
+    const provider = await this.requireProvider();
+    if (provider.issuer !== tx.issuer) throw new AppError('access_denied', { detail: 'provider configuration changed during sign-in' });
+    const metadata = await this.cache.discover(provider.issuer);
+    // RFC 9207: mix-up defence.
+    if (query.iss !== undefined && query.iss !== provider.issuer) throw new AppError('access_denied', { detail: 'callback iss does not match the provider' });
+    if (query.iss === undefined && metadata.authorization_response_iss_parameter_supported === true) {
+      throw new AppError('access_denied', { detail: 'callback without iss from a provider that sends it' });
+    }
+    if (!query.code) throw new AppError('invalid_request', { detail: 'callback without code' });
+    const idToken = await exchangeCode(this.fetcher, provider, metadata, { code: query.code, redirectUri: this.callbackUrl, codeVerifier: tx.verifier });
+    const token = await this.verify(provider, metadata, idToken, { nonce: tx.nonce, audiences: [provider.clientId] });
+    // The code is single use at the provider; remember the token anyway so it cannot be replayed natively.
+    await rememberIdToken(this.db, { id: newId('idt'), tokenHash: token.replayKey, issuer: provider.issuer, now: this.app.clock.now(), expiresAt: token.claims.exp + 60 }).catch(() => false);
+    return { provider, token };
+  }
+
+  async verify(provider: ProviderConfig, metadata: ProviderMetadata, idToken: string, options: { nonce?: string; nativeNonce?: string; audiences?: string[] }): Promise<VerifiedIdToken> {
+    return verifyIdToken(
+      idToken,
+      {
+        issuer: provider.issuer,
+        audiences: options.audiences ?? provider.audiences,
+        advertisedAlgs: metadata.id_token_signing_alg_values_supported,
+        now: this.app.clock.now(),
+        nonce: options.nonce,
+        nativeNonce: options.nativeNonce,
+      },
+      (header) => this.cache.keysFor(provider.issuer, metadata.jwks_uri, header),
+    );
+  }
+
+  // Binding ----------------------------------------------------------------------------------------------
+
+  /**
+   * Binds (iss, sub) to a user. A subject bound to someone else, or a user already bound to another
+   * subject of this provider, is a `conflict`.
+   */
+  async bind(db: Kysely<Database>, userId: string, claims: { iss: string; sub: string; email?: unknown }, ctx: RequestContext): Promise<void> {
+    const existing = await findIdentity(db, claims.iss, claims.sub);
+    if (existing && existing.userId === userId) return;
+    if (existing) throw new AppError('conflict', { message: 'This provider account is already bound to another account.', detail: 'subject bound to another user' });
+    const mine = (await listIdentitiesOfUser(db, userId)).find((i) => i.issuer === claims.iss);
+    if (mine) throw new AppError('conflict', { message: 'Your account is already bound to another account of this provider. Unbind it first.', detail: 'user already bound' });
+    const now = this.app.clock.now();
+    await insertIdentity(db, { id: newId('pid'), userId, issuer: claims.iss, subject: claims.sub, email: typeof claims.email === 'string' ? claims.email.slice(0, 320) : null, createdAt: now });
+    await appendEvent(db, now, { type: 'idp.bound', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { issuer: claims.iss } });
+  }
+
+  async unbind(userId: string, ctx: RequestContext): Promise<boolean> {
+    const provider = await this.provider();
+    const identities = await listIdentitiesOfUser(this.db, userId);
+    const target = identities.find((i) => !provider || i.issuer === provider.issuer) ?? identities[0];
+    if (!target) return false;
+    const now = this.app.clock.now();
+    await this.db.transaction().execute(async (trx) => {
+      await deleteIdentityOfUser(trx, userId, target.issuer);
+      await appendEvent(trx, now, { type: 'idp.unbound', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { issuer: target.issuer } });
+    });
+    return true;
+  }
+
+  // Browser outcomes -------------------------------------------------------------------------------------
+
+  /** Bind-first: a 10-minute single-use ticket for the `/continue` intermediate page, tied to this browser. */
+  async createBindTicket(request: FastifyRequest, reply: FastifyReply, data: Omit<BindTicketData, 'binder'>): Promise<string> {
+    const binder = this.binderOf(request, reply);
+    const ticket = newSecret('bt');
+    const now = this.app.clock.now();
+    await insertIdpToken(this.db, {
+      id: newId('ibt'),
+      kind: 'idp_bind',
+      tokenHash: hashSecret(ticket),
+      appId: data.app.appId,
+      data: { ...data, binder: hashSecret(binder) } satisfies BindTicketData,
+      createdAt: now,
+      expiresAt: now + TICKET_TTL_S,
+    });
+    return `${this.app.config.authUrl}/continue?ticket=${encodeURIComponent(ticket)}`;
+  }
+
+  /**
+   * A bound user finishing a browser sign-in: the browser session is signed in (new id), then
+   * `response_mode=session` → `redirect_uri?session=…&state=…`; `response_mode=code` → a code when
+   * consent and required data are complete, otherwise `/oauth/authorize` (same request) which shows the
+   * hosted consent/profile step and then redirects with the code.
+   */
+  async finishBrowserSignIn(request: FastifyRequest, reply: FastifyReply, appRequest: AppRequest, user: UserRow): Promise<string> {
+    const app = await this.checkApp(appRequest.appId, appRequest.redirectUri);
+    await this.checkUserMaySignIn(user, app.id);
+    const now = this.app.clock.now();
+    const ctx = requestContext(request);
+    request.browserSession ??= await this.app.browserSessions.load(request);
+    if (request.browserSession?.user_id !== user.id) await this.app.browserSessions.signIn(request, reply, user.id);
+
+    if (appRequest.responseMode === 'code') {
+      const ready = await this.readyForCode(this.db, app, user, appRequest.scope);
+      if (!ready.ok) {
+        return appendQuery(`${this.app.config.baseUrl}/oauth/authorize`, {
+          response_type: 'code',
+          client_id: app.id,
+          redirect_uri: appRequest.redirectUri,
+          scope: appRequest.scope ?? DEFAULT_SCOPE,
+          state: appRequest.state,
+          code_challenge: appRequest.codeChallenge,
+          code_challenge_method: appRequest.codeChallenge ? 'S256' : undefined,
+          nonce: appRequest.nonce,
+        });
+      }
+      const code = await this.db.transaction().execute(async (trx) => {
+        const c = await this.app.tokens.issueAuthorizationCode(trx, {
+          appId: app.id,
+          userId: user.id,
+          redirectUri: appRequest.redirectUri,
+          scope: appRequest.scope ?? DEFAULT_SCOPE,
+          codeChallenge: appRequest.codeChallenge ?? null,
+          nonce: appRequest.nonce ?? null,
+          authTime: now,
+        });
+        await recordAppSignIn(trx, app.id, user.id, now);
+        await appendEvent(trx, now, { type: 'user.login_succeeded', appId: app.id, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'idp' } });
+        return c;
+      });
+      return appendQuery(appRequest.redirectUri, { code, state: appRequest.state, iss: this.app.config.baseUrl });
+    }
+    const grantId = await this.db.transaction().execute(async (trx) => {
+      const id = await this.app.tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: now });
+      await recordAppSignIn(trx, app.id, user.id, now);
+      await appendEvent(trx, now, { type: 'user.login_succeeded', appId: app.id, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'idp' } });
+      return id;
+    });
+    // Signing may read keys from the database: never inside a transaction (SQLite has one connection).
+    const session = await this.app.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
+    return appendQuery(appRequest.redirectUri, { session, state: appRequest.state });
+  }
+
+  /** Consent for the default scopes and the app's required data: what `response_mode=code` needs. */
+  async readyForCode(db: Kysely<Database>, app: App, user: UserRow, scope: string = DEFAULT_SCOPE): Promise<{ ok: boolean; nextStep: 'consent' | 'profile' }> {
+    const consented = isSubsetScope(scope, await findConsentedScope(db, app.id, user.id));
+    if (!consented) return { ok: false, nextStep: 'consent' };
+    if (missingRequiredFields(app.requiredFields, user).length) return { ok: false, nextStep: 'profile' };
+    return { ok: true, nextStep: 'profile' };
+  }
+
+  // Native path A -----------------------------------------------------------------------------------------
+
+  private checkPkce(input: NativeInput): void {
+    const mode = input.response_mode ?? 'session';
+    if (mode === 'code' && (!input.code_challenge || input.code_challenge_method !== 'S256')) {
+      throw new AppError('invalid_request', { message: 'code_challenge with code_challenge_method=S256 is required when response_mode=code.' });
+    }
+    if (input.code_challenge && input.code_challenge_method !== 'S256') {
+      throw new AppError('invalid_request', { message: 'code_challenge_method must be S256.' });
+    }
+  }
+
+  async exchange(
+    input: NativeInput & { id_token?: string; idp_code?: string; nonce?: string; idp_redirect_uri?: string; idp_code_verifier?: string },
+    ctx: RequestContext,
+  ): Promise<NativeResult> {
+    const app = await this.checkApp(input.client_id, input.redirect_uri);
+    if ((input.id_token === undefined) === (input.idp_code === undefined)) {
+      throw new AppError('invalid_request', { message: 'Send exactly one of id_token and idp_code.' });
+    }
+    this.checkPkce(input);
+    const provider = await this.requireProvider();
+    const metadata = await this.cache.discover(provider.issuer);
+    let idToken = input.id_token;
+    if (input.idp_code !== undefined) {
+      idToken = await exchangeCode(this.fetcher, provider, metadata, {
+        code: input.idp_code,
+        redirectUri: input.idp_redirect_uri ?? this.callbackUrl,
+        codeVerifier: input.idp_code_verifier,
+      });
+    }
+    const token = await this.verify(provider, metadata, idToken!, { nativeNonce: input.nonce });
+    const identity = await findIdentity(this.db, token.claims.iss, token.claims.sub);
+    const user = identity && (await findUserById(this.db, identity.userId));
+    if (!user) {
+      throw new AppError('idp_oauth_not_bound', { extra: { hosted_url: `${this.app.config.authUrl}/account?bind=1` } });
+    }
+    await this.checkUserMaySignIn(user, app.id);
+    const now = this.app.clock.now();
+    try {
+      const draft = await this.db.transaction().execute(async (trx) => {
+        const fresh = await rememberIdToken(trx, { id: newId('idt'), tokenHash: token.replayKey, issuer: provider.issuer, now, expiresAt: token.claims.exp + 60 });
+        if (!fresh) throw new AppError('invalid_id_token', { detail: 'id_token replayed' });
+        const result = await this.nativeOutcome(trx, app, user, input, { authTime: now });
+        await recordAppSignIn(trx, app.id, user.id, now);
+        await appendEvent(trx, now, { type: 'user.login_succeeded', appId: app.id, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'idp', path: 'exchange' } });
+        return result;
+      });
+      return await this.finalize(draft, app.id, user.id);
+    } catch (error) {
+      if (error instanceof AppError) throw error;
+      // A concurrent exchange of the same token lost the unique-key race.
+      throw new AppError('invalid_id_token', { detail: 'id_token replayed (concurrent)', cause: error });
+    }
+  }
+
+  async resume(input: NativeInput & { session: string; consent?: string }, ctx: RequestContext): Promise<NativeResult> {
+    const app = await this.checkApp(input.client_id, input.redirect_uri);
+    this.checkPkce(input);
+    const claims = await this.app.tokens.verifySession(input.session, app.id);
+    const user = await findUserById(this.db, claims.sub);
+    const grant = await findGrant(this.db, claims.grantId);
+    if (!user || !grant) throw new AppError('invalid_token', { detail: 'session user or grant gone' });
+    await this.checkUserMaySignIn(user, app.id);
+    void ctx;
+    const draft = await this.db.transaction().execute((trx) => this.nativeOutcome(trx, app, user, input, { authTime: grant.auth_time, grantId: grant.id }));
+    return this.finalize(draft, app.id, user.id);
+  }
+
+  /** The `ok` or `pending` answer of exchange/resume (CONTRACT §4.3, §14.8, §14.10, §14.11). */
+  /** Mints the session JWT of a draft answer, after its transaction committed. */
+  private async finalize(draft: NativeDraft, appId: string, userId: string): Promise<NativeResult> {
+    if (draft.status === 'ok' && draft.response_mode === 'code') return draft;
+    const { sessionGrantId, ...rest } = draft;
+    const session = await this.app.tokens.mintSession({ userId, appId, grantId: sessionGrantId });
+    return { ...rest, session } as NativeResult;
+  }
+
+  private async nativeOutcome(
+    trx: Kysely<Database>,
+    app: App,
+    user: UserRow,
+    input: NativeInput,
+    options: { authTime: number; grantId?: string },
+  ): Promise<NativeDraft> {
+    const mode = input.response_mode ?? 'session';
+    const ensureGrant = async () =>
+      options.grantId ?? (await this.app.tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: options.authTime }));
+    if (mode === 'session') {
+      const grantId = await ensureGrant();
+      return { status: 'ok', response_mode: 'session', sessionGrantId: grantId };
+    }
+    const ready = await this.readyForCode(trx, app, user);
+    if (ready.ok) {
+      const code = await this.app.tokens.issueAuthorizationCode(trx, {
+        appId: app.id,
+        userId: user.id,
+        redirectUri: input.redirect_uri,
+        scope: DEFAULT_SCOPE,
+        codeChallenge: input.code_challenge ?? null,
+        nonce: null,
+        authTime: options.authTime,
+      });
+      return { status: 'ok', response_mode: 'code', code, ...(input.state !== undefined ? { state: input.state } : {}) };
+    }
+    const grantId = await ensureGrant();
+    const now = this.app.clock.now();
+    await voidIdpTokens(trx, 'idp_continue', user.id, app.id, now);
+    const ticket = newSecret('tk');
+    await insertIdpToken(trx, {
+      id: newId('ict'),
+      kind: 'idp_continue',
+      tokenHash: hashSecret(ticket),
+      userId: user.id,
+      appId: app.id,
+      data: {
+        grant_id: grantId,
+        redirect_uri: input.redirect_uri,
+        response_mode: mode,
+        state: input.state,
+        next_step: ready.nextStep,
+        scope: DEFAULT_SCOPE,
+      } satisfies ContinueTicketData,
+      createdAt: now,
+      expiresAt: now + TICKET_TTL_S,
+    });
+    return {
+      status: 'pending',
+      next_step: ready.nextStep,
+      sessionGrantId: grantId,
+      hosted_url: `${this.app.config.authUrl}/continue?ticket=${encodeURIComponent(ticket)}`,
+      authorize_params: { client_id: app.id, redirect_uri: input.redirect_uri, response_mode: mode },
+    };
+  }
+
+  // Tickets of the /continue page -------------------------------------------------------------------------
+
+  async findTicket(ticket: string): Promise<{ kind: 'idp_continue' | 'idp_bind'; row: OneTimeTokenRow } | null> {
+    if (!/^(tk|bt)_[A-Za-z0-9_-]{20,80}$/.test(ticket)) return null;
+    const kind = ticket.startsWith('tk_') ? 'idp_continue' : 'idp_bind';
+    const row = await findLiveIdpToken(this.db, kind, hashSecret(ticket), this.app.clock.now());
+    return row ? { kind, row } : null;
+  }
+
+  consumeTicket(db: Kysely<Database>, ticket: string): Promise<OneTimeTokenRow | undefined> {
+    const kind = ticket.startsWith('tk_') ? 'idp_continue' : 'idp_bind';
+    return consumeIdpToken(db, kind, hashSecret(ticket), this.app.clock.now());
+  }
+
+  // Password sign-in on the provider pages (bind-first and the account page) -------------------------------
+
+  /** Email + password check: helper `app.accounts.verifyLogin` when present (throttling, lockout, events). */
+  async verifyPassword(request: FastifyRequest, email: string, password: string): Promise<UserRow> {
+    const ctx = requestContext(request);
+    const accounts = (this.app as unknown as { accounts?: AccountsLike }).accounts;
+    if (accounts) return accounts.verifyLogin({ email, password }, ctx);
+    const user = await findUserByEmail(this.db, email);
+    const normalized = password.normalize('NFC');
+    const ok = user?.password_hash ? await argon2.verify(user.password_hash, normalized).catch(() => false) : false;
+    if (!user || !ok) throw new AppError('invalid_credentials');
+    if (user.status !== 'active') throw new AppError('user_disabled');
+    return user;
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    idp: IdpService;
+  }
+}

@@ -1,0 +1,199 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { AppError, isAppError } from '../errors.js';
+import type { BindTicketData, ContinueTicketData } from '../idp/service.js';
+import { requestContext } from '../plugins/tokens.js';
+import { E164, isValidBirthdate, missingRequiredFields } from '../shared/required-fields.js';
+import { scopeList } from '../shared/scopes.js';
+import { appendQuery } from '../shared/url.js';
+import { findApp } from '../storage/repos/apps.js';
+import { grantConsent } from '../storage/repos/consents.js';
+import { appendEvent } from '../storage/repos/events.js';
+import { findGrant } from '../storage/repos/grants.js';
+import { findUserById, updateUser } from '../storage/repos/users.js';
+import { localeOf, renderPage } from './views.js';
+
+/**
+ * `/continue?ticket=…` (CONTRACT §4.3, §12, §14.10): the hosted intermediate page of provider sign-in.
+ * - `tk_…` tickets (native `pending`): consent for the app and/or the missing profile data; Allow
+ *   records them and navigates (303) to `{base_url}/oauth/authorize?client_id…&redirect_uri…&response_mode…&consent=1`.
+ * - `bt_…` tickets (bind-first): explains that the provider account must be bound first and lets the
+ *   user sign in with email + password and bind on the spot, then continues the sign-in; Cancel
+ *   redirects `redirect_uri?error=idp_oauth_not_bound&state=…`.
+ * Tickets are single use and live 10 minutes; a used or expired one renders the error page (400).
+ */
+
+const TicketQuery = z.object({ ticket: z.string().max(200).optional() });
+const Form = z.object({
+  csrf: z.string().optional(),
+  action: z.string().max(20).optional(),
+  email: z.string().max(320).optional(),
+  password: z.string().max(1024).optional(),
+  name: z.string().max(200).optional(),
+  phone_number: z.string().max(40).optional(),
+  birthdate: z.string().max(20).optional(),
+});
+type FormInput = z.output<typeof Form>;
+
+const deadTicket = () => new AppError('invalid_token', { message: 'This link has expired or was already used. Return to the app and start again.', detail: 'continue ticket unknown, used or expired' });
+
+const FORM_ERRORS = new Set(['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request']);
+
+export default async function continuePages(app: FastifyInstance) {
+  async function load(request: FastifyRequest) {
+    const ticket = (request.query as { ticket?: string }).ticket ?? '';
+    const found = await app.idp.findTicket(ticket);
+    if (!found) throw deadTicket();
+    return { ticket, ...found };
+  }
+
+  async function renderContinue(request: FastifyRequest, reply: FastifyReply, ticket: string, data: ContinueTicketData, userId: string, appId: string, error?: string, form: FormInput = {}) {
+    const session = await app.browserSessions.ensure(request, reply);
+    const client = await findApp(app.db, appId);
+    const user = await findUserById(app.db, userId);
+    if (!client || !user) throw deadTicket();
+    const t = app.messages.translator(localeOf(request));
+    const missing = missingRequiredFields(client.requiredFields, user);
+    return renderPage(request, reply, 'continue', {
+      titleKey: data.next_step === 'consent' ? 'idp.continue.consent_title' : 'idp.continue.profile_title',
+      csrf: session.csrf_token,
+      mode: 'pending',
+      action: `/continue?ticket=${encodeURIComponent(ticket)}`,
+      appName: client.name,
+      clientId: client.id,
+      email: user.email,
+      showConsent: data.next_step === 'consent',
+      scopes: scopeList(data.scope).map((s) => ({ name: s, label: t(`idp.scope.${s}`) })),
+      fields: missing.filter((f) => f !== 'email_verified'),
+      needsEmailVerification: missing.includes('email_verified'),
+      values: { name: form.name ?? '', phone_number: form.phone_number ?? '', birthdate: form.birthdate ?? '' },
+      error,
+    });
+  }
+
+  async function renderBind(request: FastifyRequest, reply: FastifyReply, ticket: string, data: BindTicketData, error?: string, email?: string) {
+    const session = await app.browserSessions.ensure(request, reply);
+    const provider = await app.idp.provider();
+    const client = await findApp(app.db, data.app.appId);
+    const signedIn = session.user_id ? await findUserById(app.db, session.user_id) : undefined;
+    return renderPage(request, reply, 'continue', {
+      titleKey: 'idp.bind.title',
+      csrf: session.csrf_token,
+      mode: 'bind',
+      action: `/continue?ticket=${encodeURIComponent(ticket)}`,
+      providerName: provider?.name ?? 'Identity provider',
+      providerEmail: data.email,
+      appName: client?.name ?? '',
+      signedInEmail: signedIn?.email,
+      email: email ?? '',
+      error,
+    });
+  }
+
+  /** Bind tickets belong to the browser that came back from the provider (when pages share its origin). */
+  function checkBinder(request: FastifyRequest, data: BindTicketData): void {
+    if (new URL(app.config.authUrl).origin !== new URL(app.config.baseUrl).origin) return;
+    if (!app.idp.matchesBinder(request, data.binder)) throw deadTicket();
+  }
+
+  app.get<{ Querystring: { ticket?: string } }>('/continue', { schema: { querystring: TicketQuery } }, async (request, reply) => {
+    const { ticket, kind, row } = await load(request);
+    if (kind === 'idp_bind') {
+      const data = JSON.parse(row.data) as BindTicketData;
+      checkBinder(request, data);
+      return renderBind(request, reply, ticket, data);
+    }
+    return renderContinue(request, reply, ticket, JSON.parse(row.data) as ContinueTicketData, row.user_id!, row.app_id!);
+  });
+
+  app.post<{ Querystring: { ticket?: string }; Body: FormInput }>('/continue', { schema: { querystring: TicketQuery, body: Form } }, async (request, reply) => {
+    const { ticket, kind, row } = await load(request);
+    const form = request.body;
+    const ctx = requestContext(request);
+    const t = app.messages.translator(localeOf(request));
+
+    if (kind === 'idp_bind') {
+      const data = JSON.parse(row.data) as BindTicketData;
+      checkBinder(request, data);
+      if (form.action === 'cancel') {
+        if (!(await app.idp.consumeTicket(app.db, ticket))) throw deadTicket();
+        return reply.redirect(
+          appendQuery(data.app.redirectUri, { error: 'idp_oauth_not_bound', error_description: 'The provider account is not bound to an account yet.', state: data.app.state, iss: app.config.baseUrl }),
+          303,
+        );
+      }
+      try {
+        let userId: string;
+        if (form.action === 'bind' && request.browserSession?.user_id) {
+          userId = request.browserSession.user_id;
+        } else if (form.action === 'login') {
+          const throttle = (app as unknown as { throttle?: { hitIp(r: FastifyRequest): Promise<void> } }).throttle;
+          if (throttle) await throttle.hitIp(request);
+          if (!form.email || !form.password) throw new AppError('invalid_credentials');
+          userId = (await app.idp.verifyPassword(request, form.email, form.password)).id;
+        } else {
+          throw new AppError('invalid_request', { message: t('idp.error.unknown_action') });
+        }
+        await app.db.transaction().execute(async (trx) => {
+          if (!(await app.idp.consumeTicket(trx, ticket))) throw deadTicket();
+          await app.idp.bind(trx, userId, { iss: data.issuer, sub: data.subject, email: data.email }, ctx);
+        });
+        const user = (await findUserById(app.db, userId))!;
+        if (request.browserSession?.user_id !== userId) await app.browserSessions.signIn(request, reply, userId);
+        return reply.redirect(await app.idp.finishBrowserSignIn(request, reply, data.app, user), 303);
+      } catch (error) {
+        if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;
+        reply.code(error.status);
+        const message = error.code === 'conflict' || error.code === 'invalid_request' ? error.publicMessage : t(`idp.error.${error.code}`);
+        return renderBind(request, reply, ticket, data, message, form.email);
+      }
+    }
+
+    const data = JSON.parse(row.data) as ContinueTicketData;
+    const userId = row.user_id!;
+    const appId = row.app_id!;
+    const grant = await findGrant(app.db, data.grant_id);
+    if (!grant || grant.revoked_at !== null) throw deadTicket();
+    const user = await findUserById(app.db, userId);
+    const client = await findApp(app.db, appId);
+    if (!user || !client) throw deadTicket();
+
+    if (form.action === 'deny') {
+      if (!(await app.idp.consumeTicket(app.db, ticket))) throw deadTicket();
+      return reply.redirect(
+        appendQuery(data.redirect_uri, { error: 'access_denied', error_description: 'The user denied the request.', state: data.state, iss: app.config.baseUrl }),
+        303,
+      );
+    }
+    if (form.action !== 'allow' && form.action !== 'continue' && form.action !== 'save') {
+      reply.code(400);
+      return renderContinue(request, reply, ticket, data, userId, appId, t('idp.error.unknown_action'), form);
+    }
+    // Profile data the app requires and the user lacks.
+    const missing = missingRequiredFields(client.requiredFields, user).filter((f) => f !== 'email_verified');
+    const patch: { name?: string; phone_number?: string; birthdate?: string } = {};
+    for (const field of missing) {
+      const value = (form[field] ?? '').trim();
+      const valid =
+        field === 'name' ? value.length >= 1 && value.length <= 100 : field === 'phone_number' ? E164.test(value) : isValidBirthdate(value);
+      if (!valid) {
+        reply.code(400);
+        return renderContinue(request, reply, ticket, data, userId, appId, t(`idp.error.invalid_${field}`), form);
+      }
+      patch[field] = value;
+    }
+    const now = app.clock.now();
+    await app.db.transaction().execute(async (trx) => {
+      if (!(await app.idp.consumeTicket(trx, ticket))) throw deadTicket();
+      if (Object.keys(patch).length) await updateUser(trx, userId, { ...patch, updated_at: now });
+      if (data.next_step === 'consent' || form.action === 'allow') {
+        await grantConsent(trx, appId, userId, data.scope, now);
+        await appendEvent(trx, now, { type: 'consent.granted', appId, userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { scope: data.scope, via: 'continue' } });
+      }
+    });
+    return reply.redirect(
+      appendQuery(`${app.config.baseUrl}/oauth/authorize`, { client_id: appId, redirect_uri: data.redirect_uri, response_mode: data.response_mode, consent: '1' }),
+      303,
+    );
+  });
+}
