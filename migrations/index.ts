@@ -1,5 +1,7 @@
 import type { Migration } from 'kysely';
 import * as init from './2026-11-21T0000_init.js';
+import * as listingIndexesPostgres from './2026-11-21T0100_listing_indexes.postgres.js';
+import * as listingIndexesSqlite from './2026-11-21T0100_listing_indexes.sqlite.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -10,6 +12,7 @@ export type MigrationDialect = 'sqlite' | 'postgres';
  */
 const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migration>>> = {
   '2026-11-21T0000_init': { all: init },
+  '2026-11-21T0100_listing_indexes': { sqlite: listingIndexesSqlite, postgres: listingIndexesPostgres },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

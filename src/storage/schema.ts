@@ -1,4 +1,4 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 /**
  * The single typed database schema, shared by SQLite and PostgreSQL.
@@ -61,6 +61,20 @@ export interface AppUsersTable {
   status: 'active' | 'blocked';
   created_at: number;
   last_login_at: number | null;
+  /** Denormalised from users by database triggers (listing at scale, migration 0100): never write these. */
+  email: Generated<string>;
+  name: Generated<string | null>;
+  user_status: Generated<'active' | 'disabled'>;
+  /** What the developer listing shows: 'disabled' (platform-wide) wins over the app's own status. */
+  list_status: Generated<'active' | 'blocked' | 'disabled'>;
+}
+
+/** Exact member counts per (app, list_status), kept by triggers (summed over shards). */
+export interface AppUserCountsTable {
+  app_id: string;
+  list_status: string;
+  shard: number;
+  n: number;
 }
 
 export interface ConsentsTable {
@@ -251,6 +265,7 @@ export interface Database {
   users: UsersTable;
   provider_identities: ProviderIdentitiesTable;
   app_users: AppUsersTable;
+  app_user_counts: AppUserCountsTable;
   consents: ConsentsTable;
   browser_sessions: BrowserSessionsTable;
   grants: GrantsTable;

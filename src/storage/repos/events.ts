@@ -19,7 +19,8 @@ export type EventType =
   | 'consent.revoked'
   | 'profile.updated'
   | 'profile.deleted'
-  | 'app.user_blocked';
+  | 'app.user_blocked'
+  | 'app.user_unblocked';
 
 export interface EventInput {
   type: EventType;

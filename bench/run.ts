@@ -1,0 +1,15 @@
+/**
+ * Benchmarks (not part of `npm test`): `npm run bench -- <name> [options]`.
+ *   users-listing   developer user listing with 1,000,000 users in one app (SQLite and PostgreSQL)
+ */
+const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void> }>> = {
+  'users-listing': () => import('./users-listing.js'),
+};
+
+const [name, ...args] = process.argv.slice(2);
+const load = name ? benches[name] : undefined;
+if (!load) {
+  console.error(`usage: npm run bench -- <${Object.keys(benches).join('|')}> [options]`);
+  process.exit(2);
+}
+await (await load()).main(args);

@@ -1,0 +1,21 @@
+import type { FastifyInstance } from 'fastify';
+import { DocTypeParams, PublishBody, type PublishInput, PublishQuery } from '../legal/schemas.js';
+import { PLATFORM_OWNER, publishVersion, toVersionView } from '../legal/service.js';
+
+/** `PUT /v1/admin/legal/{docType}?lang=` (CONTRACT §10): publishes a platform document version (201). */
+export default async function adminLegalRoutes(app: FastifyInstance) {
+  app.put<{ Params: { docType: string }; Querystring: { lang?: string }; Body: PublishInput }>(
+    '/legal/:docType',
+    { schema: { params: DocTypeParams, querystring: PublishQuery, body: PublishBody } },
+    async (request, reply) => {
+      const version = await publishVersion(app.db, {
+        owner: PLATFORM_OWNER,
+        docType: request.params.docType,
+        lang: request.query.lang ?? 'en',
+        body: request.body,
+        at: app.clock.now(),
+      });
+      return reply.code(201).send(toVersionView(app.config.authUrl, version));
+    },
+  );
+}

@@ -1,0 +1,99 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { AppError } from '../errors.js';
+import { requestContext } from '../plugins/tokens.js';
+import { isoTime } from '../shared/time.js';
+import { type AppUserListRow, findAppUserListRow, listAppUsers } from '../storage/repos/app-user-listing.js';
+import { setAppUserStatus } from '../storage/repos/app-users.js';
+import { appendEvent } from '../storage/repos/events.js';
+import { revokeGrantsOfUser } from '../storage/repos/grants.js';
+
+/**
+ * Developer user listing and blocking (SPEC 4.7, CONTRACT §9), inside the authenticated `/v1/dev` scope:
+ * `GET /apps/{id}/users?q&status&page&pageSize` and `PATCH /apps/{id}/users/{userId}`.
+ */
+
+const positiveInt = (max: number) =>
+  z
+    .string()
+    .regex(/^[0-9]{1,9}$/, 'must be a positive integer')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(max));
+
+export const UserListQuery = z.strictObject({
+  q: z
+    .string()
+    .min(1)
+    .max(100)
+    // eslint-disable-next-line no-control-regex
+    .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters')
+    .optional(),
+  status: z.enum(['active', 'blocked', 'disabled']).optional(),
+  page: positiveInt(10_000_000).optional(),
+  pageSize: positiveInt(100).optional(),
+});
+type UserListInput = z.infer<typeof UserListQuery>;
+
+const AppParams = z.strictObject({ id: z.string().min(1).max(200) });
+const AppUserParams = z.strictObject({ id: z.string().min(1).max(200), userId: z.string().min(1).max(200) });
+const StatusBody = z.strictObject({ status: z.enum(['active', 'blocked']) });
+
+/** A listing item: exactly the documented fields (no hashes, tokens or other user data). */
+export const toListItem = (r: AppUserListRow) => ({
+  id: r.id,
+  email: r.email,
+  name: r.name,
+  status: r.status,
+  email_verified: r.emailVerified,
+  idp_bound: r.idpBound,
+  created_at: isoTime(r.createdAt),
+  last_login_at: r.lastLoginAt === null ? null : isoTime(r.lastLoginAt),
+});
+
+export default async function devAppUsersRoutes(app: FastifyInstance) {
+  app.get<{ Params: { id: string }; Querystring: UserListInput }>(
+    '/apps/:id/users',
+    { schema: { params: AppParams, querystring: UserListQuery } },
+    async (request) => {
+      const owned = await app.requireOwnedApp(request, request.params.id);
+      const page = request.query.page ?? 1;
+      const pageSize = request.query.pageSize ?? 20;
+      const { items, total } = await listAppUsers(app.db, app.dialect, { appId: owned.id, q: request.query.q, status: request.query.status, page, pageSize });
+      return { items: items.map(toListItem), page, pageSize, total };
+    },
+  );
+
+  app.patch<{ Params: { id: string; userId: string }; Body: z.infer<typeof StatusBody> }>(
+    '/apps/:id/users/:userId',
+    { schema: { params: AppUserParams, body: StatusBody } },
+    async (request) => {
+      const owned = await app.requireOwnedApp(request, request.params.id);
+      const { userId } = request.params;
+      const { status } = request.body;
+      const now = app.clock.now();
+      const ctx = requestContext(request);
+      const row = await app.db.transaction().execute(async (trx) => {
+        const before = await findAppUserListRow(trx, owned.id, userId);
+        if (!before) throw new AppError('not_found', { detail: `user ${userId} is not a user of ${owned.id}` });
+        await setAppUserStatus(trx, owned.id, userId, status);
+        if (status === 'blocked') {
+          // Blocking takes effect at once: this app's refresh tokens, sessions and access tokens (sid) die.
+          await revokeGrantsOfUser(trx, userId, now, 'blocked', owned.id);
+        }
+        const appStatusBefore = before.status === 'disabled' ? undefined : before.status;
+        if (appStatusBefore !== status) {
+          await appendEvent(trx, now, {
+            type: status === 'blocked' ? 'app.user_blocked' : 'app.user_unblocked',
+            appId: owned.id,
+            userId,
+            ip: ctx.ip,
+            userAgent: ctx.userAgent,
+            data: { developer_id: request.developer.id },
+          });
+        }
+        return findAppUserListRow(trx, owned.id, userId);
+      });
+      return toListItem(row!);
+    },
+  );
+}

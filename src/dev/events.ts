@@ -1,0 +1,49 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { isoTime } from '../shared/time.js';
+import { listEventsOfApp } from '../storage/repos/events.js';
+
+/**
+ * `GET /v1/dev/apps/{id}/events?type&after&limit` (CONTRACT §9, §11): the app's audit events in
+ * ascending order; the cursor is the last event id seen (`next_cursor`, null at the end).
+ */
+
+export const EventsQuery = z.strictObject({
+  type: z.string().regex(/^[a-z][a-z_.]{0,63}$/, 'must be an event type').optional(),
+  after: z.string().regex(/^evt_[0-9a-z]{26}$/, 'must be a cursor returned as next_cursor').optional(),
+  limit: z
+    .string()
+    .regex(/^[0-9]{1,3}$/, 'must be an integer 1–100')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(100))
+    .optional(),
+});
+type EventsInput = z.infer<typeof EventsQuery>;
+
+const AppParams = z.strictObject({ id: z.string().min(1).max(200) });
+
+export default async function devEventsRoutes(app: FastifyInstance) {
+  app.get<{ Params: { id: string }; Querystring: EventsInput }>(
+    '/apps/:id/events',
+    { schema: { params: AppParams, querystring: EventsQuery } },
+    async (request) => {
+      const owned = await app.requireOwnedApp(request, request.params.id);
+      const limit = request.query.limit ?? 50;
+      const rows = await listEventsOfApp(app.db, owned.id, { type: request.query.type, after: request.query.after, limit: limit + 1 });
+      const page = rows.slice(0, limit);
+      return {
+        items: page.map((e) => ({
+          id: e.id,
+          type: e.type,
+          app_id: e.app_id,
+          user_id: e.user_id,
+          ip: e.ip,
+          user_agent: e.user_agent,
+          at: isoTime(Number(e.at)),
+          data: JSON.parse(e.data) as Record<string, unknown>,
+        })),
+        next_cursor: rows.length > limit ? page[page.length - 1]!.id : null,
+      };
+    },
+  );
+}

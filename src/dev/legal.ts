@@ -1,0 +1,54 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { AppError } from '../errors.js';
+import { DocTypeParams, PublishBody, type PublishInput, PublishQuery } from '../legal/schemas.js';
+import { dayOf, publishVersion, toVersionView } from '../legal/service.js';
+import { listLegalViews } from '../storage/repos/legal.js';
+
+/**
+ * Developer legal routes (CONTRACT §8, §14.14), inside the authenticated `/v1/dev` scope:
+ * `PUT /apps/{id}/legal/{docType}?lang=` publishes a new version (201), and
+ * `GET /apps/{id}/legal/views?from&to` lists view counts per (docType, lang, version, day).
+ */
+
+const AppParams = z.strictObject({ id: z.string().min(1).max(200) });
+const AppDocParams = AppParams.extend(DocTypeParams.shape);
+
+const DAY = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, 'must be YYYY-MM-DD')
+  .refine((d) => !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), 'must be a real date');
+const ViewsQuery = z.strictObject({ from: DAY.optional(), to: DAY.optional() });
+const MAX_RANGE_DAYS = 366;
+
+export default async function devLegalRoutes(app: FastifyInstance) {
+  app.put<{ Params: { id: string; docType: string }; Querystring: { lang?: string }; Body: PublishInput }>(
+    '/apps/:id/legal/:docType',
+    { schema: { params: AppDocParams, querystring: PublishQuery, body: PublishBody } },
+    async (request, reply) => {
+      const owned = await app.requireOwnedApp(request, request.params.id);
+      const version = await publishVersion(app.db, {
+        owner: owned.id,
+        docType: request.params.docType,
+        lang: request.query.lang ?? 'en',
+        body: request.body,
+        at: app.clock.now(),
+      });
+      return reply.code(201).send(toVersionView(app.config.authUrl, version));
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: { from?: string; to?: string } }>(
+    '/apps/:id/legal/views',
+    { schema: { params: AppParams, querystring: ViewsQuery } },
+    async (request) => {
+      const owned = await app.requireOwnedApp(request, request.params.id);
+      const to = request.query.to ?? dayOf(app.clock.now());
+      const from = request.query.from ?? dayOf(Date.parse(`${to}T00:00:00Z`) / 1000 - 29 * 86_400);
+      const span = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000;
+      if (span < 0) throw new AppError('invalid_request', { details: [{ path: 'querystring.from', message: 'must not be after to' }] });
+      if (span >= MAX_RANGE_DAYS) throw new AppError('invalid_request', { details: [{ path: 'querystring.to', message: `range must be at most ${MAX_RANGE_DAYS} days` }] });
+      return { items: await listLegalViews(app.db, owned.id, from, to) };
+    },
+  );
+}

@@ -1,0 +1,53 @@
+import { z } from 'zod';
+
+/** CONTRACT §8: `terms` and `privacy` are the standard ones; any lowercase slug is allowed. */
+export const DOC_TYPE = /^[a-z][a-z0-9-]{0,39}$/;
+/** A BCP 47 language tag, syntactically (canonicalised with Intl afterwards). */
+export const LANG_TAG = /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8}){0,7}$/;
+
+export const DocTypeParams = z.strictObject({ docType: z.string().regex(DOC_TYPE, 'must match ^[a-z][a-z0-9-]{0,39}$') });
+export const AppParams = z.strictObject({ appId: z.string().min(1).max(200) });
+export const AppDocParams = z.strictObject({ appId: z.string().min(1).max(200), docType: z.string().regex(DOC_TYPE, 'must match ^[a-z][a-z0-9-]{0,39}$') });
+export const LangQuery = z.object({ lang: z.string().max(64).optional() });
+
+export const ViewBody = z.strictObject({
+  docType: z.string().regex(DOC_TYPE, 'must match ^[a-z][a-z0-9-]{0,39}$'),
+  lang: z.string().max(64).optional(),
+  version: z.number().int().min(1).max(1_000_000_000).optional(),
+});
+export type ViewInput = z.infer<typeof ViewBody>;
+
+/** Limits of a published version. */
+export const TITLE_MAX = 200;
+export const CONTENT_MAX = 60_000;
+
+export const PublishBody = z.strictObject({
+  title: z.string().trim().min(1).max(TITLE_MAX),
+  content: z.string().min(1).max(CONTENT_MAX),
+  default: z.boolean().optional(),
+});
+export type PublishInput = z.infer<typeof PublishBody>;
+/** `?lang=` of a publish (default `en`). */
+export const PublishQuery = z.strictObject({ lang: z.string().min(2).max(64).regex(LANG_TAG, 'must be a BCP 47 language tag').optional() });
+
+export interface LegalDocumentView {
+  docType: string;
+  appId?: string;
+  lang: string;
+  available_langs: string[];
+  version: number;
+  title: string;
+  content: string;
+  content_html: string;
+  updated_at: string;
+  url: string;
+}
+
+export interface LegalSummaryView {
+  docType: string;
+  title: string;
+  version: number;
+  langs: string[];
+  updated_at: string;
+  url: string;
+}

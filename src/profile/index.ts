@@ -1,0 +1,114 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
+import { requestContext } from '../plugins/tokens.js';
+import { corsHeadersFor, originsOfApp, originsOfApps } from '../shared/cors.js';
+import { type App, findApp, listAllApps } from '../storage/repos/apps.js';
+import { PROFILE_BODY_LIMIT, ProfileParams, type ProfileParamsInput } from './schemas.js';
+import { etagOf, parseIfMatch, readProfile, removeProfile, toProfileView, validateProfileBody, writeProfile } from './service.js';
+
+/**
+ * The profile cache `/v1/profile/{userId}` (SPEC 4.8, CONTRACT §7): one JSON document per (app, user).
+ * Every method runs the contract's checks in order, in onRequest (before the body is even parsed):
+ * bearer access token (401) → X-Client-Id present and single (400) and equal to the token's client
+ * (403 client_mismatch) → app has Auth and Profile (403 feature_disabled) → userId = sub (403 forbidden).
+ */
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the profile scope's onRequest checks: the caller's app and user. */
+    profileCaller?: { app: App; userId: string };
+  }
+}
+
+const CLIENT_ID = /^[A-Za-z0-9._~-]{1,200}$/;
+
+/** The single `X-Client-Id` value; a missing, repeated or malformed header is 400 invalid_request. */
+function clientIdValues(request: FastifyRequest): string[] {
+  const raw = request.headers['x-client-id'];
+  if (raw === undefined) return [];
+  // Node joins a repeated header with ", "; client ids never contain a comma.
+  return [raw].flat().flatMap((v) => String(v).split(','));
+}
+
+function clientIdHeader(request: FastifyRequest): string {
+  const values = clientIdValues(request);
+  if (values.length === 0) throw new AppError('invalid_request', { details: [{ path: 'headers.x-client-id', message: 'is required' }] });
+  if (values.length > 1) throw new AppError('invalid_request', { details: [{ path: 'headers.x-client-id', message: 'must be sent once' }] });
+  const value = values[0]!.trim();
+  if (!CLIENT_ID.test(value)) throw new AppError('invalid_request', { details: [{ path: 'headers.x-client-id', message: 'is malformed' }] });
+  return value;
+}
+
+async function checkCaller(request: FastifyRequest): Promise<void> {
+  const identity = await request.server.tokens.authenticate(request);
+  const clientId = clientIdHeader(request);
+  if (clientId !== identity.appId) throw new AppError('client_mismatch', { detail: `token for ${identity.appId}, header ${clientId}` });
+  const app = await findApp(request.server.db, clientId);
+  if (!app || app.disabled) throw new AppError('unauthorized', { detail: `app ${clientId} missing or disabled` });
+  if (!app.features.auth || !app.features.profile) throw new AppError('feature_disabled', { detail: `app ${clientId} lacks auth/profile` });
+  const { userId } = request.params as { userId?: string };
+  if (userId !== identity.userId) throw new AppError('forbidden', { detail: 'userId is not the token subject' });
+  request.profileCaller = { app, userId: identity.userId };
+}
+
+/** CORS (CONTRACT §14.17): the origins of the app named by X-Client-Id, on answers and errors alike. */
+async function corsOnSend(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const origin = request.headers.origin;
+  if (origin === undefined || request.method === 'OPTIONS') return;
+  let allowed: string[] = [];
+  const values = clientIdValues(request);
+  const clientId = values.length === 1 ? values[0]!.trim() : undefined;
+  if (request.profileCaller) allowed = originsOfApp(request.profileCaller.app);
+  else if (clientId && CLIENT_ID.test(clientId)) {
+    const app = await findApp(request.server.db, clientId);
+    if (app) allowed = originsOfApp(app);
+  }
+  reply.headers(corsHeadersFor(origin, allowed));
+}
+
+export default async function profileRoutes(app: FastifyInstance) {
+  const now = () => app.clock.now();
+
+  app.addHook('onSend', corsOnSend);
+  const guarded = { onRequest: checkCaller, schema: { params: ProfileParams } };
+
+  app.get<{ Params: ProfileParamsInput }>('/:userId', guarded, async (request, reply) => {
+    const { app: client, userId } = request.profileCaller!;
+    const profile = await readProfile(app.db, client.id, userId);
+    const etag = etagOf(profile.version);
+    reply.header('etag', etag).header('cache-control', 'no-store');
+    const ifNoneMatch = request.headers['if-none-match'];
+    if (typeof ifNoneMatch === 'string' && ifNoneMatch.split(',').some((t) => t.trim() === etag || t.trim() === '*')) {
+      return reply.code(304).send();
+    }
+    return toProfileView(profile);
+  });
+
+  app.put<{ Params: ProfileParamsInput }>('/:userId', { ...guarded, bodyLimit: PROFILE_BODY_LIMIT }, async (request, reply) => {
+    const { app: client, userId } = request.profileCaller!;
+    const data = validateProfileBody(request.body);
+    const record = await writeProfile(app.db, {
+      appId: client.id,
+      userId,
+      data,
+      at: now(),
+      ifMatch: parseIfMatch(request),
+      ctx: requestContext(request),
+    });
+    reply.header('etag', etagOf(record.version)).header('cache-control', 'no-store');
+    return toProfileView(record);
+  });
+
+  app.delete<{ Params: ProfileParamsInput }>('/:userId', guarded, async (request, reply) => {
+    const { app: client, userId } = request.profileCaller!;
+    await removeProfile(app.db, { appId: client.id, userId, at: now(), ifMatch: parseIfMatch(request), ctx: requestContext(request) });
+    return reply.code(204).send();
+  });
+
+  // Preflight: it names no app, so the origins of every app are allowed (CONTRACT §14.23).
+  app.options('/:userId', async (request, reply) => {
+    const origin = request.headers.origin;
+    const allowed = origin === undefined ? [] : originsOfApps(await listAllApps(app.db));
+    return reply.code(204).headers(corsHeadersFor(origin, allowed, 'preflight')).send();
+  });
+}
