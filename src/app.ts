@@ -6,12 +6,32 @@ import corePlugin from './plugins/db.js';
 import errorHandler from './plugins/error-handler.js';
 import keysPlugin from './plugins/keys.js';
 import { loggerOptions } from './plugins/logger.js';
+import routeListPlugin from './plugins/route-list.js';
 import tokensPlugin from './plugins/tokens.js';
+import throttlePlugin from './plugins/throttle.js';
+import accountsPlugin from './plugins/accounts.js';
+import mailerPlugin from './mail/index.js';
 import { validatorCompiler } from './plugins/validation.js';
 import { systemClock, type Clock } from './shared/time.js';
 import { createStorage, type Storage } from './storage/connect.js';
 import { migrateToLatest } from './storage/migrator.js';
 import healthRoutes from './health/index.js';
+import adminApi from './admin/index.js';
+import idpPlugin, { idpAdminRoutes } from './idp/index.js';
+import devApi from './dev/index.js';
+import authRoutes from './auth/index.js';
+import emailVerifyRoutes from './email-verify/index.js';
+import discoveryRoutes from './oauth/discovery-routes.js';
+import oauthRoutes from './oauth/index.js';
+import demoRoutes from './demo/index.js';
+import openapiRoute from './openapi/index.js';
+import metricsPlugin from './metrics/index.js';
+import profileRoutes from './profile/index.js';
+import legalRoutes from './legal/index.js';
+import devAppUsersRoutes from './dev/app-users.js';
+import devEventsRoutes from './dev/events.js';
+import devLegalRoutes from './dev/legal.js';
+import adminLegalRoutes from './admin/legal.js';
 import hostedPages, { browserSessionsPlugin } from './pages/index.js';
 import viewsPlugin, { renderHtmlError } from './pages/views.js';
 
@@ -41,6 +61,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
   });
   app.setValidatorCompiler(validatorCompiler);
+  await app.register(routeListPlugin);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
@@ -58,10 +79,26 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(tokensPlugin);
   await app.register(viewsPlugin);
   await app.register(browserSessionsPlugin);
+  await app.register(throttlePlugin);
+  await app.register(mailerPlugin);
+  await app.register(accountsPlugin);
+  await app.register(idpPlugin);
+  await app.register(metricsPlugin);
 
   // Features, each in its own scope.
   await app.register(hostedPages);
+  await app.register(authRoutes, { prefix: '/v1/auth' });
+  await app.register(emailVerifyRoutes, { prefix: '/v1/email_verify' });
+
+  await app.register(discoveryRoutes);
+  await app.register(oauthRoutes);
+  if (!config.production) await app.register(demoRoutes);
+  await app.register(profileRoutes, { prefix: '/v1/profile' });
+  await app.register(legalRoutes, { prefix: '/v1/legal' });
+  await app.register(devApi, { prefix: '/v1/dev', routes: [devAppUsersRoutes, devEventsRoutes, devLegalRoutes] });
+  await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes] });
 
   await app.register(healthRoutes);
+  await app.register(openapiRoute);
   return app;
 }

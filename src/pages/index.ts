@@ -1,3 +1,6 @@
+import accountPages from './account.js';
+import continuePages from './continue.js';
+import authMailPages from './auth-mail.js';
 import cookie from '@fastify/cookie';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -7,6 +10,11 @@ import { AppError } from '../errors.js';
 import { safeEqual } from '../shared/ids.js';
 import { BrowserSessions } from './session.js';
 import { localeOf, renderPage, VIEWS_DIR } from './views.js';
+import consentPages from './consent.js';
+import loginPages from './login.js';
+import logoutPages from './logout.js';
+import registerPages from './register.js';
+import legalPages from './legal.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -28,7 +36,9 @@ export const browserSessionsPlugin = fp(
 /** Origins a hosted form may be posted from: our own. */
 function isOwnOrigin(request: FastifyRequest): boolean {
   const origin = request.headers.origin;
-  if (origin === undefined) return true;
+  // `Origin: null` is what browsers send for every POST from a page with Referrer-Policy: no-referrer
+  // (Fetch §3.2.5): it says nothing, so the CSRF token alone decides.
+  if (origin === undefined || origin === 'null') return true;
   const { authUrl, baseUrl } = request.server.config;
   return origin === new URL(authUrl).origin || origin === new URL(baseUrl).origin;
 }
@@ -64,4 +74,12 @@ export default async function hostedPages(app: FastifyInstance) {
     const t = app.messages.translator(localeOf(request));
     return renderPage(request, reply, 'error', { titleKey: 'error.title', code: 'invalid_request', message: t('error.generic') });
   });
+  await app.register(loginPages);
+  await app.register(registerPages);
+  await app.register(consentPages);
+  await app.register(logoutPages);
+  await app.register(legalPages);
+  await app.register(continuePages);
+  await app.register(accountPages);
+  await app.register(authMailPages);
 }

@@ -1,0 +1,78 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { AppError } from '../errors.js';
+
+/**
+ * `GET /metrics` (CONTRACT §0): Prometheus text exposition, served only with METRICS=1 (404 otherwise).
+ * Requests are labelled by route template and status class — never the raw URL, which could carry
+ * codes or tokens and would explode the label set. The mail outbox depth shows whether SMTP keeps up.
+ */
+
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+interface RouteSeries {
+  count: number;
+  sum: number;
+  buckets: number[];
+}
+
+/** Escapes a Prometheus label value. */
+const label = (value: string) => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+
+export class RequestMetrics {
+  private readonly requests = new Map<string, number>();
+  private readonly durations = new Map<string, RouteSeries>();
+
+  observe(method: string, route: string, status: number, seconds: number): void {
+    const key = `${method} ${route} ${Math.floor(status / 100)}xx`;
+    this.requests.set(key, (this.requests.get(key) ?? 0) + 1);
+    const series = this.durations.get(route) ?? { count: 0, sum: 0, buckets: DURATION_BUCKETS.map(() => 0) };
+    series.count += 1;
+    series.sum += seconds;
+    DURATION_BUCKETS.forEach((bound, i) => {
+      if (seconds <= bound) series.buckets[i]! += 1;
+    });
+    this.durations.set(route, series);
+  }
+
+  render(gauges: Record<string, { help: string; value: number }>): string {
+    const lines = ['# HELP gatehouse_http_requests_total HTTP requests by method, route template and status class.', '# TYPE gatehouse_http_requests_total counter'];
+    for (const [key, value] of this.requests) {
+      const [method, route, status] = key.split(' ');
+      lines.push(`gatehouse_http_requests_total{method="${method}",route="${label(route!)}",status="${status}"} ${value}`);
+    }
+    lines.push('# HELP gatehouse_http_request_duration_seconds Request duration by route template.', '# TYPE gatehouse_http_request_duration_seconds histogram');
+    for (const [route, series] of this.durations) {
+      const r = label(route);
+      DURATION_BUCKETS.forEach((bound, i) => lines.push(`gatehouse_http_request_duration_seconds_bucket{route="${r}",le="${bound}"} ${series.buckets[i]}`));
+      lines.push(`gatehouse_http_request_duration_seconds_bucket{route="${r}",le="+Inf"} ${series.count}`);
+      lines.push(`gatehouse_http_request_duration_seconds_sum{route="${r}"} ${series.sum}`);
+      lines.push(`gatehouse_http_request_duration_seconds_count{route="${r}"} ${series.count}`);
+    }
+    for (const [name, gauge] of Object.entries(gauges)) lines.push(`# HELP ${name} ${gauge.help}`, `# TYPE ${name} gauge`, `${name} ${gauge.value}`);
+    return `${lines.join('\n')}\n`;
+  }
+}
+
+async function metricsPlugin(app: FastifyInstance) {
+  const metrics = new RequestMetrics();
+  if (app.config.metrics) {
+    app.addHook('onResponse', async (request, reply) => {
+      metrics.observe(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
+    });
+  }
+
+  app.get('/metrics', async (_request, reply) => {
+    if (!app.config.metrics) throw new AppError('not_found', { detail: 'metrics are off (METRICS=1 turns them on)' });
+    const memory = process.memoryUsage();
+    const body = metrics.render({
+      gatehouse_outbox_pending: { help: 'Mails waiting in the outbox for delivery.', value: await app.mailer.pending() },
+      gatehouse_process_uptime_seconds: { help: 'Seconds since the process started.', value: Math.round(process.uptime()) },
+      gatehouse_process_heap_used_bytes: { help: 'V8 heap in use.', value: memory.heapUsed },
+    });
+    return reply.type('text/plain; version=0.0.4; charset=utf-8').header('cache-control', 'no-store').send(body);
+  });
+}
+
+/** App-wide (fp), so the request hook sees every route; register it before the features. */
+export default fp(metricsPlugin, { name: 'metrics', dependencies: ['db', 'mailer'] });
