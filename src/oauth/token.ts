@@ -8,6 +8,12 @@ import { singleParams, type Params } from './params.js';
 
 /** POST /oauth/token: parameter hygiene → grant type → client authentication → the grant's handler. */
 
+/**
+ * Failed grants (unknown, used or expired codes and refresh tokens) per IP per minute before 429
+ * (SECURITY.md item 20: online guessing). Generous: a working client fails a grant only by accident.
+ */
+export const MAX_FAILED_GRANTS_PER_MINUTE = 100;
+
 type GrantHandler = (app: FastifyInstance, request: FastifyRequest, client: App, params: Params) => Promise<object | string>;
 
 const GRANTS: Record<string, GrantHandler> = {
@@ -28,7 +34,12 @@ export async function token(app: FastifyInstance, request: FastifyRequest, reply
   if (!handler) throw new AppError('unsupported_grant_type');
   const { app: client } = await authenticateClient(app.db, request, params);
   request.corsAppId = client.id;
-  const result = await handler(app, request, client, params);
+  const result = await handler(app, request, client, params).catch(async (error: unknown) => {
+    if (error instanceof AppError && error.code === 'invalid_grant') {
+      await app.throttle.hitKey(`token-grant-failure:${request.ip}`, MAX_FAILED_GRANTS_PER_MINUTE, 60);
+    }
+    throw error;
+  });
   reply.type('application/json; charset=utf-8');
   return reply.send(typeof result === 'string' ? result : JSON.stringify(result));
 }
