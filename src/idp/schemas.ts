@@ -36,13 +36,17 @@ export const CallbackQuery = z.object({
 });
 export type CallbackQueryInput = z.output<typeof CallbackQuery>;
 
-export const ExchangeBody = z.object({
+/** What the app sends on both native calls (SPEC 4.3, 4.4): who it is, where to, and the PKCE pair. */
+const NativeAppParams = z.object({
   client_id: clientId,
   redirect_uri: redirectUri,
   state,
   code_challenge: codeChallenge,
   code_challenge_method: codeChallengeMethod,
   response_mode: responseMode,
+});
+
+export const ExchangeBody = NativeAppParams.extend({
   id_token: z.string().min(1).max(16384).optional(),
   idp_code: z.string().min(1).max(2048).optional(),
   nonce: z.string().min(1).max(512).optional(),
@@ -51,13 +55,7 @@ export const ExchangeBody = z.object({
 });
 export type ExchangeInput = z.output<typeof ExchangeBody>;
 
-export const ResumeBody = z.object({
-  client_id: clientId,
-  redirect_uri: redirectUri,
-  state,
-  code_challenge: codeChallenge,
-  code_challenge_method: codeChallengeMethod,
-  response_mode: responseMode,
+export const ResumeBody = NativeAppParams.extend({
   session: z.string().min(1).max(4096),
   consent: z.string().max(8).optional(),
 });

@@ -14,10 +14,8 @@ import { findConsentedScope } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { findGrant } from '../storage/repos/grants.js';
 import {
-  consumeIdpToken,
   deleteIdentityOfUser,
   findIdentity,
-  findLiveIdpToken,
   insertIdentity,
   insertIdpToken,
   listIdentitiesOfUser,
@@ -25,6 +23,7 @@ import {
   rememberIdToken,
   voidIdpTokens,
 } from '../storage/repos/idp.js';
+import { findLiveOneTimeTokenByHash, takeOneTimeTokenByHash } from '../storage/repos/one-time-tokens.js';
 import { findUserByEmail, findUserById, type UserRow } from '../storage/repos/users.js';
 import type { Database, OneTimeTokenRow } from '../storage/schema.js';
 import {
@@ -245,9 +244,9 @@ export class IdpService {
     const stateHash = hashSecret(state);
     const now = this.app.clock.now();
     // Check the browser binding before consuming: a callback URL opened elsewhere must not cancel the user's sign-in.
-    const live = await findLiveIdpToken(this.db, 'idp_state', stateHash, now);
+    const live = await findLiveOneTimeTokenByHash(this.db, 'idp_state', stateHash, now);
     if (!live || !this.matchesBinder(request, (JSON.parse(live.data) as TransactionData).binder)) return null;
-    const row = await consumeIdpToken(this.db, 'idp_state', stateHash, now);
+    const row = await takeOneTimeTokenByHash(this.db, 'idp_state', stateHash, now);
     return row ? (JSON.parse(row.data) as TransactionData) : null;
   }
 
@@ -536,13 +535,13 @@ export class IdpService {
   async findTicket(ticket: string): Promise<{ kind: 'idp_continue' | 'idp_bind'; row: OneTimeTokenRow } | null> {
     if (!/^(tk|bt)_[A-Za-z0-9_-]{20,80}$/.test(ticket)) return null;
     const kind = ticket.startsWith('tk_') ? 'idp_continue' : 'idp_bind';
-    const row = await findLiveIdpToken(this.db, kind, hashSecret(ticket), this.app.clock.now());
+    const row = await findLiveOneTimeTokenByHash(this.db, kind, hashSecret(ticket), this.app.clock.now());
     return row ? { kind, row } : null;
   }
 
   consumeTicket(db: Kysely<Database>, ticket: string): Promise<OneTimeTokenRow | undefined> {
     const kind = ticket.startsWith('tk_') ? 'idp_continue' : 'idp_bind';
-    return consumeIdpToken(db, kind, hashSecret(ticket), this.app.clock.now());
+    return takeOneTimeTokenByHash(db, kind, hashSecret(ticket), this.app.clock.now());
   }
 
   // Password sign-in on the provider pages (bind-first and the account page) -------------------------------

@@ -97,19 +97,8 @@ export async function resolveDocument(db: Kysely<Database>, owner: string, docTy
 }
 
 export function toDocumentView(authUrl: string, resolved: ResolvedDocument): LegalDocumentView {
-  const v = resolved.version;
-  return {
-    docType: v.docType,
-    ...(v.owner === PLATFORM_OWNER ? {} : { appId: v.owner }),
-    lang: v.lang,
-    available_langs: resolved.langs,
-    version: v.version,
-    title: v.title,
-    content: v.content,
-    content_html: v.contentHtml,
-    updated_at: isoTime(v.createdAt),
-    url: hostedLegalUrl(authUrl, v.owner, v.docType, v.lang),
-  };
+  const { lang, ...rest } = toVersionView(authUrl, resolved.version);
+  return { ...rest, lang, available_langs: resolved.langs };
 }
 
 /** Summaries of every document of an owner (legal center), each in the language resolved for `lang`. */

@@ -70,6 +70,24 @@ function whereClause(dialect: Dialect, query: AppUserListQuery) {
   return sql.join(parts, sql` AND `);
 }
 
+/** The users of an app with every column an item of the listing shows. */
+function membersOf(db: Kysely<Database>, appId: string) {
+  return db
+    .selectFrom('app_users as au')
+    .innerJoin('users as u', 'u.id', 'au.user_id')
+    .select((eb) => [
+      'au.user_id',
+      'au.list_status',
+      'au.created_at',
+      'au.last_login_at',
+      'u.email',
+      'u.name',
+      'u.email_verified',
+      eb.exists(eb.selectFrom('provider_identities as pi').select('pi.id').whereRef('pi.user_id', '=', 'au.user_id')).as('idp_bound'),
+    ])
+    .where('au.app_id', '=', appId);
+}
+
 /** Exact number of the app's users, optionally with one list status, from the trigger-kept counters. */
 export async function countAppUsers(db: Kysely<Database>, appId: string, status?: ListStatus): Promise<number> {
   let q = db.selectFrom('app_user_counts').select((eb) => eb.fn.sum<number | string | null>('n').as('n')).where('app_id', '=', appId);
@@ -111,22 +129,7 @@ export async function listAppUsers(
   }
   if (ids.length === 0) return { items: [], total };
 
-  const rows = await db
-    .selectFrom('app_users as au')
-    .innerJoin('users as u', 'u.id', 'au.user_id')
-    .select((eb) => [
-      'au.user_id',
-      'au.list_status',
-      'au.created_at',
-      'au.last_login_at',
-      'u.email',
-      'u.name',
-      'u.email_verified',
-      eb.exists(eb.selectFrom('provider_identities as pi').select('pi.id').whereRef('pi.user_id', '=', 'au.user_id')).as('idp_bound'),
-    ])
-    .where('au.app_id', '=', query.appId)
-    .where('au.user_id', 'in', ids)
-    .execute();
+  const rows = await membersOf(db, query.appId).where('au.user_id', 'in', ids).execute();
   const byId = new Map(rows.map((r) => [r.user_id, r]));
   const items: AppUserListRow[] = [];
   for (const id of ids) {
@@ -139,22 +142,7 @@ export async function listAppUsers(
 
 /** One member of an app as the listing shows it; undefined when the user is not a user of that app. */
 export async function findAppUserListRow(db: Kysely<Database>, appId: string, userId: string): Promise<AppUserListRow | undefined> {
-  const r = await db
-    .selectFrom('app_users as au')
-    .innerJoin('users as u', 'u.id', 'au.user_id')
-    .select((eb) => [
-      'au.user_id',
-      'au.list_status',
-      'au.created_at',
-      'au.last_login_at',
-      'u.email',
-      'u.name',
-      'u.email_verified',
-      eb.exists(eb.selectFrom('provider_identities as pi').select('pi.id').whereRef('pi.user_id', '=', 'au.user_id')).as('idp_bound'),
-    ])
-    .where('au.app_id', '=', appId)
-    .where('au.user_id', '=', userId)
-    .executeTakeFirst();
+  const r = await membersOf(db, appId).where('au.user_id', '=', userId).executeTakeFirst();
   return r && toRow(r);
 }
 

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Database, OneTimeTokenRow } from '../schema.js';
+import type { Database } from '../schema.js';
 
 /**
  * Storage of the external-provider feature: provider identities bound to users (keyed by the
@@ -92,31 +92,6 @@ export async function insertIdpToken(db: Kysely<Database>, t: NewIdpToken): Prom
       consumed_at: null,
     })
     .execute();
-}
-
-/** A live (unconsumed, unexpired) row of `kind` by the hash of its token. */
-export async function findLiveIdpToken(db: Kysely<Database>, kind: IdpTokenKind, tokenHash: string, now: number): Promise<OneTimeTokenRow | undefined> {
-  return db
-    .selectFrom('one_time_tokens')
-    .selectAll()
-    .where('kind', '=', kind)
-    .where('token_hash', '=', tokenHash)
-    .where('consumed_at', 'is', null)
-    .where('expires_at', '>', now)
-    .executeTakeFirst();
-}
-
-/** Consumes a live row atomically: exactly one caller gets it; everyone else gets undefined. */
-export async function consumeIdpToken(db: Kysely<Database>, kind: IdpTokenKind, tokenHash: string, now: number): Promise<OneTimeTokenRow | undefined> {
-  const row = await findLiveIdpToken(db, kind, tokenHash, now);
-  if (!row) return undefined;
-  const result = await db
-    .updateTable('one_time_tokens')
-    .set({ consumed_at: now })
-    .where('id', '=', row.id)
-    .where('consumed_at', 'is', null)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1 ? { ...row, consumed_at: now } : undefined;
 }
 
 /** Voids every live row of `kind` for (user, app): a fresh `/continue` ticket kills the earlier ones. */

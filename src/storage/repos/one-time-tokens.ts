@@ -16,6 +16,25 @@ export async function findOneTimeTokenByHash(db: Kysely<Database>, kind: string,
   return db.selectFrom('one_time_tokens').selectAll().where('kind', '=', kind).where('token_hash', '=', tokenHash).executeTakeFirst();
 }
 
+/** A live (unconsumed, unexpired) token of a kind by the hash of its secret. */
+export async function findLiveOneTimeTokenByHash(db: Kysely<Database>, kind: string, tokenHash: string, now: number): Promise<OneTimeTokenRow | undefined> {
+  return db
+    .selectFrom('one_time_tokens')
+    .selectAll()
+    .where('kind', '=', kind)
+    .where('token_hash', '=', tokenHash)
+    .where('consumed_at', 'is', null)
+    .where('expires_at', '>', now)
+    .executeTakeFirst();
+}
+
+/** Finds and consumes a live token by hash atomically: exactly one caller gets the row, everyone else undefined. */
+export async function takeOneTimeTokenByHash(db: Kysely<Database>, kind: string, tokenHash: string, now: number): Promise<OneTimeTokenRow | undefined> {
+  const row = await findLiveOneTimeTokenByHash(db, kind, tokenHash, now);
+  if (!row) return undefined;
+  return (await consumeOneTimeToken(db, row.id, now)) ? { ...row, consumed_at: now } : undefined;
+}
+
 export async function findOneTimeTokenById(db: Kysely<Database>, id: string): Promise<OneTimeTokenRow | undefined> {
   return db.selectFrom('one_time_tokens').selectAll().where('id', '=', id).executeTakeFirst();
 }
