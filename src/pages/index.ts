@@ -1,6 +1,3 @@
-import accountPages from './account.js';
-import continuePages from './continue.js';
-import authMailPages from './auth-mail.js';
 import cookie from '@fastify/cookie';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -8,13 +5,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError } from '../errors.js';
 import { safeEqual } from '../shared/ids.js';
-import { BrowserSessions } from './session.js';
-import { localeOf, renderPage, VIEWS_DIR } from './views.js';
+import accountPages from './account.js';
+import authMailPages from './auth-mail.js';
 import consentPages from './consent.js';
+import continuePages from './continue.js';
+import legalPages from './legal.js';
 import loginPages from './login.js';
 import logoutPages from './logout.js';
 import registerPages from './register.js';
-import legalPages from './legal.js';
+import { BrowserSessions } from './session.js';
+import { localeOf, renderPage, VIEWS_DIR } from './views.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
