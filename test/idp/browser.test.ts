@@ -63,32 +63,39 @@ describe.skipIf(!existsSync('/usr/bin/chromium'))('provider sign-in in a real br
   }
 
   /**
-   * Captures the redirect a Gatehouse route answers (custom-scheme targets cannot be navigated to in
-   * a headless browser): the request is sent with the browser's cookies, its 3xx is recorded, and the
-   * page gets a stub instead.
+   * Watches the real browser's navigation to a Gatehouse route through the DevTools protocol (Fetch
+   * domain, response stage): Chromium's own request is paused once Gatehouse's response has arrived
+   * and before Chromium acts on it, so its status and `Location` are read exactly as the browser got
+   * them. A 3xx leaving Gatehouse is recorded; one to a non-http(s) scheme (a native app's custom
+   * scheme, which has no handler in headless Chromium) is answered with a 200 stub in its place, where
+   * the OS would hand it to the app; every other response continues unchanged.
    */
-  async function captureRedirect(page: Page, path: string): Promise<() => Promise<{ status: number; location: URL }>> {
-    let resolve!: (v: { status: number; location: URL }) => void;
-    const result = new Promise<{ status: number; location: URL }>((r) => (resolve = r));
-    await page.route(
-      (url) => url.origin === base && url.pathname === path,
-      async (route) => {
-        const res = await route.fetch({ maxRedirects: 0 });
-        const location = res.headers().location;
-        if (res.status() >= 300 && res.status() < 400 && location && !location.startsWith(base)) {
-          resolve({ status: res.status(), location: new URL(location) });
-          return route.fulfill({ status: 200, contentType: 'text/plain', body: 'captured' });
+  async function watchRedirect(page: Page, path: string): Promise<() => Promise<{ status: number; location: string }>> {
+    const cdp = await page.context().newCDPSession(page);
+    let resolve!: (v: { status: number; location: string }) => void;
+    const result = new Promise<{ status: number; location: string }>((r) => (resolve = r));
+    cdp.on('Fetch.requestPaused', (event) => {
+      void (async () => {
+        const status = event.responseStatusCode ?? 0;
+        const location = event.responseHeaders?.find((h) => h.name.toLowerCase() === 'location')?.value;
+        const leaves = status >= 300 && status < 400 && location !== undefined && new URL(location, event.request.url).origin !== base;
+        if (leaves) resolve({ status, location });
+        if (leaves && !/^https?:/i.test(location)) {
+          const body = Buffer.from('handed to the app').toString('base64');
+          await cdp.send('Fetch.fulfillRequest', { requestId: event.requestId, responseCode: 200, responseHeaders: [{ name: 'content-type', value: 'text/plain' }], body });
+        } else {
+          await cdp.send('Fetch.continueResponse', { requestId: event.requestId });
         }
-        return route.fulfill({ response: res });
-      },
-    );
+      })();
+    });
+    await cdp.send('Fetch.enable', { patterns: [{ urlPattern: `${base}${path}*`, requestStage: 'Response' }] });
     return () => result;
   }
 
   it('bind-first: an unbound provider account is bound after a password sign-in, then the app gets a session', async () => {
     const user = await makeUser(t.app);
     const page = await newPage();
-    const final = await captureRedirect(page, '/continue');
+    const final = await watchRedirect(page, '/continue');
     await page.goto(`${base}/oauth/idp/start?client_id=${clientId}&redirect_uri=${encodeURIComponent(REDIRECT)}&state=st-1`);
     await providerLogin(page, 'erin-sub');
     await page.waitForSelector('button[value=login]');
@@ -97,8 +104,9 @@ describe.skipIf(!existsSync('/usr/bin/chromium'))('provider sign-in in a real br
     await page.fill('input[name=email]', user.email);
     await page.fill('input[name=password]', user.password);
     await page.click('button[value=login]');
-    const { status, location: loc } = await final();
+    const { status, location } = await final();
     expect(status).toBe(303);
+    const loc = new URL(location);
     expect(loc.protocol).toBe('com.example.app:');
     expect(loc.searchParams.get('state')).toBe('st-1');
     const claims = await t.app.tokens.verifySession(loc.searchParams.get('session')!, clientId);
@@ -109,31 +117,63 @@ describe.skipIf(!existsSync('/usr/bin/chromium'))('provider sign-in in a real br
     await page.context().close();
   });
 
-  it('path B with response_mode=code redirects with a code that redeems with the PKCE verifier', async () => {
-    // A loopback redirect URI: a headless browser cannot show where a custom-scheme redirect that
-    // follows the provider's own redirect goes (the bind-first test above covers the custom scheme).
-    const appCb = `${base}/app-cb`;
-    const client = await makeApp(t.db, { redirectUris: [appCb] });
+  it('path B with response_mode=code and a custom-scheme redirect_uri ends at the app with a code that redeems with the PKCE verifier', async () => {
     const user = await makeUser(t.app);
     await insertIdentity(t.db, { id: newId('pid'), userId: user.id, issuer: p.issuer, subject: 'frank-sub', email: null, createdAt: t.clock.now() });
-    await grantConsent(t.db, client.id, user.id, DEFAULT_SCOPE, t.clock.now());
+    await grantConsent(t.db, clientId, user.id, DEFAULT_SCOPE, t.clock.now());
     const { verifier, challenge } = pkce();
+    const state = 'st-2 ü/+&=';
     const page = await newPage();
-    await page.goto(`${base}/oauth/idp/start?client_id=${client.id}&redirect_uri=${encodeURIComponent(appCb)}&state=st-2&response_mode=code&code_challenge=${challenge}&code_challenge_method=S256`);
+    const final = await watchRedirect(page, '/oauth/idp/callback');
+    const start = new URL(`${base}/oauth/idp/start`);
+    for (const [k, v] of Object.entries({ client_id: clientId, redirect_uri: REDIRECT, response_mode: 'code', code_challenge: challenge, code_challenge_method: 'S256', state })) start.searchParams.set(k, v);
+    await page.goto(start.toString());
+    expect(new URL(page.url()).origin).toBe(p.issuer);
     await providerLogin(page, 'frank-sub');
-    await page.waitForURL((url) => url.pathname === '/app-cb');
-    const loc = new URL(page.url());
-    expect(loc.searchParams.get('state')).toBe('st-2');
+    const { status, location } = await final();
+    expect([302, 303]).toContain(status);
+    const loc = new URL(location);
+    expect(loc.protocol).toBe('com.example.app:');
+    expect(`${loc.protocol}//${loc.host}${loc.pathname}`).toBe(REDIRECT);
+    expect(loc.searchParams.get('state')).toBe(state);
     expect(loc.searchParams.get('iss')).toBe(base);
+    expect(loc.searchParams.get('session')).toBeNull();
     const code = loc.searchParams.get('code')!;
-    const token = await t.app.inject({
-      method: 'POST',
-      url: '/oauth/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: appCb, client_id: client.id, code_verifier: verifier }).toString(),
-    });
+    expect(code).toBeTruthy();
+    // The browser's last navigation was that callback: its custom-scheme hand-off got the stub.
+    await page.waitForURL((url) => url.origin === base && url.pathname === '/oauth/idp/callback');
+    expect(await page.locator('body').innerText()).toBe('handed to the app');
+    const redeem = (code_verifier: string) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: clientId, code_verifier }).toString(),
+      });
+    const token = await redeem(verifier);
     expect(token.statusCode).toBe(200);
     expect(token.json()).toMatchObject({ token_type: 'Bearer' });
+    expect(token.json().access_token).toBeTypeOf('string');
+    expect((await redeem(verifier)).statusCode).toBe(400);
+    await page.context().close();
+  });
+
+  it('a custom-scheme redirect_uri that is not registered renders the 400 page and never leaves Gatehouse', async () => {
+    const page = await newPage();
+    const origins = new Set<string>();
+    page.on('request', (r) => origins.add(new URL(r.url()).origin));
+    const { challenge } = pkce();
+    const bad = `${REDIRECT}X`;
+    const res = await page.goto(`${base}/oauth/idp/start?client_id=${clientId}&redirect_uri=${encodeURIComponent(bad)}&state=st-x&response_mode=code&code_challenge=${challenge}&code_challenge_method=S256`);
+    expect(res?.status()).toBe(400);
+    expect(res?.headers()['content-type']).toMatch(/^text\/html/);
+    expect(res?.headers().location).toBeUndefined();
+    expect(new URL(page.url()).origin).toBe(base);
+    expect(await page.locator('main code, body code').first().innerText()).toBe('invalid_redirect_uri');
+    expect(await page.content()).not.toContain('com.example.app');
+    await page.waitForLoadState('load');
+    expect([...origins]).toEqual([base]);
+    expect(new URL(page.url()).pathname).toBe('/oauth/idp/start');
     await page.context().close();
   });
 
