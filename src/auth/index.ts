@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { AppError } from '../errors.js';
 import { pickLocale, type Locale } from '../pages/i18n.js';
+import { answerPreflight, bodyClientId, corsOnSend, headerClientId } from '../plugins/cors.js';
 import { requestContext } from '../plugins/tokens.js';
 import { hashSecret } from '../shared/ids.js';
 import { findGrant, findRefreshToken, revokeGrantsOfUser } from '../storage/repos/grants.js';
@@ -32,6 +33,9 @@ export default async function authRoutes(app: FastifyInstance) {
   app.addHook('onRequest', async (request) => {
     if (request.method === 'POST') await app.throttle.hitIp(request);
   });
+  // CORS for single-page apps (CONTRACT §14.17): the origins of the app named by client_id or X-Client-Id.
+  app.addHook('onSend', corsOnSend({ appIdOf: (request) => bodyClientId(request) ?? headerClientId(request), unnamed: 'none' }));
+  app.options('/*', answerPreflight);
 
   app.post('/register', { schema: { body: RegisterBody } }, async (request, reply) => {
     const body = request.body as z.infer<typeof RegisterBody>;

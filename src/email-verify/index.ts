@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { pickLocale } from '../pages/i18n.js';
+import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import { type BearerIdentity, requestContext } from '../plugins/tokens.js';
 import { ConfirmBody } from './schemas.js';
 
@@ -13,8 +14,14 @@ export default async function emailVerifyRoutes(app: FastifyInstance) {
   // The credential is checked first (401 before any body validation).
   const identities = new WeakMap<FastifyRequest, BearerIdentity>();
   app.addHook('onRequest', async (request) => {
-    identities.set(request, await app.tokens.authenticate(request, { allowSession: true }));
+    if (request.method === 'OPTIONS') return;
+    const identity = await app.tokens.authenticate(request, { allowSession: true });
+    identities.set(request, identity);
+    request.corsAppId = identity.appId;
   });
+  // CORS (CONTRACT §14.17): the credential's app once authenticated; before that, X-Client-Id or every app.
+  app.addHook('onSend', corsOnSend({ appIdOf: headerClientId, unnamed: 'all-apps' }));
+  app.options('/*', answerPreflight);
 
   app.post('/request', async (request, reply) => {
     const identity = identities.get(request)!;

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { corsHeadersFor, originsOfApps } from '../shared/cors.js';
-import { listAllApps } from '../storage/repos/apps.js';
+import { answerPreflight, corsOnSend } from '../plugins/cors.js';
 import { discoveryDocument } from './discovery.js';
 
 /**
@@ -15,14 +14,9 @@ const JWKS_PATH = '/oauth/jwks';
 export default async function discoveryRoutes(app: FastifyInstance) {
   const document = discoveryDocument(app.config.baseUrl);
 
-  // Apps are only read when a browser sends an Origin; servers fetching the JWKS never pay for it.
-  app.addHook('onRequest', async (request, reply) => {
-    const origin = request.headers.origin;
-    const allowed = origin ? originsOfApps(await listAllApps(app.db)) : [];
-    reply.headers(corsHeadersFor(origin, allowed, request.method === 'OPTIONS' ? 'preflight' : 'actual'));
-  });
-
-  for (const path of [...DISCOVERY_PATHS, JWKS_PATH]) app.options(path, async (_request, reply) => reply.code(204).send());
+  // These requests name no app: every app's origins. Servers fetching the JWKS (no Origin) never read apps.
+  app.addHook('onSend', corsOnSend({ unnamed: 'all-apps' }));
+  for (const path of [...DISCOVERY_PATHS, JWKS_PATH]) app.options(path, answerPreflight);
 
   for (const path of DISCOVERY_PATHS) {
     app.get(path, async (_request, reply) => {

@@ -1,8 +1,8 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { requestContext } from '../plugins/tokens.js';
-import { corsHeadersFor, originsOfApp, originsOfApps } from '../shared/cors.js';
-import { type App, findApp, listAllApps } from '../storage/repos/apps.js';
+import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
+import { type App, findApp } from '../storage/repos/apps.js';
 import { PROFILE_BODY_LIMIT, ProfileParams, type ProfileParamsInput } from './schemas.js';
 import { etagOf, parseIfMatch, readProfile, removeProfile, toProfileView, validateProfileBody, writeProfile } from './service.js';
 
@@ -49,27 +49,14 @@ async function checkCaller(request: FastifyRequest): Promise<void> {
   const { userId } = request.params as { userId?: string };
   if (userId !== identity.userId) throw new AppError('forbidden', { detail: 'userId is not the token subject' });
   request.profileCaller = { app, userId: identity.userId };
-}
-
-/** CORS (CONTRACT §14.17): the origins of the app named by X-Client-Id, on answers and errors alike. */
-async function corsOnSend(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const origin = request.headers.origin;
-  if (origin === undefined || request.method === 'OPTIONS') return;
-  let allowed: string[] = [];
-  const values = clientIdValues(request);
-  const clientId = values.length === 1 ? values[0]!.trim() : undefined;
-  if (request.profileCaller) allowed = originsOfApp(request.profileCaller.app);
-  else if (clientId && CLIENT_ID.test(clientId)) {
-    const app = await findApp(request.server.db, clientId);
-    if (app) allowed = originsOfApp(app);
-  }
-  reply.headers(corsHeadersFor(origin, allowed));
+  request.corsAppId = app.id;
 }
 
 export default async function profileRoutes(app: FastifyInstance) {
   const now = () => app.clock.now();
 
-  app.addHook('onSend', corsOnSend);
+  // CORS (CONTRACT §14.17): the origins of the app named by X-Client-Id, on answers and errors alike.
+  app.addHook('onSend', corsOnSend({ appIdOf: headerClientId, unnamed: 'none' }));
   const guarded = { onRequest: checkCaller, schema: { params: ProfileParams } };
 
   app.get<{ Params: ProfileParamsInput }>('/:userId', guarded, async (request, reply) => {
@@ -105,10 +92,5 @@ export default async function profileRoutes(app: FastifyInstance) {
     return reply.code(204).send();
   });
 
-  // Preflight: it names no app, so the origins of every app are allowed (CONTRACT §14.23).
-  app.options('/:userId', async (request, reply) => {
-    const origin = request.headers.origin;
-    const allowed = origin === undefined ? [] : originsOfApps(await listAllApps(app.db));
-    return reply.code(204).headers(corsHeadersFor(origin, allowed, 'preflight')).send();
-  });
+  app.options('/:userId', answerPreflight);
 }
