@@ -14,8 +14,8 @@ export default defineConfig({
       test: {
         name: dialect,
         env: { TEST_DIALECT: dialect },
-        // `*.pg.test.ts` files test PostgreSQL-only behaviour: they belong to the postgres run alone.
-        exclude: dialect === 'postgres' ? [] : ['test/**/*.pg.test.ts'],
+        // `*.pg.test.ts` / `*.sqlite.test.ts` test one database's own behaviour: they run with it alone.
+        exclude: [dialect === 'postgres' ? 'test/**/*.sqlite.test.ts' : 'test/**/*.pg.test.ts'],
       },
     })),
   },

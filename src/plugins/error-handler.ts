@@ -64,6 +64,24 @@ interface ValidationIssue {
   params?: { path?: Array<string | number> };
 }
 
+/**
+ * Errors that mean "the database cannot be reached or is locked right now", not "this request is bad":
+ * they answer 503 with Retry-After (SECURITY.md item 98: fail closed, clients retry).
+ */
+const DATABASE_UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND',
+  // PostgreSQL: connection exceptions (08xxx), too many connections, shutdown / cannot connect now.
+  '08000', '08001', '08003', '08004', '08006', '53300', '57P01', '57P02', '57P03',
+  // SQLite: another connection holds the write lock past busy_timeout.
+  'SQLITE_BUSY', 'SQLITE_LOCKED',
+]);
+
+function isDatabaseUnavailable(error: { code?: unknown; message?: unknown } | undefined): boolean {
+  if (!error) return false;
+  if (typeof error.code === 'string' && DATABASE_UNAVAILABLE_CODES.has(error.code)) return true;
+  return typeof error.message === 'string' && /timeout exceeded when trying to connect|Connection terminated/.test(error.message);
+}
+
 /** Turns anything thrown into an AppError. Unknown errors become internal_error (details only logged). */
 export function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
@@ -82,6 +100,9 @@ export function toAppError(error: unknown): AppError {
     // Other client errors raised by Fastify itself (proto poisoning, bad headers, …).
     const byStatus: Record<number, ErrorCode> = { 404: 'not_found', 405: 'method_not_allowed', 413: 'payload_too_large', 415: 'unsupported_media_type' };
     return new AppError(byStatus[e.statusCode] ?? 'invalid_request', { status: e.statusCode >= 431 ? e.statusCode : undefined, detail: e.message });
+  }
+  if (isDatabaseUnavailable(e)) {
+    return new AppError('service_unavailable', { cause: error, detail: `database unavailable: ${String(e.code ?? e.message)}`, headers: { 'retry-after': '5' } });
   }
   return new AppError('internal_error', { cause: error, detail: e?.message });
 }

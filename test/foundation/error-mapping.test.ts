@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { toAppError } from '../../src/plugins/error-handler.js';
+
+// The one mapper from anything thrown to an AppError: database outages fail closed with 503.
+describe('toAppError', () => {
+  it.each([
+    ['a refused connection', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
+    ['PostgreSQL shutting down (57P01)', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' })],
+    ['too many connections (53300)', Object.assign(new Error('sorry, too many clients already'), { code: '53300' })],
+    ['the pool acquire timeout', new Error('timeout exceeded when trying to connect')],
+    ['a dropped connection', new Error('Connection terminated unexpectedly')],
+    ['SQLite busy', Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })],
+  ])('%s → 503 service_unavailable with Retry-After', (_name, error) => {
+    const mapped = toAppError(error);
+    expect(mapped.code).toBe('service_unavailable');
+    expect(mapped.status).toBe(503);
+    expect(mapped.headers).toEqual({ 'retry-after': '5' });
+    expect(mapped.publicMessage).not.toMatch(/ECONN|5432|locked|clients/);
+  });
+
+  it('anything else unexpected → 500 internal_error with a generic message', () => {
+    const mapped = toAppError(new TypeError("Cannot read properties of undefined (reading 'x')"));
+    expect(mapped.code).toBe('internal_error');
+    expect(mapped.status).toBe(500);
+    expect(mapped.publicMessage).toBe('Internal server error.');
+  });
+
+  it('a unique-constraint violation is not an outage', () => {
+    expect(toAppError(Object.assign(new Error('duplicate key'), { code: '23505' })).code).toBe('internal_error');
+  });
+});

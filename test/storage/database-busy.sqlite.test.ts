@@ -1,0 +1,54 @@
+import SQLite from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { createStorage, type Storage } from '../../src/storage/connect.js';
+import { testConfig } from '../helpers/app.js';
+import { makeApp } from '../helpers/factories.js';
+import type { FastifyInstance } from 'fastify';
+
+// SQLite only (`*.sqlite.test.ts`). SECURITY.md item 98: while another process holds the write lock,
+// writes fail closed with 503 + Retry-After after busy_timeout, reads go on, and the process recovers.
+describe('SQLite write lock held by another connection', () => {
+  let dir: string;
+  let storage: Storage;
+  let app: FastifyInstance;
+  let clientId: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gh-busy-'));
+    const url = `sqlite:${join(dir, 'gatehouse.db')}`;
+    storage = createStorage(url);
+    app = await buildApp(testConfig({ DATABASE_URL: url }), { storage, logStream: false });
+    await app.ready();
+    clientId = (await makeApp(storage.db)).id;
+  });
+  afterAll(async () => {
+    await app.close();
+    await storage.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const register = (email: string) =>
+    app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: 'a long enough passphrase', client_id: clientId } });
+
+  it('answers 503 with Retry-After for a write, keeps serving reads, and works again once the lock is gone', async () => {
+    const other = new SQLite(join(dir, 'gatehouse.db'));
+    other.exec('BEGIN EXCLUSIVE');
+    try {
+      const blocked = await register('blocked@example.com');
+      expect(blocked.statusCode).toBe(503);
+      expect(blocked.json()).toEqual({ code: 'service_unavailable', message: expect.any(String) });
+      expect(blocked.headers['retry-after']).toBe('5');
+      expect(blocked.body).not.toMatch(/SQLITE|busy|locked/i);
+      expect((await app.inject('/readyz')).statusCode).toBe(200);
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+    expect((await register('later@example.com')).statusCode).toBe(201);
+    expect((await register('blocked@example.com')).statusCode).toBe(201);
+  }, 30_000);
+});
