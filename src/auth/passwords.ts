@@ -94,6 +94,10 @@ let dummyHash: Promise<string> | undefined;
  * known-email path costs (SECURITY.md items 59–60).
  */
 export async function dummyVerify(password: string): Promise<void> {
-  dummyHash ??= argon2.hash('gatehouse-dummy-password-for-timing', ARGON2_OPTIONS);
-  await verifyPassword(await dummyHash, password);
+  await verifyPassword(await prepareDummyHash(), password);
+}
+
+/** Computes the dummy hash once, ahead of the first login, so that request isn't slower than the rest. */
+export function prepareDummyHash(): Promise<string> {
+  return (dummyHash ??= argon2.hash('gatehouse-dummy-password-for-timing', ARGON2_OPTIONS));
 }

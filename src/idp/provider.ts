@@ -44,6 +44,8 @@ const METADATA_TTL_S = 3600;
 const JWKS_TTL_S = 3600;
 /** Unknown-kid refetches are rate limited to one per this many seconds. */
 export const JWKS_REFETCH_INTERVAL_S = 60;
+/** After a failed discovery or JWKS fetch, the failure is answered from memory this long (SECURITY.md item 48d). */
+export const FAILURE_BACKOFF_S = 10;
 const FETCH_TIMEOUT_MS = 5000;
 const MAX_BODY_BYTES = 512 * 1024;
 
@@ -178,10 +180,26 @@ export class ProviderCache {
     private readonly fetcher: Fetcher = fetch,
   ) {}
 
+  /** Recent failed fetches: while the provider is down, callers get the same error without a new outbound request. */
+  private readonly failures = new Map<string, { error: unknown; at: number }>();
+
   private shared<T>(key: string, run: () => Promise<T>): Promise<T> {
+    const failure = this.failures.get(key);
+    if (failure && this.now() - failure.at < FAILURE_BACKOFF_S) return Promise.reject(failure.error);
     const running = this.inflight.get(key) as Promise<T> | undefined;
     if (running) return running;
-    const promise = run().finally(() => this.inflight.delete(key));
+    const promise = run()
+      .then(
+        (value) => {
+          this.failures.delete(key);
+          return value;
+        },
+        (error: unknown) => {
+          this.failures.set(key, { error, at: this.now() });
+          throw error;
+        },
+      )
+      .finally(() => this.inflight.delete(key));
     this.inflight.set(key, promise);
     return promise;
   }
@@ -257,6 +275,7 @@ export class ProviderCache {
     this.jwks.clear();
     this.lastForcedFetch.clear();
     this.inflight.clear();
+    this.failures.clear();
   }
 }
 

@@ -7,6 +7,7 @@ import {
   hashPassword,
   passwordProblem,
   passwordProblemText,
+  prepareDummyHash,
   verifyPassword,
 } from '../auth/passwords.js';
 import type { ResolvedConfig } from '../config.js';
@@ -451,6 +452,7 @@ declare module 'fastify' {
 
 async function accountsPlugin(app: FastifyInstance) {
   app.decorate('accounts', new Accounts(app.db, app.config, app.clock, app.throttle, app.mailer));
+  app.addHook('onReady', async () => void (await prepareDummyHash()));
 }
 
 export default fp(accountsPlugin, { name: 'accounts', dependencies: ['db', 'throttle', 'mailer'] });

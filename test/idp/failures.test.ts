@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FAILURE_BACKOFF_S } from '../../src/idp/provider.js';
 import { newId } from '../../src/shared/ids.js';
 import { DEFAULT_SCOPE } from '../../src/shared/scopes.js';
 import { grantConsent } from '../../src/storage/repos/consents.js';
@@ -181,6 +182,7 @@ describe('provider failures, key selection and the pending profile step (scripta
     await bound('fail-sub');
     for (const mode of ['status500', 'badjson', 'redirect-canary', 'hang'] as const) {
       p.mode = mode;
+      t.clock.advance(FAILURE_BACKOFF_S + 1); // past the previous failure's back-off: this mode is really fetched
       const started = Date.now();
       const res = await exchange({ id_token: await p.sign(claims('fail-sub')) });
       expect(res.statusCode, mode).toBe(502);
@@ -190,8 +192,13 @@ describe('provider failures, key selection and the pending profile step (scripta
       if (mode === 'hang') expect(Date.now() - started).toBeLessThan(15_000);
     }
     expect(canary.hits).toBe(0);
+    // While the back-off lasts, the failure is answered from memory: no request per exchange.
+    const hits = p.jwksHits;
+    expect((await exchange({ id_token: await p.sign(claims('fail-sub')) })).statusCode).toBe(502);
+    expect(p.jwksHits).toBe(hits);
     // A same-origin redirect is followed; the provider recovers without a restart.
     p.mode = 'redirect-same';
+    t.clock.advance(FAILURE_BACKOFF_S + 1);
     const ok = await exchange({ id_token: await p.sign(claims('fail-sub')) });
     expect(ok.statusCode).toBe(200);
     expect(ok.json()).toMatchObject({ status: 'ok', response_mode: 'session' });
@@ -212,6 +219,7 @@ describe('provider failures, key selection and the pending profile step (scripta
     expect(stale.statusCode).toBe(502);
     expect(stale.json().code).toBe('idp_unavailable');
     p.mode = 'ok';
+    t.clock.advance(FAILURE_BACKOFF_S + 1);
     expect((await exchange({ id_token: await p.sign(claims('cache-sub')) })).statusCode).toBe(200);
 
     // The provider removes K1 for K2: K1 tokens still verify from the cache, then die at the TTL.
