@@ -1,27 +1,16 @@
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import * as oidc from 'openid-client';
 import { type Browser as PwBrowser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeClient, PASSWORD, type TestClient, uniqueEmail } from '../helpers/oauth-flows.js';
+import { freePort } from '../helpers/processes.js';
 
 /**
  * End to end: a real listening Gatehouse, `openid-client` v6 as the app (discovery, PKCE + nonce +
  * state, RFC 9207 iss check, id_token validation, userinfo, refresh), and Chromium driving the hosted
  * register and consent pages without any help from JavaScript. Also the /demo single-page client.
  */
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const APP_CALLBACK = 'https://app.e2e.test/callback';
 

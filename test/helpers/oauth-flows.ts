@@ -1,9 +1,9 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { createHash, randomBytes } from 'node:crypto';
-import { hashSecret, newId, newSecret } from '../../src/shared/ids.js';
-import { type App, insertApp } from '../../src/storage/repos/apps.js';
-import { insertDeveloper } from '../../src/storage/repos/developers.js';
+import { newSecret } from '../../src/shared/ids.js';
+import type { App } from '../../src/storage/repos/apps.js';
 import type { TestApp } from './app.js';
+import { makeApp } from './factories.js';
 
 /**
  * OAuth flow helpers (STYLE.md "Tests"): app factory, PKCE pairs, a cookie jar that drives the hosted
@@ -18,29 +18,20 @@ export interface TestClient {
   secret?: string;
 }
 
-/** Inserts a developer-owned app through the repos. Defaults: public, Auth on, one https redirect URI. */
+/** A developer-owned app (factories.ts `makeApp`) with OAuth-test defaults: public, Auth on, one https redirect URI. */
 export async function makeClient(t: TestApp, overrides: Partial<App> = {}): Promise<TestClient> {
-  const now = t.clock.now();
-  const developerId = newId('dev');
-  await insertDeveloper(t.db, { id: developerId, email: `${developerId}@dev.test`, name: 'Dev', createdAt: now }, hashSecret(newSecret('dk')));
   const type = overrides.type ?? 'public';
   const secret = type === 'confidential' ? newSecret('cs') : undefined;
-  const app: App = {
-    id: newId('app'),
-    developerId,
+  const now = t.clock.now();
+  const { clientSecret: _shownOnce, ...app } = await makeApp(t.db, {
     name: 'Test App',
-    type,
-    clientSecretHash: secret ? hashSecret(secret) : null,
     redirectUris: ['https://a.example/cb/'],
-    allowedOrigins: [],
-    features: { auth: true, profile: true },
-    requiredFields: [],
-    disabled: false,
     createdAt: now,
     updatedAt: now,
     ...overrides,
-  };
-  await insertApp(t.db, app);
+    type,
+    clientSecret: secret,
+  });
   return { app, secret };
 }
 
