@@ -82,6 +82,15 @@ function isDatabaseUnavailable(error: { code?: unknown; message?: unknown } | un
   return typeof error.message === 'string' && /timeout exceeded when trying to connect|Connection terminated/.test(error.message);
 }
 
+/**
+ * PostgreSQL "data exception" (SQLSTATE class 22): the database refused a value the client sent, such
+ * as a NUL byte in text (22021). That is bad input, not a server fault; the statement's transaction
+ * was rolled back, so nothing changed.
+ */
+function isRefusedValue(error: { code?: unknown; severity?: unknown } | undefined): boolean {
+  return typeof error?.code === 'string' && /^22[0-9A-Z]{3}$/.test(error.code) && typeof error.severity === 'string';
+}
+
 /** Turns anything thrown into an AppError. Unknown errors become internal_error (details only logged). */
 export function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
@@ -100,6 +109,9 @@ export function toAppError(error: unknown): AppError {
     // Other client errors raised by Fastify itself (proto poisoning, bad headers, …).
     const byStatus: Record<number, ErrorCode> = { 404: 'not_found', 405: 'method_not_allowed', 413: 'payload_too_large', 415: 'unsupported_media_type' };
     return new AppError(byStatus[e.statusCode] ?? 'invalid_request', { status: e.statusCode >= 431 ? e.statusCode : undefined, detail: e.message });
+  }
+  if (isRefusedValue(e as { code?: unknown; severity?: unknown })) {
+    return new AppError('invalid_request', { message: 'The request contains a value that cannot be stored (for example a NUL character).', detail: `database refused a value: ${String(e.code)}` });
   }
   if (isDatabaseUnavailable(e)) {
     return new AppError('service_unavailable', { cause: error, detail: `database unavailable: ${String(e.code ?? e.message)}`, headers: { 'retry-after': '5' } });

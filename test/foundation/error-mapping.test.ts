@@ -25,6 +25,14 @@ describe('toAppError', () => {
     expect(mapped.publicMessage).toBe('Internal server error.');
   });
 
+  it('a value PostgreSQL refuses (SQLSTATE class 22, e.g. a NUL byte) → 400 invalid_request', () => {
+    const nul = Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021', severity: 'ERROR' });
+    const mapped = toAppError(nul);
+    expect(mapped.code).toBe('invalid_request');
+    expect(mapped.status).toBe(400);
+    expect(mapped.publicMessage).not.toMatch(/UTF8|0x00/);
+  });
+
   it('a unique-constraint violation is not an outage', () => {
     expect(toAppError(Object.assign(new Error('duplicate key'), { code: '23505' })).code).toBe('internal_error');
   });
