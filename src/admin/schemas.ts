@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { DisplayName, EmailAddress } from '../shared/user-fields.js';
 
 /** Request schemas of the admin API (CONTRACT §10). */
 
 export const CreateDeveloperBody = z.strictObject({
-  // Deliberately permissive (e.g. `ops@localhost` is fine): it identifies the developer, nothing is mailed to it.
-  email: z.string().trim().max(254).regex(/^[^\s@]+@[^\s@]+$/, 'must be an email address'),
-  name: z.string().trim().min(1).max(100).optional(),
+  // `ops@localhost` is fine: it identifies the developer, nothing is mailed to it.
+  email: EmailAddress,
+  name: DisplayName.optional(),
 });
 export type CreateDeveloperInput = z.output<typeof CreateDeveloperBody>;
 

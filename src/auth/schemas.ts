@@ -1,14 +1,10 @@
 import { z } from 'zod';
+import { DisplayName, EmailAddress } from '../shared/user-fields.js';
 import { PASSWORD_FIELD_MAX } from './passwords.js';
 
 /** Request bodies of `/v1/auth/*` (CONTRACT §5, §14.4). Unknown fields are ignored. */
 
-export const Email = z
-  .string()
-  .trim()
-  .min(3)
-  .max(254)
-  .regex(/^[^\s@]+@[^\s@]+$/, 'must be an email address');
+export const Email = EmailAddress;
 
 /** Any string up to the size a valid password can have: longer ones are refused before hashing. */
 export const Password = z.string().min(1).max(PASSWORD_FIELD_MAX, `must be at most 128 characters`);
@@ -18,7 +14,7 @@ const ClientId = z.string().min(1).max(200).optional();
 export const RegisterBody = z.object({
   email: Email,
   password: Password,
-  name: z.string().trim().min(1).max(100).optional(),
+  name: DisplayName.optional(),
   client_id: ClientId,
   accept_terms: z.boolean().optional(),
 });
@@ -50,7 +46,7 @@ export const ProfileCompleteBody = z.object({
   client_id: ClientId,
   data: z
     .strictObject({
-      name: z.string().trim().min(1).max(100).optional(),
+      name: DisplayName.optional(),
       phone_number: z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 phone number').optional(),
       birthdate: z.string().optional(),
     })

@@ -12,6 +12,7 @@ import { revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { findUserById, type UserRow, updateUser } from '../storage/repos/users.js';
 import { localeOf, renderPage } from './views.js';
+import { isValidDisplayName } from '../shared/user-fields.js';
 
 /**
  * `/account` (CONTRACT §12): sign in by password (or a link to the other ways), then the profile
@@ -177,7 +178,7 @@ export default async function accountPages(app: FastifyInstance) {
     const patch: Partial<UserRow> = {};
     const name = form.name?.trim();
     if (name !== undefined) {
-      if (name.length > 100) return render(request, reply.code(400), { error: tr('idp.error.invalid_name') });
+      if (name && !isValidDisplayName(name)) return render(request, reply.code(400), { error: tr('idp.error.invalid_name') });
       patch.name = name || null;
     }
     const phone = form.phone_number?.trim();

@@ -12,6 +12,7 @@ import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
 import { findUserById, updateUser } from '../storage/repos/users.js';
 import { field, readFlow } from './flow.js';
 import { localeOf, renderPage } from './views.js';
+import { isValidDisplayName } from '../shared/user-fields.js';
 
 /**
  * `/consent` and `/profile`: the steps `/oauth/authorize` waits for. What they act on (app, user,
@@ -106,7 +107,7 @@ export default async function consentPages(app: FastifyInstance) {
     if (step.fields.includes('name')) {
       const name = field(request.body, 'name').trim();
       values.name = name.slice(0, 100);
-      if (name.length < 1 || [...name].length > 100) error ??= t('oauth.profile.invalid_name');
+      if (!isValidDisplayName(name)) error ??= t('oauth.profile.invalid_name');
       else patch.name = name;
     }
     if (step.fields.includes('phone_number')) {

@@ -11,6 +11,7 @@ import {
   verifyPassword,
 } from '../auth/passwords.js';
 import type { ResolvedConfig } from '../config.js';
+import { isValidDisplayName, isValidEmailAddress } from '../shared/user-fields.js';
 import { AppError } from '../errors.js';
 import type { Mailer } from '../mail/index.js';
 import type { Locale } from '../pages/i18n.js';
@@ -131,9 +132,10 @@ export class Accounts {
     ctx: AccountContext,
   ): Promise<UserRow> {
     const email = normalizeEmail(input.email);
+    if (!isValidEmailAddress(email)) throw new AppError('invalid_request', { details: [{ path: 'email', message: 'must be an email address' }] });
     const name = input.name?.trim() || null;
-    if (name !== null && (name.length > 100 || name.length < 1)) {
-      throw new AppError('invalid_request', { details: [{ path: 'name', message: 'must be 1–100 characters' }] });
+    if (name !== null && !isValidDisplayName(name)) {
+      throw new AppError('invalid_request', { details: [{ path: 'name', message: 'must be 1–100 characters without control characters' }] });
     }
     this.checkPasswordPolicy(input.password, email);
     if (await findUserByEmail(this.db, email)) throw new AppError('email_taken');
