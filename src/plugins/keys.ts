@@ -50,6 +50,9 @@ export class KeyStore {
   private keys: LoadedKey[] = [];
   private loadedAt = -Infinity;
   private refreshing?: Promise<void>;
+  /** Bumped by every reload, so the verification key set is rebuilt even for two reloads in one second. */
+  private generation = 0;
+  private verifier?: { keySet: ReturnType<typeof createLocalJWKSet>; generation: number; validUntil: number };
   private readonly box: SecretBox;
 
   constructor(
@@ -97,6 +100,7 @@ export class KeyStore {
       })),
     );
     this.loadedAt = this.clock.now();
+    this.generation += 1;
   }
 
   /**
@@ -115,12 +119,29 @@ export class KeyStore {
   /** Public JWKS: public members only, with kid/alg/use; retired keys while their tokens can live. */
   async jwks(): Promise<{ keys: JWK[] }> {
     this.refreshSoon();
+    return { keys: this.publicJwks() };
+  }
+
+  private publicJwks(): JWK[] {
     const now = this.clock.now();
-    return {
-      keys: this.keys
-        .filter((k) => k.retiredAt === null || k.retiredAt + this.retentionSeconds > now)
-        .map((k) => ({ ...k.publicJwk, kid: k.kid, alg: k.alg, use: 'sig' })),
-    };
+    return this.keys
+      .filter((k) => k.retiredAt === null || k.retiredAt + this.retentionSeconds > now)
+      .map((k) => ({ ...k.publicJwk, kid: k.kid, alg: k.alg, use: 'sig' }));
+  }
+
+  /**
+   * The key set tokens are verified against, built once per key reload (jose keeps the imported keys
+   * inside it, so verifying a bearer token imports nothing), and rebuilt the moment a retired key
+   * leaves the JWKS: a key that is no longer published never verifies, even before the next reload.
+   */
+  private verificationKeys(): ReturnType<typeof createLocalJWKSet> {
+    const now = this.clock.now();
+    const cached = this.verifier;
+    if (cached && cached.generation === this.generation && now < cached.validUntil) return cached.keySet;
+    const retirements = this.keys.filter((k) => k.retiredAt !== null && k.retiredAt + this.retentionSeconds > now);
+    const validUntil = Math.min(Infinity, ...retirements.map((k) => k.retiredAt! + this.retentionSeconds));
+    this.verifier = { keySet: createLocalJWKSet({ keys: this.publicJwks() }), generation: this.generation, validUntil };
+    return this.verifier.keySet;
   }
 
   async sign(payload: JWTPayload, options: { alg: SigningAlg; typ: string; expiresIn: number }): Promise<string> {
@@ -142,9 +163,9 @@ export class KeyStore {
    * allowed algorithms, `typ`, issuer, expiry with a small skew. Throws on any failure.
    */
   async verify(token: string, options: VerifyOptions): Promise<JWTVerifyResult['payload']> {
+    this.refreshSoon();
     const attempt = async () => {
-      const jwks = createLocalJWKSet(await this.jwks());
-      const { payload } = await jwtVerify(token, jwks, {
+      const { payload } = await jwtVerify(token, this.verificationKeys(), {
         issuer: this.issuer,
         algorithms: options.algorithms,
         typ: options.typ,

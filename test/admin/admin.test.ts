@@ -226,6 +226,27 @@ describe('admin API (/v1/admin)', () => {
   });
 });
 
+describe('retired signing keys', () => {
+  it('leave the JWKS once every token they signed can have expired; a token signed with one is then refused', async () => {
+    const t = await buildTestApp();
+    try {
+      // A (forged) long-lived token under the current key: only the key's retention can end it.
+      const longLived = await t.app.keys.sign({ sub: 'usr_x' }, { alg: 'ES256', typ: 'at+jwt', expiresIn: 30 * 86400 });
+      const oldKid = decodeProtectedHeader(longLived).kid;
+      expect((await t.app.inject({ method: 'POST', url: '/v1/admin/keys/rotate', headers: adminHeaders })).statusCode).toBe(200);
+      await expect(t.app.keys.verify(longLived, { typ: 'at+jwt', algorithms: ['ES256'] })).resolves.toMatchObject({ sub: 'usr_x' });
+
+      // Retention = the longest access/session lifetime + 60 s.
+      t.clock.advance(Math.max(t.config.ttl.accessToken, t.config.ttl.session) + 61);
+      const kids = (await t.app.inject('/oauth/jwks')).json().keys.map((k: { kid: string }) => k.kid);
+      expect(kids).not.toContain(oldKid);
+      await expect(t.app.keys.verify(longLived, { typ: 'at+jwt', algorithms: ['ES256'] })).rejects.toThrow();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('admin token guessing', () => {
   it(`is throttled per IP after ${MAX_FAILED_ADMIN_TOKENS_PER_MINUTE} wrong tokens a minute`, async () => {
     const t = await buildTestApp();
