@@ -1,31 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProtectedHeader } from 'jose';
 import { MAX_FAILED_ADMIN_TOKENS_PER_MINUTE } from '../../src/admin/index.js';
-import { hashSecret, newId, newSecret } from '../../src/shared/ids.js';
+import { hashSecret, newSecret } from '../../src/shared/ids.js';
 import { findApp } from '../../src/storage/repos/apps.js';
 import { insertBrowserSession } from '../../src/storage/repos/browser-sessions.js';
-import { insertUser, type UserRow } from '../../src/storage/repos/users.js';
+import type { UserRow } from '../../src/storage/repos/users.js';
 import { TEST_ADMIN_TOKEN, buildTestApp, type TestApp } from '../helpers/app.js';
 import { adminHeaders, appBody, bearer } from '../helpers/dev-api.js';
-
-async function insertTestUser(t: TestApp, fields: Partial<UserRow> & { email: string }): Promise<UserRow> {
-  const now = t.clock.now();
-  const user: UserRow = {
-    id: newId('usr'),
-    email_verified: 0,
-    password_hash: null,
-    name: null,
-    phone_number: null,
-    birthdate: null,
-    status: 'active',
-    password_changed_at: null,
-    created_at: now,
-    updated_at: now,
-    ...fields,
-  };
-  await insertUser(t.db, user);
-  return user;
-}
+import { quickUser } from '../helpers/members.js';
 
 describe('admin API (/v1/admin)', () => {
   let t: TestApp;
@@ -106,10 +88,10 @@ describe('admin API (/v1/admin)', () => {
     let zed: UserRow;
     beforeAll(async () => {
       // Oldest first, so the listing order (newest first) is the reverse.
-      await insertTestUser(t, { email: 'ann@corp.example', name: 'Ann Lee', created_at: 1000 });
-      await insertTestUser(t, { email: 'bo@home.example', name: 'Bo 100%_real', created_at: 1001, status: 'disabled' });
-      await insertTestUser(t, { email: 'cy@corp.example', name: null, created_at: 1002 });
-      zed = await insertTestUser(t, { email: 'zed@corp.example', name: 'ZED', created_at: 1003 });
+      await quickUser(t, { email: 'ann@corp.example', name: 'Ann Lee', created_at: 1000 });
+      await quickUser(t, { email: 'bo@home.example', name: 'Bo 100%_real', created_at: 1001, status: 'disabled' });
+      await quickUser(t, { email: 'cy@corp.example', name: null, created_at: 1002 });
+      zed = await quickUser(t, { email: 'zed@corp.example', name: 'ZED', created_at: 1003 });
     });
 
     const list = (query: string) => t.app.inject({ url: `/v1/admin/users${query}`, headers: adminHeaders });
@@ -162,7 +144,7 @@ describe('admin API (/v1/admin)', () => {
       const dev = (await t.app.inject({ method: 'POST', url: '/v1/admin/developers', headers: adminHeaders, payload: { email: 'owner@example.com' } })).json();
       const appId = (await t.app.inject({ method: 'POST', url: '/v1/dev/apps', headers: bearer(dev.api_key), payload: appBody() })).json().id;
       const app = (await findApp(t.db, appId))!;
-      const user = await insertTestUser(t, { email: 'victim@example.com' });
+      const user = await quickUser(t, { email: 'victim@example.com' });
       const { response } = await t.app.tokens.issueTokens(t.db, { app, user, scope: 'openid', authTime: t.clock.now() });
       const sessionHash = hashSecret(newSecret('bs'));
       const now = t.clock.now();

@@ -44,6 +44,29 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
   return { ...app, clientSecret };
 }
 
+/**
+ * An end user inserted through the repo, without a password (no argon2 cost). Overrides win; `now`
+ * stamps the times (pass the test clock's time when expiry matters).
+ */
+export async function insertTestUser(db: Kysely<Database>, overrides: Partial<UserRow> = {}, now = epochSeconds()): Promise<UserRow> {
+  const user: UserRow = {
+    id: newId('usr'),
+    email: `user-${newId('x').slice(-10)}@example.com`,
+    email_verified: 0,
+    password_hash: null,
+    name: null,
+    phone_number: null,
+    birthdate: null,
+    status: 'active',
+    password_changed_at: null,
+    created_at: now,
+    updated_at: now,
+    ...overrides,
+  };
+  await insertUser(db, user);
+  return user;
+}
+
 /** A registered end user with a password (argon2id, like real registrations). */
 export async function makeUser(
   app: FastifyInstance | { db: Kysely<Database> },
@@ -51,21 +74,11 @@ export async function makeUser(
 ): Promise<UserRow & { password: string }> {
   const { email, password, ...rest } = input;
   const plain = password ?? 'correct horse battery staple';
-  const now = epochSeconds();
-  const user: UserRow = {
-    id: newId('usr'),
-    email: normalizeEmail(email ?? `user-${newId('x').slice(-10)}@example.com`),
-    email_verified: 0,
+  const user = await insertTestUser(app.db, {
+    ...(email !== undefined ? { email: normalizeEmail(email) } : {}),
     password_hash: await hashPassword(plain),
-    name: null,
-    phone_number: null,
-    birthdate: null,
-    status: 'active',
-    password_changed_at: now,
-    created_at: now,
-    updated_at: now,
+    password_changed_at: epochSeconds(),
     ...rest,
-  };
-  await insertUser(app.db, user);
+  });
   return { ...user, password: plain };
 }

@@ -1,32 +1,17 @@
 import type { App } from '../../src/storage/repos/apps.js';
 import { recordAppSignIn } from '../../src/storage/repos/app-users.js';
 import { newId } from '../../src/shared/ids.js';
-import { insertUser, type UserRow } from '../../src/storage/repos/users.js';
+import type { UserRow } from '../../src/storage/repos/users.js';
 import type { TestApp } from './app.js';
+import { insertTestUser } from './factories.js';
 
 /**
  * Fast fixtures for profile / listing / legal tests: users without a password hash (no argon2 cost),
  * app membership as a completed sign-in records it, and tokens minted by the real token service.
  */
 
-export async function quickUser(t: TestApp, overrides: Partial<UserRow> = {}): Promise<UserRow> {
-  const now = t.clock.now();
-  const user: UserRow = {
-    id: newId('usr'),
-    email: `u-${newId('x').slice(-12)}@example.com`,
-    email_verified: 0,
-    password_hash: null,
-    name: null,
-    phone_number: null,
-    birthdate: null,
-    status: 'active',
-    password_changed_at: null,
-    created_at: now,
-    updated_at: now,
-    ...overrides,
-  };
-  await insertUser(t.db, user);
-  return user;
+export function quickUser(t: TestApp, overrides: Partial<UserRow> = {}): Promise<UserRow> {
+  return insertTestUser(t.db, { email: `u-${newId('x').slice(-12)}@example.com`, ...overrides }, t.clock.now());
 }
 
 /** Makes `user` a user of `app` at time `at` (default now), like a completed sign-in. */
