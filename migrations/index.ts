@@ -2,6 +2,7 @@ import type { Migration } from 'kysely';
 import * as init from './2026-11-21T0000_init.js';
 import * as listingIndexesPostgres from './2026-11-21T0100_listing_indexes.postgres.js';
 import * as listingIndexesSqlite from './2026-11-21T0100_listing_indexes.sqlite.js';
+import * as pendingSignIns from './2026-11-24T0000_pending_sign_ins.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -13,6 +14,7 @@ export type MigrationDialect = 'sqlite' | 'postgres';
 const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migration>>> = {
   '2026-11-21T0000_init': { all: init },
   '2026-11-21T0100_listing_indexes': { sqlite: listingIndexesSqlite, postgres: listingIndexesPostgres },
+  '2026-11-24T0000_pending_sign_ins': { all: pendingSignIns },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

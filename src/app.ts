@@ -6,14 +6,15 @@ import { systemClock, type Clock } from './shared/time.js';
 import { createStorage, type Storage } from './storage/connect.js';
 import { migrateToLatest } from './storage/migrator.js';
 // App-wide plugins (decorators and hooks every feature may use).
-import accountsPlugin from './plugins/accounts.js';
+import accountsPlugin from './auth/accounts.js';
 import corePlugin from './plugins/db.js';
 import errorHandler from './plugins/error-handler.js';
 import keysPlugin from './plugins/keys.js';
 import { loggerOptions } from './plugins/logger.js';
 import routeListPlugin from './plugins/route-list.js';
-import throttlePlugin from './plugins/throttle.js';
-import tokensPlugin from './plugins/tokens.js';
+import throttlePlugin from './throttle/index.js';
+import tokensPlugin from './tokens/index.js';
+import signInPlugin from './sign-in/index.js';
 import { validatorCompiler } from './plugins/validation.js';
 import mailerPlugin from './mail/index.js';
 import metricsPlugin from './metrics/index.js';
@@ -79,6 +80,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(formbody);
   await app.register(keysPlugin);
   await app.register(tokensPlugin);
+  await app.register(signInPlugin);
   await app.register(viewsPlugin);
   await app.register(browserSessionsPlugin);
   await app.register(throttlePlugin);

@@ -10,16 +10,19 @@ export const Email = EmailAddress;
 export const Password = z.string().min(1).max(PASSWORD_FIELD_MAX, `must be at most 128 characters`);
 
 const ClientId = z.string().min(1).max(200).optional();
+/** A confidential app's secret (`client_secret_post`, CONTRACT §15.1) on the requests that issue or rotate its tokens. */
+const ClientSecret = z.string().min(1).max(500).optional();
 
 export const RegisterBody = z.object({
   email: Email,
   password: Password,
   name: DisplayName.optional(),
   client_id: ClientId,
+  client_secret: ClientSecret,
   accept_terms: z.boolean().optional(),
 });
 
-export const LoginBody = z.object({ email: Email, password: Password, client_id: ClientId });
+export const LoginBody = z.object({ email: Email, password: Password, client_id: ClientId, client_secret: ClientSecret });
 
 export const MagicLinkRequestBody = z.object({ email: Email, client_id: ClientId, redirect_uri: z.string().min(1).max(2000).optional() });
 
@@ -29,6 +32,7 @@ export const MagicLinkVerifyBody = z
     email: Email.optional(),
     code: z.string().min(1).max(20).optional(),
     client_id: ClientId,
+    client_secret: ClientSecret,
   })
   .refine((b) => (b.token !== undefined) !== (b.email !== undefined || b.code !== undefined), { message: 'send either token, or email and code' })
   .refine((b) => b.token !== undefined || (b.email !== undefined && b.code !== undefined), { message: 'email and code go together' });
@@ -37,18 +41,20 @@ export const PasswordForgotBody = MagicLinkRequestBody;
 
 export const PasswordResetBody = z.object({ reset_token: z.string().min(1).max(200), password: Password, client_id: ClientId });
 
-export const RefreshBody = z.object({ refresh_token: z.string().min(1).max(200), client_id: ClientId, scope: z.string().max(500).optional() });
+export const RefreshBody = z.object({ refresh_token: z.string().min(1).max(200), client_id: ClientId, client_secret: ClientSecret, scope: z.string().max(500).optional() });
 
 export const LogoutBody = z.object({ refresh_token: z.string().min(1).max(200), all: z.boolean().optional(), client_id: ClientId });
 
 export const ProfileCompleteBody = z.object({
   session: z.string().min(1).max(4000),
   client_id: ClientId,
+  client_secret: ClientSecret,
+  /** Checked by the one profile-data rule (sign-in/profile-data.ts): only the app's missing required fields. */
   data: z
     .strictObject({
-      name: DisplayName.optional(),
-      phone_number: z.string().regex(/^\+[1-9]\d{6,14}$/, 'must be an E.164 phone number').optional(),
-      birthdate: z.string().optional(),
+      name: z.string().max(400).optional(),
+      phone_number: z.string().max(40).optional(),
+      birthdate: z.string().max(20).optional(),
     })
     .default({}),
 });

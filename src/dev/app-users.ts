@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
-import { requestContext } from '../plugins/tokens.js';
+import { requestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
 import { type AppUserListRow, findAppUserListRow, listAppUsers } from '../storage/repos/app-user-listing.js';
 import { setAppUserStatus } from '../storage/repos/app-users.js';

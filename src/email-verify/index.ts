@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { pickLocale } from '../pages/i18n.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
-import { type BearerIdentity, requestContext } from '../plugins/tokens.js';
+import { type BearerIdentity } from '../tokens/service.js';
+import { requestContext } from '../shared/request-context.js';
 import { ConfirmBody } from './schemas.js';
 
 /**

@@ -1,7 +1,9 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { AppError, isAppError } from '../errors.js';
-import { requestContext } from '../plugins/tokens.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
+import { checkChallenge } from '../sign-in/pkce.js';
+import { requestContext } from '../shared/request-context.js';
 import { scopeList, unknownScopes } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
 import { findIdentity } from '../storage/repos/idp.js';
@@ -11,11 +13,9 @@ import {
   CallbackQuery,
   type CallbackQueryInput,
   ExchangeBody,
-  type ExchangeInput,
   IdpSettingBody,
   type IdpSettingInput,
   ResumeBody,
-  type ResumeInput,
   StartQuery,
   type StartQueryInput,
 } from './schemas.js';
@@ -27,13 +27,6 @@ import { type AppRequest, IdpService } from './service.js';
  * `POST /oauth/idp/resume` (JSON). The `app.idp` service is shared with the `/continue` and
  * `/account` pages.
  */
-
-const CHALLENGE = /^[A-Za-z0-9\-._~]{43,128}$/;
-
-async function hitIp(app: FastifyInstance, request: FastifyRequest): Promise<void> {
-  const throttle = (app as unknown as { throttle?: { hitIp(r: FastifyRequest): Promise<void> } }).throttle;
-  if (throttle) await throttle.hitIp(request);
-}
 
 /** A redirect with an error for codes the error handler would not redirect (5xx). */
 function errorRedirect(app: FastifyInstance, reply: FastifyReply, target: { redirectUri: string; state?: string }, error: string, description: string) {
@@ -52,10 +45,8 @@ async function idpRoutes(app: FastifyInstance) {
 
     const mode = q.response_mode ?? 'session';
     if (mode !== 'session' && mode !== 'code') throw new AppError('invalid_request', { message: 'response_mode must be session or code.' });
-    if (q.code_challenge_method !== undefined && q.code_challenge_method !== 'S256') throw new AppError('invalid_request', { message: 'code_challenge_method must be S256.' });
-    if (q.code_challenge !== undefined && !CHALLENGE.test(q.code_challenge)) throw new AppError('invalid_request', { message: 'code_challenge is malformed.' });
-    if (q.code_challenge !== undefined && q.code_challenge_method === undefined) throw new AppError('invalid_request', { message: 'code_challenge_method must be S256.' });
-    if (mode === 'code' && !q.code_challenge) throw new AppError('invalid_request', { message: 'code_challenge with code_challenge_method=S256 is required when response_mode=code.' });
+    const pkce = checkChallenge(q.code_challenge, q.code_challenge_method, mode === 'code');
+    if (!pkce.ok) throw new AppError('invalid_request', { message: `PKCE: ${pkce.reason}.` });
     const scope = q.scope === undefined ? undefined : scopeList(q.scope).join(' ');
     if (scope !== undefined && (scope === '' || unknownScopes(scope).length)) throw new AppError('invalid_scope');
     if (!client.features.auth) throw new AppError('access_denied', { message: 'This app does not have sign-in enabled.' });
@@ -138,16 +129,17 @@ async function idpRoutes(app: FastifyInstance) {
     return reply.redirect(await app.idp.finishBrowserSignIn(request, reply, appRequest, user), 303);
   });
 
-  app.post<{ Body: ExchangeInput }>('/oauth/idp/exchange', { schema: { body: ExchangeBody } }, async (request, reply) => {
-    await hitIp(app, request);
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  typed.post('/oauth/idp/exchange', { schema: { body: ExchangeBody } }, async (request, reply) => {
+    await app.throttle.hitIp(request);
     reply.header('cache-control', 'no-store');
     return app.idp.exchange(request.body, requestContext(request));
   });
 
-  app.post<{ Body: ResumeInput }>('/oauth/idp/resume', { schema: { body: ResumeBody } }, async (request, reply) => {
-    await hitIp(app, request);
+  typed.post('/oauth/idp/resume', { schema: { body: ResumeBody } }, async (request, reply) => {
+    await app.throttle.hitIp(request);
     reply.header('cache-control', 'no-store');
-    return app.idp.resume(request.body, requestContext(request));
+    return app.idp.resume(request.body);
   });
 }
 
@@ -195,8 +187,11 @@ export async function idpAdminRoutes(app: FastifyInstance) {
 }
 
 async function idpPlugin(app: FastifyInstance) {
-  app.decorate('idp', new IdpService(app));
+  app.decorate(
+    'idp',
+    new IdpService({ db: app.db, config: app.config, clock: app.clock, tokens: app.tokens, browserSessions: app.browserSessions, signIn: app.signIn }),
+  );
   await app.register(idpRoutes);
 }
 
-export default fp(idpPlugin, { name: 'idp', dependencies: ['db', 'tokens', 'browser-sessions'] });
+export default fp(idpPlugin, { name: 'idp', dependencies: ['db', 'tokens', 'sign-in', 'browser-sessions', 'throttle'] });

@@ -1,18 +1,20 @@
-import argon2 from 'argon2';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
-import { type RequestContext, requestContext } from '../plugins/tokens.js';
+import type { BrowserSessions } from '../pages/session.js';
+import { type RequestContext, requestContext } from '../shared/request-context.js';
 import { hashSecret, newId, newSecret, safeEqual } from '../shared/ids.js';
-import { missingRequiredFields } from '../shared/required-fields.js';
-import { DEFAULT_SCOPE, isSubsetScope } from '../shared/scopes.js';
+import { DEFAULT_SCOPE } from '../shared/scopes.js';
+import type { Clock } from '../shared/time.js';
 import { appendQuery } from '../shared/url.js';
-import { findAppUser, recordAppSignIn } from '../storage/repos/app-users.js';
+import { checkChallenge, s256 } from '../sign-in/pkce.js';
+import type { SignIn } from '../sign-in/service.js';
 import { type App, findApp } from '../storage/repos/apps.js';
-import { findConsentedScope } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { findGrant } from '../storage/repos/grants.js';
+import type { TokenService } from '../tokens/service.js';
 import {
   deleteIdentityOfUser,
   findIdentity,
@@ -24,7 +26,7 @@ import {
   voidIdpTokens,
 } from '../storage/repos/idp.js';
 import { findLiveOneTimeTokenByHash, takeOneTimeTokenByHash } from '../storage/repos/one-time-tokens.js';
-import { findUserByEmail, findUserById, type UserRow } from '../storage/repos/users.js';
+import { findUserById, type UserRow } from '../storage/repos/users.js';
 import type { Database, OneTimeTokenRow } from '../storage/schema.js';
 import {
   exchangeCode,
@@ -117,41 +119,43 @@ export interface NativeInput {
   redirect_uri: string;
   state?: string;
   code_challenge?: string;
-  code_challenge_method?: 'S256';
+  code_challenge_method?: string;
   response_mode?: ResponseMode;
 }
 
-interface AccountsLike {
-  verifyLogin(input: { email: string; password: string }, ctx: RequestContext): Promise<UserRow>;
+/** What the provider doors work with, handed over explicitly. */
+export interface IdpDeps {
+  db: Kysely<Database>;
+  config: ResolvedConfig;
+  clock: Clock;
+  tokens: TokenService;
+  browserSessions: BrowserSessions;
+  signIn: SignIn;
 }
-
-const s256 = (verifier: string): string => createHash('sha256').update(verifier).digest('base64url');
 
 export class IdpService {
   readonly cache: ProviderCache;
   readonly binderCookie: string;
   private readonly secureCookie: boolean;
+  private readonly db: Kysely<Database>;
 
   constructor(
-    private readonly app: FastifyInstance,
+    private readonly deps: IdpDeps,
     private readonly fetcher: Fetcher = fetch,
   ) {
-    this.cache = new ProviderCache(() => app.clock.now(), fetcher);
-    this.secureCookie = app.config.baseUrl.startsWith('https://');
+    this.db = deps.db;
+    this.cache = new ProviderCache(() => deps.clock.now(), fetcher);
+    this.secureCookie = deps.config.baseUrl.startsWith('https://');
     this.binderCookie = this.secureCookie ? '__Host-gh_idp' : 'gh_idp';
   }
 
-  private get db(): Kysely<Database> {
-    return this.app.db;
-  }
-
   get callbackUrl(): string {
-    return `${this.app.config.baseUrl}/oauth/idp/callback`;
+    return `${this.deps.config.baseUrl}/oauth/idp/callback`;
   }
 
   /** The provider configuration, or undefined when the platform has none. */
   provider(): Promise<ProviderConfig | undefined> {
-    return loadProviderConfig(this.db, this.app.config);
+    return loadProviderConfig(this.db, this.deps.config);
   }
 
   async requireProvider(): Promise<ProviderConfig> {
@@ -168,13 +172,6 @@ export class IdpService {
     if (!app || app.disabled) throw new AppError('invalid_client', { detail: 'unknown or disabled client_id' });
     if (!app.redirectUris.includes(redirectUri)) throw new AppError('invalid_redirect_uri', { detail: 'redirect_uri not registered' });
     return app;
-  }
-
-  /** Users that may sign in to the app: active, not blocked for it. */
-  async checkUserMaySignIn(user: UserRow, appId: string): Promise<void> {
-    if (user.status !== 'active') throw new AppError('user_disabled');
-    const appUser = await findAppUser(this.db, appId, user.id);
-    if (appUser?.status === 'blocked') throw new AppError('user_blocked');
   }
 
   // Browser transactions ---------------------------------------------------------------------------------
@@ -201,7 +198,7 @@ export class IdpService {
   async begin(request: FastifyRequest, reply: FastifyReply, input: { intent: 'signin'; app: AppRequest } | { intent: 'bind'; userId: string }): Promise<string> {
     const provider = await this.requireProvider();
     const metadata = await this.cache.discover(provider.issuer);
-    const now = this.app.clock.now();
+    const now = this.deps.clock.now();
     const state = newSecret('st');
     const nonce = randomBytes(32).toString('base64url');
     const verifier = randomBytes(32).toString('base64url');
@@ -242,7 +239,7 @@ export class IdpService {
   /** Takes the transaction named by `state` (single use). Unknown, expired, replayed or another browser's → null. */
   async takeTransaction(request: FastifyRequest, state: string): Promise<TransactionData | null> {
     const stateHash = hashSecret(state);
-    const now = this.app.clock.now();
+    const now = this.deps.clock.now();
     // Check the browser binding before consuming: a callback URL opened elsewhere must not cancel the user's sign-in.
     const live = await findLiveOneTimeTokenByHash(this.db, 'idp_state', stateHash, now);
     if (!live || !this.matchesBinder(request, (JSON.parse(live.data) as TransactionData).binder)) return null;
@@ -264,7 +261,7 @@ export class IdpService {
     const idToken = await exchangeCode(this.fetcher, provider, metadata, { code: query.code, redirectUri: this.callbackUrl, codeVerifier: tx.verifier });
     const token = await this.verify(provider, metadata, idToken, { nonce: tx.nonce, audiences: [provider.clientId] });
     // The code is single use at the provider; remember the token anyway so it cannot be replayed natively.
-    await rememberIdToken(this.db, { id: newId('idt'), tokenHash: token.replayKey, issuer: provider.issuer, now: this.app.clock.now(), expiresAt: token.claims.exp + 60 }).catch(() => false);
+    await this.rememberFetched(this.db, provider, token);
     return { provider, token };
   }
 
@@ -275,7 +272,7 @@ export class IdpService {
         issuer: provider.issuer,
         audiences: options.audiences ?? provider.audiences,
         advertisedAlgs: metadata.id_token_signing_alg_values_supported,
-        now: this.app.clock.now(),
+        now: this.deps.clock.now(),
         nonce: options.nonce,
         nativeNonce: options.nativeNonce,
       },
@@ -295,7 +292,7 @@ export class IdpService {
     if (existing) throw new AppError('conflict', { message: 'This provider account is already bound to another account.', detail: 'subject bound to another user' });
     const mine = (await listIdentitiesOfUser(db, userId)).find((i) => i.issuer === claims.iss);
     if (mine) throw new AppError('conflict', { message: 'Your account is already bound to another account of this provider. Unbind it first.', detail: 'user already bound' });
-    const now = this.app.clock.now();
+    const now = this.deps.clock.now();
     await insertIdentity(db, { id: newId('pid'), userId, issuer: claims.iss, subject: claims.sub, email: typeof claims.email === 'string' ? claims.email.slice(0, 320) : null, createdAt: now });
     await appendEvent(db, now, { type: 'idp.bound', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { issuer: claims.iss } });
   }
@@ -305,7 +302,7 @@ export class IdpService {
     const identities = await listIdentitiesOfUser(this.db, userId);
     const target = identities.find((i) => !provider || i.issuer === provider.issuer) ?? identities[0];
     if (!target) return false;
-    const now = this.app.clock.now();
+    const now = this.deps.clock.now();
     await this.db.transaction().execute(async (trx) => {
       await deleteIdentityOfUser(trx, userId, target.issuer);
       await appendEvent(trx, now, { type: 'idp.unbound', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { issuer: target.issuer } });
@@ -319,7 +316,7 @@ export class IdpService {
   async createBindTicket(request: FastifyRequest, reply: FastifyReply, data: Omit<BindTicketData, 'binder'>): Promise<string> {
     const binder = this.binderOf(request, reply);
     const ticket = newSecret('bt');
-    const now = this.app.clock.now();
+    const now = this.deps.clock.now();
     await insertIdpToken(this.db, {
       id: newId('ibt'),
       kind: 'idp_bind',
@@ -329,82 +326,74 @@ export class IdpService {
       createdAt: now,
       expiresAt: now + TICKET_TTL_S,
     });
-    return `${this.app.config.authUrl}/continue?ticket=${encodeURIComponent(ticket)}`;
+    return `${this.deps.config.authUrl}/continue?ticket=${encodeURIComponent(ticket)}`;
   }
 
   /**
-   * A bound user finishing a browser sign-in: the browser session is signed in (new id), then
-   * `response_mode=session` → `redirect_uri?session=…&state=…`; `response_mode=code` → a code when
-   * consent and required data are complete, otherwise `/oauth/authorize` (same request) which shows the
-   * hosted consent/profile step and then redirects with the code.
+   * A bound user finishing a browser sign-in: the browser session is signed in (new id) and the
+   * authentication recorded, then `response_mode=session` → `redirect_uri?session=…&state=…`;
+   * `response_mode=code` → a code when the sign-in policy has nothing left to do, otherwise
+   * `/oauth/authorize` (same request), which shows the hosted consent/profile step and then redirects
+   * with the code.
    */
   async finishBrowserSignIn(request: FastifyRequest, reply: FastifyReply, appRequest: AppRequest, user: UserRow): Promise<string> {
     const app = await this.checkApp(appRequest.appId, appRequest.redirectUri);
-    await this.checkUserMaySignIn(user, app.id);
-    const now = this.app.clock.now();
+    const { signIn, browserSessions } = this.deps;
+    await signIn.assertMaySignIn(this.db, user, app.id);
+    const now = this.deps.clock.now();
     const ctx = requestContext(request);
-    request.browserSession ??= await this.app.browserSessions.load(request);
-    if (request.browserSession?.user_id !== user.id) await this.app.browserSessions.signIn(request, reply, user.id);
+    request.browserSession ??= await browserSessions.load(request);
+    if (request.browserSession?.user_id !== user.id) await browserSessions.signIn(request, reply, user.id);
+    await signIn.recordLogin(this.db, { userId: user.id, appId: app.id, method: 'idp' }, ctx);
 
     if (appRequest.responseMode === 'code') {
-      const ready = await this.readyForCode(this.db, app, user, appRequest.scope);
-      if (!ready.ok) {
-        return appendQuery(`${this.app.config.baseUrl}/oauth/authorize`, {
+      const scope = appRequest.scope ?? DEFAULT_SCOPE;
+      if ((await signIn.nextStep(this.db, user, app, { requestedScope: scope })) !== 'done') {
+        return appendQuery(`${this.deps.config.baseUrl}/oauth/authorize`, {
           response_type: 'code',
           client_id: app.id,
           redirect_uri: appRequest.redirectUri,
-          scope: appRequest.scope ?? DEFAULT_SCOPE,
+          scope,
           state: appRequest.state,
           code_challenge: appRequest.codeChallenge,
           code_challenge_method: appRequest.codeChallenge ? 'S256' : undefined,
           nonce: appRequest.nonce,
         });
       }
-      const code = await this.db.transaction().execute(async (trx) => {
-        const c = await this.app.tokens.issueAuthorizationCode(trx, {
-          appId: app.id,
-          userId: user.id,
+      const code = await this.db.transaction().execute((trx) =>
+        signIn.issueCode(trx, {
+          app,
+          user,
           redirectUri: appRequest.redirectUri,
-          scope: appRequest.scope ?? DEFAULT_SCOPE,
+          scope,
           codeChallenge: appRequest.codeChallenge ?? null,
           nonce: appRequest.nonce ?? null,
           authTime: now,
-        });
-        await recordAppSignIn(trx, app.id, user.id, now);
-        await appendEvent(trx, now, { type: 'user.login_succeeded', appId: app.id, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'idp' } });
-        return c;
-      });
-      return appendQuery(appRequest.redirectUri, { code, state: appRequest.state, iss: this.app.config.baseUrl });
+        }),
+      );
+      return appendQuery(appRequest.redirectUri, { code, state: appRequest.state, iss: this.deps.config.baseUrl });
     }
-    const grantId = await this.db.transaction().execute(async (trx) => {
-      const id = await this.app.tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: now });
-      await recordAppSignIn(trx, app.id, user.id, now);
-      await appendEvent(trx, now, { type: 'user.login_succeeded', appId: app.id, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'idp' } });
-      return id;
-    });
+    const grantId = await this.db.transaction().execute((trx) => signIn.openSession(trx, { app, user, authTime: now }));
     // Signing may read keys from the database: never inside a transaction (SQLite has one connection).
-    const session = await this.app.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
+    const session = await this.deps.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
     return appendQuery(appRequest.redirectUri, { session, state: appRequest.state });
   }
 
-  /** Consent for the default scopes and the app's required data: what `response_mode=code` needs. */
-  async readyForCode(db: Kysely<Database>, app: App, user: UserRow, scope: string = DEFAULT_SCOPE): Promise<{ ok: boolean; nextStep: 'consent' | 'profile' }> {
-    const consented = isSubsetScope(scope, await findConsentedScope(db, app.id, user.id));
-    if (!consented) return { ok: false, nextStep: 'consent' };
-    if (missingRequiredFields(app.requiredFields, user).length) return { ok: false, nextStep: 'profile' };
-    return { ok: true, nextStep: 'profile' };
+  /**
+   * An id_token Gatehouse fetched from the provider itself (callback, `idp_code`) is remembered, so the
+   * app can never present it later as its own `id_token`; it is not a replay when the provider hands
+   * out an identical one again (it does, for two sign-ins of one user within a second).
+   */
+  private async rememberFetched(db: Kysely<Database>, provider: ProviderConfig, token: VerifiedIdToken): Promise<void> {
+    await rememberIdToken(db, { id: newId('idt'), tokenHash: token.replayKey, issuer: provider.issuer, now: this.deps.clock.now(), expiresAt: token.claims.exp + 60 });
   }
 
   // Native path A -----------------------------------------------------------------------------------------
 
+  /** The one PKCE rule (sign-in/pkce.ts): S256, 43 base64url characters, required for `response_mode=code`. */
   private checkPkce(input: NativeInput): void {
-    const mode = input.response_mode ?? 'session';
-    if (mode === 'code' && (!input.code_challenge || input.code_challenge_method !== 'S256')) {
-      throw new AppError('invalid_request', { message: 'code_challenge with code_challenge_method=S256 is required when response_mode=code.' });
-    }
-    if (input.code_challenge && input.code_challenge_method !== 'S256') {
-      throw new AppError('invalid_request', { message: 'code_challenge_method must be S256.' });
-    }
+    const result = checkChallenge(input.code_challenge, input.code_challenge_method, (input.response_mode ?? 'session') === 'code');
+    if (!result.ok) throw new AppError('invalid_request', { message: `PKCE: ${result.reason}.`, details: [{ path: 'code_challenge', message: result.reason }] });
   }
 
   async exchange(
@@ -418,61 +407,62 @@ export class IdpService {
     this.checkPkce(input);
     const provider = await this.requireProvider();
     const metadata = await this.cache.discover(provider.issuer);
-    let idToken = input.id_token;
-    if (input.idp_code !== undefined) {
-      idToken = await exchangeCode(this.fetcher, provider, metadata, {
-        code: input.idp_code,
-        redirectUri: input.idp_redirect_uri ?? this.callbackUrl,
-        codeVerifier: input.idp_code_verifier,
-      });
-    }
-    const token = await this.verify(provider, metadata, idToken!, { nativeNonce: input.nonce });
+    const presented = input.id_token !== undefined;
+    const idToken = presented
+      ? input.id_token!
+      : await exchangeCode(this.fetcher, provider, metadata, {
+          code: input.idp_code!,
+          redirectUri: input.idp_redirect_uri ?? this.callbackUrl,
+          codeVerifier: input.idp_code_verifier,
+        });
+    const token = await this.verify(provider, metadata, idToken, { nativeNonce: input.nonce });
     const identity = await findIdentity(this.db, token.claims.iss, token.claims.sub);
     const user = identity && (await findUserById(this.db, identity.userId));
     if (!user) {
-      throw new AppError('idp_oauth_not_bound', { extra: { hosted_url: `${this.app.config.authUrl}/account?bind=1` } });
+      throw new AppError('idp_oauth_not_bound', { extra: { hosted_url: `${this.deps.config.authUrl}/account?bind=1` } });
     }
-    await this.checkUserMaySignIn(user, app.id);
-    const now = this.app.clock.now();
-    try {
-      const draft = await this.db.transaction().execute(async (trx) => {
+    const { signIn } = this.deps;
+    await signIn.assertMaySignIn(this.db, user, app.id);
+    const now = this.deps.clock.now();
+    const draft = await this.db.transaction().execute(async (trx) => {
+      if (presented) {
+        // CONTRACT §14.9: an id_token the app presents is single use (a concurrent twin loses the unique key).
         const fresh = await rememberIdToken(trx, { id: newId('idt'), tokenHash: token.replayKey, issuer: provider.issuer, now, expiresAt: token.claims.exp + 60 });
         if (!fresh) throw new AppError('invalid_id_token', { detail: 'id_token replayed' });
-        const result = await this.nativeOutcome(trx, app, user, input, { authTime: now });
-        await recordAppSignIn(trx, app.id, user.id, now);
-        await appendEvent(trx, now, { type: 'user.login_succeeded', appId: app.id, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'idp', path: 'exchange' } });
-        return result;
-      });
-      return await this.finalize(draft, app.id, user.id);
-    } catch (error) {
-      if (error instanceof AppError) throw error;
-      // A concurrent exchange of the same token lost the unique-key race.
-      throw new AppError('invalid_id_token', { detail: 'id_token replayed (concurrent)', cause: error });
-    }
+      } else {
+        await this.rememberFetched(trx, provider, token);
+      }
+      await signIn.recordLogin(trx, { userId: user.id, appId: app.id, method: 'idp', via: 'exchange' }, ctx);
+      return this.nativeOutcome(trx, app, user, input, { authTime: now });
+    });
+    return this.finalize(draft, app.id, user.id);
   }
 
-  async resume(input: NativeInput & { session: string; consent?: string }, ctx: RequestContext): Promise<NativeResult> {
+  async resume(input: NativeInput & { session: string; consent?: string }): Promise<NativeResult> {
     const app = await this.checkApp(input.client_id, input.redirect_uri);
     this.checkPkce(input);
-    const claims = await this.app.tokens.verifySession(input.session, app.id);
+    const claims = await this.deps.tokens.verifySession(input.session, app.id);
     const user = await findUserById(this.db, claims.sub);
     const grant = await findGrant(this.db, claims.grantId);
     if (!user || !grant) throw new AppError('invalid_token', { detail: 'session user or grant gone' });
-    await this.checkUserMaySignIn(user, app.id);
-    void ctx;
+    await this.deps.signIn.assertMaySignIn(this.db, user, app.id);
     const draft = await this.db.transaction().execute((trx) => this.nativeOutcome(trx, app, user, input, { authTime: grant.auth_time, grantId: grant.id }));
     return this.finalize(draft, app.id, user.id);
   }
 
-  /** The `ok` or `pending` answer of exchange/resume (CONTRACT §4.3, §14.8, §14.10, §14.11). */
   /** Mints the session JWT of a draft answer, after its transaction committed. */
   private async finalize(draft: NativeDraft, appId: string, userId: string): Promise<NativeResult> {
     if (draft.status === 'ok' && draft.response_mode === 'code') return draft;
     const { sessionGrantId, ...rest } = draft;
-    const session = await this.app.tokens.mintSession({ userId, appId, grantId: sessionGrantId });
+    const session = await this.deps.tokens.mintSession({ userId, appId, grantId: sessionGrantId });
     return { ...rest, session } as NativeResult;
   }
 
+  /**
+   * The `ok` or `pending` answer of exchange/resume (CONTRACT §4.3, §14.8, §14.10, §14.11):
+   * `response_mode=session` always opens a session; `code` asks the sign-in policy, and answers a code
+   * when nothing is left to do, else `pending` with a `/continue` ticket for the hosted step.
+   */
   private async nativeOutcome(
     trx: Kysely<Database>,
     app: App,
@@ -480,18 +470,17 @@ export class IdpService {
     input: NativeInput,
     options: { authTime: number; grantId?: string },
   ): Promise<NativeDraft> {
+    const { signIn, tokens } = this.deps;
     const mode = input.response_mode ?? 'session';
-    const ensureGrant = async () =>
-      options.grantId ?? (await this.app.tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: options.authTime }));
     if (mode === 'session') {
-      const grantId = await ensureGrant();
+      const grantId = options.grantId ?? (await signIn.openSession(trx, { app, user, authTime: options.authTime }));
       return { status: 'ok', response_mode: 'session', sessionGrantId: grantId };
     }
-    const ready = await this.readyForCode(trx, app, user);
-    if (ready.ok) {
-      const code = await this.app.tokens.issueAuthorizationCode(trx, {
-        appId: app.id,
-        userId: user.id,
+    const step = await signIn.nextStep(trx, user, app, { requestedScope: DEFAULT_SCOPE });
+    if (step === 'done') {
+      const code = await signIn.issueCode(trx, {
+        app,
+        user,
         redirectUri: input.redirect_uri,
         scope: DEFAULT_SCOPE,
         codeChallenge: input.code_challenge ?? null,
@@ -500,8 +489,10 @@ export class IdpService {
       });
       return { status: 'ok', response_mode: 'code', code, ...(input.state !== undefined ? { state: input.state } : {}) };
     }
-    const grantId = await ensureGrant();
-    const now = this.app.clock.now();
+    // The hosted page does consent and profile data; an unverified address is explained there too.
+    const nextStep = step === 'consent' ? 'consent' : 'profile';
+    const grantId = options.grantId ?? (await tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: options.authTime }));
+    const now = this.deps.clock.now();
     await voidIdpTokens(trx, 'idp_continue', user.id, app.id, now);
     const ticket = newSecret('tk');
     await insertIdpToken(trx, {
@@ -515,7 +506,7 @@ export class IdpService {
         redirect_uri: input.redirect_uri,
         response_mode: mode,
         state: input.state,
-        next_step: ready.nextStep,
+        next_step: nextStep,
         scope: DEFAULT_SCOPE,
       } satisfies ContinueTicketData,
       createdAt: now,
@@ -523,9 +514,9 @@ export class IdpService {
     });
     return {
       status: 'pending',
-      next_step: ready.nextStep,
+      next_step: nextStep,
       sessionGrantId: grantId,
-      hosted_url: `${this.app.config.authUrl}/continue?ticket=${encodeURIComponent(ticket)}`,
+      hosted_url: `${this.deps.config.authUrl}/continue?ticket=${encodeURIComponent(ticket)}`,
       authorize_params: { client_id: app.id, redirect_uri: input.redirect_uri, response_mode: mode },
     };
   }
@@ -535,28 +526,13 @@ export class IdpService {
   async findTicket(ticket: string): Promise<{ kind: 'idp_continue' | 'idp_bind'; row: OneTimeTokenRow } | null> {
     if (!/^(tk|bt)_[A-Za-z0-9_-]{20,80}$/.test(ticket)) return null;
     const kind = ticket.startsWith('tk_') ? 'idp_continue' : 'idp_bind';
-    const row = await findLiveOneTimeTokenByHash(this.db, kind, hashSecret(ticket), this.app.clock.now());
+    const row = await findLiveOneTimeTokenByHash(this.db, kind, hashSecret(ticket), this.deps.clock.now());
     return row ? { kind, row } : null;
   }
 
   consumeTicket(db: Kysely<Database>, ticket: string): Promise<OneTimeTokenRow | undefined> {
     const kind = ticket.startsWith('tk_') ? 'idp_continue' : 'idp_bind';
-    return takeOneTimeTokenByHash(db, kind, hashSecret(ticket), this.app.clock.now());
-  }
-
-  // Password sign-in on the provider pages (bind-first and the account page) -------------------------------
-
-  /** Email + password check: helper `app.accounts.verifyLogin` when present (throttling, lockout, events). */
-  async verifyPassword(request: FastifyRequest, email: string, password: string): Promise<UserRow> {
-    const ctx = requestContext(request);
-    const accounts = (this.app as unknown as { accounts?: AccountsLike }).accounts;
-    if (accounts) return accounts.verifyLogin({ email, password }, ctx);
-    const user = await findUserByEmail(this.db, email);
-    const normalized = password.normalize('NFC');
-    const ok = user?.password_hash ? await argon2.verify(user.password_hash, normalized).catch(() => false) : false;
-    if (!user || !ok) throw new AppError('invalid_credentials');
-    if (user.status !== 'active') throw new AppError('user_disabled');
-    return user;
+    return takeOneTimeTokenByHash(db, kind, hashSecret(ticket), this.deps.clock.now());
   }
 }
 

@@ -1,16 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
-import { requestContext } from '../plugins/tokens.js';
+import { requestContext } from '../shared/request-context.js';
 import type { FlowState } from '../shared/pending-flow.js';
-import { missingRequiredFields } from '../shared/required-fields.js';
-import { DEFAULT_SCOPE, isSubsetScope, joinScope, scopeList, unknownScopes } from '../shared/scopes.js';
+import { missingRequiredFields } from '../sign-in/policy.js';
+import { DEFAULT_SCOPE, joinScope, scopeList, unknownScopes } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
-import { findAppUser, recordAppSignIn } from '../storage/repos/app-users.js';
 import { type App, findApp } from '../storage/repos/apps.js';
-import { findConsentedScope } from '../storage/repos/consents.js';
 import { findGrant } from '../storage/repos/grants.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { checkChallenge } from './pkce.js';
+import { checkChallenge } from '../sign-in/pkce.js';
 import { duplicatedParams, type Params } from './params.js';
 
 /**
@@ -197,14 +195,11 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   }
   const { user } = who;
 
-  // Disabled by the admin or blocked for this app by its developer.
-  if (user.status !== 'active') throw new AppError('access_denied', { message: 'This account is disabled.', detail: 'user disabled' });
-  const appUser = await findAppUser(app.db, req.app.id, user.id);
-  if (appUser?.status === 'blocked') throw new AppError('access_denied', { message: 'This account is blocked for this application.', detail: 'user blocked' });
+  // The sign-in policy: may this user sign in to this app, and what is still to do.
+  await app.signIn.assertMaySignIn(app.db, user, req.app.id, 'authorize');
+  const step = await app.signIn.nextStep(app.db, user, req.app, { requestedScope: req.scope, forceConsent: req.prompt.has('consent') });
 
-  // Consent for exactly the requested scopes (prompt=consent forces the page).
-  const consented = await findConsentedScope(app.db, req.app.id, user.id);
-  if (req.prompt.has('consent') || !isSubsetScope(req.scope, consented)) {
+  if (step === 'consent') {
     if (req.prompt.has('none')) throw new AppError('consent_required');
     const resume = resumePath(req.params, { prompt: 'consent' });
     await writeFlow(app, request, reply, (s) => ({
@@ -224,11 +219,11 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
     return reply.redirect(hostedUrl(app, '/consent', req), 302);
   }
 
-  // The app's required profile data.
-  const missing = missingRequiredFields(req.app.requiredFields, user);
-  if (missing.length) {
+  // The app's required profile data (and a verified address, which the profile page explains).
+  if (step === 'profile' || step === 'verify_email') {
     if (req.prompt.has('none')) throw new AppError('interaction_required', { message: 'The user must complete their profile.' });
     const resume = resumePath(req.params);
+    const missing = missingRequiredFields(req.app.requiredFields, user);
     await writeFlow(app, request, reply, (s) => ({
       ...s,
       resume,
@@ -239,19 +234,17 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   }
 
   // Done: a code bound to client, redirect_uri and challenge.
-  const now = app.clock.now();
-  const code = await app.db.transaction().execute(async (trx) => {
-    await recordAppSignIn(trx, req.app.id, user.id, now);
-    return app.tokens.issueAuthorizationCode(trx, {
-      appId: req.app.id,
-      userId: user.id,
+  const code = await app.db.transaction().execute((trx) =>
+    app.signIn.issueCode(trx, {
+      app: req.app,
+      user,
       redirectUri: req.redirectUri,
       scope: req.scope,
       codeChallenge: req.codeChallenge,
       nonce: req.nonce ?? null,
       authTime: who.authTime,
-    });
-  });
+    }),
+  );
   if (request.browserSession) {
     const state = app.browserSessions.readData<FlowState>(request);
     if (state.resume || state.consent || state.profile) {

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { answerPreflight, corsOnSend } from '../plugins/cors.js';
 import { authorize } from './authorize.js';
-import { parseBasic } from './client-auth.js';
+import { parseBasic } from '../sign-in/client-auth.js';
 import { firstValue } from './params.js';
 import { introspect, revoke } from './revoke.js';
 import { ParamsBody } from './schemas.js';

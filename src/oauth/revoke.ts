@@ -3,7 +3,7 @@ import { decodeJwt } from 'jose';
 import { AppError } from '../errors.js';
 import { hashSecret } from '../shared/ids.js';
 import { findRefreshToken, isGrantLive, findGrant, revokeGrant } from '../storage/repos/grants.js';
-import { authenticateClient } from './client-auth.js';
+import { authenticateClient } from '../sign-in/client-auth.js';
 import { required, singleParams } from './params.js';
 import { noStore } from './token.js';
 
@@ -16,7 +16,7 @@ import { noStore } from './token.js';
 export async function revoke(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
   const params = singleParams(request.body);
-  const { app: client } = await authenticateClient(app.db, request, params);
+  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret });
   request.corsAppId = client.id;
   const token = required(params, 'token');
   // token_type_hint is only a hint (RFC 7009 §2.1): both kinds are looked up whatever it says.
@@ -39,7 +39,7 @@ export async function revoke(app: FastifyInstance, request: FastifyRequest, repl
 export async function introspect(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
   const params = singleParams(request.body);
-  const { app: client } = await authenticateClient(app.db, request, params);
+  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret });
   if (client.type !== 'confidential') throw new AppError('invalid_client', { message: 'Only confidential clients may introspect tokens.', detail: 'public client at introspection' });
   const token = required(params, 'token');
   const inactive = { active: false };

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { App } from '../storage/repos/apps.js';
-import { authenticateClient } from './client-auth.js';
+import { authenticateClient } from '../sign-in/client-auth.js';
 import { authorizationCodeGrant } from './grants/authorization-code.js';
 import { refreshTokenGrant } from './grants/refresh-token.js';
 import { singleParams, type Params } from './params.js';
@@ -32,7 +32,7 @@ export async function token(app: FastifyInstance, request: FastifyRequest, reply
   if (!grantType) throw new AppError('invalid_request', { message: 'The grant_type parameter is required.' });
   const handler = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;
   if (!handler) throw new AppError('unsupported_grant_type');
-  const { app: client } = await authenticateClient(app.db, request, params);
+  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret });
   request.corsAppId = client.id;
   const result = await handler(app, request, client, params).catch(async (error: unknown) => {
     if (error instanceof AppError && error.code === 'invalid_grant') {

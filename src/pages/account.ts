@@ -1,18 +1,15 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError, isAppError } from '../errors.js';
-import { requestContext } from '../plugins/tokens.js';
-import { E164, isValidBirthdate } from '../shared/required-fields.js';
+import { requestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
 import { listAppsOfUser } from '../storage/repos/app-users.js';
 import { listBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
-import { revokeConsent } from '../storage/repos/consents.js';
-import { appendEvent } from '../storage/repos/events.js';
-import { revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { PROFILE_FIELDS } from '../sign-in/profile-data.js';
 import { listIdentitiesOfUser } from '../storage/repos/idp.js';
-import { findUserById, type UserRow, updateUser } from '../storage/repos/users.js';
+import { findUserById, type UserRow } from '../storage/repos/users.js';
+import { profileDataError } from './flow.js';
 import { localeOf, renderPage } from './views.js';
-import { isValidDisplayName } from '../shared/user-fields.js';
 
 /**
  * `/account` (CONTRACT §12): sign in by password (or a link to the other ways), then the profile
@@ -47,10 +44,6 @@ type FormInput = z.output<typeof Form>;
 /** Provider-bind outcomes the account page can explain (anything else shows a generic message). */
 const IDP_ERRORS = new Set(['conflict', 'access_denied', 'invalid_id_token', 'invalid_idp_code', 'idp_unavailable', 'idp_oauth_not_configured', 'forbidden']);
 const DONE = new Set(['profile', 'password', 'unbound', 'revoked']);
-
-interface AccountsLike {
-  changePassword(userId: string, input: { currentPassword: string; newPassword: string; keepBrowserSessionIdHash?: string }, ctx: { ip?: string | null; userAgent?: string | null }): Promise<void>;
-}
 
 export default async function accountPages(app: FastifyInstance) {
   const t = (request: FastifyRequest) => app.messages.translator(localeOf(request));
@@ -134,11 +127,12 @@ export default async function accountPages(app: FastifyInstance) {
     }
     if (form.action !== 'login') throw new AppError('invalid_request', { detail: 'unknown account action' });
     try {
-      const throttle = (app as unknown as { throttle?: { hitIp(r: FastifyRequest): Promise<void> } }).throttle;
-      if (throttle) await throttle.hitIp(request);
+      await app.throttle.hitIp(request);
       if (!form.email || !form.password) throw new AppError('invalid_credentials');
-      const user = await app.idp.verifyPassword(request, form.email, form.password);
+      const ctx = requestContext(request);
+      const user = await app.accounts.verifyLogin({ email: form.email, password: form.password }, ctx);
       await app.browserSessions.signIn(request, reply, user.id);
+      await app.signIn.recordLogin(app.db, { userId: user.id, appId: null, method: 'password', via: 'account' }, ctx);
       return reply.redirect(back, 303);
     } catch (error) {
       return formFailure(request, reply, error, 'login', form.email);
@@ -174,36 +168,22 @@ export default async function accountPages(app: FastifyInstance) {
   app.post<{ Body: FormInput }>('/account/profile', { schema: { body: Form } }, async (request, reply) => {
     const user = await requireUser(request);
     const form = request.body;
-    const tr = t(request);
-    const patch: Partial<UserRow> = {};
-    const name = form.name?.trim();
-    if (name !== undefined) {
-      if (name && !isValidDisplayName(name)) return render(request, reply.code(400), { error: tr('idp.error.invalid_name') });
-      patch.name = name || null;
+    // The user's own profile: any field may be set or cleared, by the same rule as the sign-in steps.
+    const data = Object.fromEntries(PROFILE_FIELDS.filter((f) => form[f] !== undefined).map((f) => [f, form[f]]));
+    try {
+      await app.signIn.applyProfileData(app.db, { user, appId: null, data, accepted: PROFILE_FIELDS, allowClear: true, via: 'account' }, requestContext(request));
+    } catch (error) {
+      return render(request, reply.code(400), { error: profileDataError(request, error) });
     }
-    const phone = form.phone_number?.trim();
-    if (phone !== undefined) {
-      if (phone && !E164.test(phone)) return render(request, reply.code(400), { error: tr('idp.error.invalid_phone_number') });
-      patch.phone_number = phone || null;
-    }
-    const birthdate = form.birthdate?.trim();
-    if (birthdate !== undefined) {
-      if (birthdate && !isValidBirthdate(birthdate)) return render(request, reply.code(400), { error: tr('idp.error.invalid_birthdate') });
-      patch.birthdate = birthdate || null;
-    }
-    await updateUser(app.db, user.id, { ...patch, updated_at: app.clock.now() });
     return reply.redirect('/account?done=profile', 303);
   });
 
   app.post<{ Body: FormInput }>('/account/password', { schema: { body: Form } }, async (request, reply) => {
     const user = await requireUser(request);
     const form = request.body;
-    const accounts = (app as unknown as { accounts?: AccountsLike }).accounts;
-    if (!accounts) throw new AppError('service_unavailable', { detail: 'accounts plugin missing' });
     try {
-      const throttle = (app as unknown as { throttle?: { hitIp(r: FastifyRequest): Promise<void> } }).throttle;
-      if (throttle) await throttle.hitIp(request);
-      await accounts.changePassword(
+      await app.throttle.hitIp(request);
+      await app.accounts.changePassword(
         user.id,
         { currentPassword: form.password ?? '', newPassword: form.new_password ?? '', keepBrowserSessionIdHash: request.browserSession?.id_hash },
         requestContext(request),
@@ -218,13 +198,7 @@ export default async function accountPages(app: FastifyInstance) {
     const user = await requireUser(request);
     const clientId = request.body.client_id;
     if (request.body.action !== 'deny' || !clientId) throw new AppError('invalid_request', { detail: 'unknown apps action' });
-    const now = app.clock.now();
-    const ctx = requestContext(request);
-    await app.db.transaction().execute(async (trx) => {
-      await revokeConsent(trx, clientId, user.id);
-      await revokeGrantsOfUser(trx, user.id, now, 'consent_revoked', clientId);
-      await appendEvent(trx, now, { type: 'consent.revoked', appId: clientId, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { via: 'account' } });
-    });
+    await app.signIn.revokeConsent({ appId: clientId, userId: user.id, via: 'account' }, requestContext(request));
     return reply.redirect('/account?done=revoked', 303);
   });
 }

@@ -1,18 +1,15 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
-import { requestContext } from '../plugins/tokens.js';
+import { requestContext } from '../shared/request-context.js';
 import type { FlowState, PendingConsent, PendingProfile } from '../shared/pending-flow.js';
-import { E164, isValidBirthdate } from '../shared/required-fields.js';
+import { PROFILE_FIELDS, type ProfileField } from '../sign-in/profile-data.js';
 import { scopeList } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
 import { findApp } from '../storage/repos/apps.js';
-import { grantConsent } from '../storage/repos/consents.js';
-import { appendEvent } from '../storage/repos/events.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
-import { findUserById, updateUser } from '../storage/repos/users.js';
-import { field, readFlow } from './flow.js';
+import { findUserById } from '../storage/repos/users.js';
+import { field, profileDataError, readFlow } from './flow.js';
 import { localeOf, renderPage } from './views.js';
-import { isValidDisplayName } from '../shared/user-fields.js';
 
 /**
  * `/consent` and `/profile`: the steps `/oauth/authorize` waits for. What they act on (app, user,
@@ -73,12 +70,9 @@ export default async function consentPages(app: FastifyInstance) {
         303,
       );
     }
-    const now = app.clock.now();
-    const ctx = requestContext(request);
-    await app.db.transaction().execute(async (trx) => {
-      await grantConsent(trx, step.appId, step.userId, step.scope, now);
-      await appendEvent(trx, now, { type: 'consent.granted', appId: step.appId, userId: step.userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { scope: step.scope } });
-    });
+    await app.db.transaction().execute((trx) =>
+      app.signIn.grantConsent(trx, { appId: step.appId, userId: step.userId, scope: step.scope, via: 'consent_page' }, requestContext(request)),
+    );
     return reply.redirect(step.resume, 303);
   });
 
@@ -100,33 +94,17 @@ export default async function consentPages(app: FastifyInstance) {
 
   app.post('/profile', async (request, reply) => {
     const step = pendingStep(request, 'profile');
-    const t = app.messages.translator(localeOf(request));
-    const values: Record<string, string> = {};
-    const patch: { name?: string; phone_number?: string; birthdate?: string } = {};
-    let error: string | undefined;
-    if (step.fields.includes('name')) {
-      const name = field(request.body, 'name').trim();
-      values.name = name.slice(0, 100);
-      if (!isValidDisplayName(name)) error ??= t('oauth.profile.invalid_name');
-      else patch.name = name;
-    }
-    if (step.fields.includes('phone_number')) {
-      const phone = field(request.body, 'phone_number').replace(/[\s()-]/g, '');
-      values.phone_number = phone.slice(0, 20);
-      if (!E164.test(phone)) error ??= t('oauth.profile.invalid_phone');
-      else patch.phone_number = phone;
-    }
-    if (step.fields.includes('birthdate')) {
-      const birthdate = field(request.body, 'birthdate').trim();
-      values.birthdate = birthdate.slice(0, 10);
-      if (!isValidBirthdate(birthdate)) error ??= t('oauth.profile.invalid_birthdate');
-      else patch.birthdate = birthdate;
-    }
-    if (error) {
+    const fields = PROFILE_FIELDS.filter((f) => step.fields.includes(f));
+    const data = Object.fromEntries(fields.map((f) => [f, field(request.body, f)])) as Record<ProfileField, string>;
+    const user = await findUserById(app.db, step.userId);
+    if (!user) throw expired();
+    try {
+      await app.signIn.applyProfileData(app.db, { user, appId: step.appId, data, accepted: fields, required: fields, via: 'profile_page' }, requestContext(request));
+    } catch (error) {
+      const message = profileDataError(request, error);
       reply.code(400);
-      return renderProfile(request, reply, step, { error, values });
+      return renderProfile(request, reply, step, { error: message, values: Object.fromEntries(fields.map((f) => [f, data[f].slice(0, 100)])) });
     }
-    if (Object.keys(patch).length) await updateUser(app.db, step.userId, { ...patch, updated_at: app.clock.now() });
     await clearStep(request, 'profile');
     return reply.redirect(step.resume, 303);
   });

@@ -2,15 +2,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError, isAppError } from '../errors.js';
 import type { BindTicketData, ContinueTicketData } from '../idp/service.js';
-import { requestContext } from '../plugins/tokens.js';
-import { E164, isValidBirthdate, missingRequiredFields } from '../shared/required-fields.js';
+import { requestContext } from '../shared/request-context.js';
+import { missingRequiredFields } from '../sign-in/policy.js';
+import type { ProfileField } from '../sign-in/profile-data.js';
 import { scopeList } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
 import { findApp } from '../storage/repos/apps.js';
-import { grantConsent } from '../storage/repos/consents.js';
-import { appendEvent } from '../storage/repos/events.js';
 import { findGrant } from '../storage/repos/grants.js';
-import { findUserById, updateUser } from '../storage/repos/users.js';
+import { findUserById } from '../storage/repos/users.js';
+import { profileDataError } from './flow.js';
 import { localeOf, renderPage } from './views.js';
 
 /**
@@ -127,10 +127,9 @@ export default async function continuePages(app: FastifyInstance) {
         if (form.action === 'bind' && request.browserSession?.user_id) {
           userId = request.browserSession.user_id;
         } else if (form.action === 'login') {
-          const throttle = (app as unknown as { throttle?: { hitIp(r: FastifyRequest): Promise<void> } }).throttle;
-          if (throttle) await throttle.hitIp(request);
+          await app.throttle.hitIp(request);
           if (!form.email || !form.password) throw new AppError('invalid_credentials');
-          userId = (await app.idp.verifyPassword(request, form.email, form.password)).id;
+          userId = (await app.accounts.verifyLogin({ email: form.email, password: form.password }, ctx)).id;
         } else {
           throw new AppError('invalid_request', { message: t('idp.error.unknown_action') });
         }
@@ -169,28 +168,23 @@ export default async function continuePages(app: FastifyInstance) {
       reply.code(400);
       return renderContinue(request, reply, ticket, data, userId, appId, t('idp.error.unknown_action'), form);
     }
-    // Profile data the app requires and the user lacks.
-    const missing = missingRequiredFields(client.requiredFields, user).filter((f) => f !== 'email_verified');
-    const patch: { name?: string; phone_number?: string; birthdate?: string } = {};
-    for (const field of missing) {
-      const value = (form[field] ?? '').trim();
-      const valid =
-        field === 'name' ? value.length >= 1 && value.length <= 100 : field === 'phone_number' ? E164.test(value) : isValidBirthdate(value);
-      if (!valid) {
-        reply.code(400);
-        return renderContinue(request, reply, ticket, data, userId, appId, t(`idp.error.invalid_${field}`), form);
-      }
-      patch[field] = value;
+    // Profile data the app requires and the user lacks, through the one rule, then consent: one
+    // transaction with taking the ticket, so refused data leaves the ticket usable and nothing written.
+    const fields = missingRequiredFields(client.requiredFields, user).filter((f): f is ProfileField => f !== 'email_verified');
+    const values = Object.fromEntries(fields.map((f) => [f, form[f] ?? ''])) as Record<ProfileField, string>;
+    try {
+      await app.db.transaction().execute(async (trx) => {
+        if (!(await app.idp.consumeTicket(trx, ticket))) throw deadTicket();
+        await app.signIn.applyProfileData(trx, { user, appId, data: values, accepted: fields, required: fields, via: 'continue' }, ctx);
+        if (data.next_step === 'consent' || form.action === 'allow') {
+          await app.signIn.grantConsent(trx, { appId, userId, scope: data.scope, via: 'continue' }, ctx);
+        }
+      });
+    } catch (error) {
+      const message = profileDataError(request, error);
+      reply.code(400);
+      return renderContinue(request, reply, ticket, data, userId, appId, message, form);
     }
-    const now = app.clock.now();
-    await app.db.transaction().execute(async (trx) => {
-      if (!(await app.idp.consumeTicket(trx, ticket))) throw deadTicket();
-      if (Object.keys(patch).length) await updateUser(trx, userId, { ...patch, updated_at: now });
-      if (data.next_step === 'consent' || form.action === 'allow') {
-        await grantConsent(trx, appId, userId, data.scope, now);
-        await appendEvent(trx, now, { type: 'consent.granted', appId, userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { scope: data.scope, via: 'continue' } });
-      }
-    });
     return reply.redirect(
       appendQuery(`${app.config.baseUrl}/oauth/authorize`, { client_id: appId, redirect_uri: data.redirect_uri, response_mode: data.response_mode, consent: '1' }),
       303,

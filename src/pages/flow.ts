@@ -1,8 +1,8 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../errors.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isAppError } from '../errors.js';
 import { type FlowState, isSafeResume } from '../shared/pending-flow.js';
-import type { UserRow } from '../storage/repos/users.js';
 import { type App, findApp } from '../storage/repos/apps.js';
+import { localeOf } from './views.js';
 
 /**
  * Helpers shared by the hosted sign-in pages (login, register, and the other helpers' magic-link and
@@ -44,24 +44,14 @@ export function carriedQuery(request: FastifyRequest): string {
   return s ? `?${s}` : '';
 }
 
-/** What `app.accounts` (helper 3's plugin) offers the hosted pages. */
-export interface AccountsPort {
-  verifyLogin(input: { email: string; password: string }, ctx: { ip?: string | null; userAgent?: string | null; appId?: string }): Promise<UserRow>;
-  register(
-    input: { email: string; password: string; name?: string; acceptLegal?: boolean },
-    ctx: { ip?: string | null; userAgent?: string | null; appId?: string },
-  ): Promise<UserRow>;
-}
-
-export function accountsOf(app: FastifyInstance): AccountsPort {
-  const accounts = (app as unknown as { accounts?: AccountsPort }).accounts;
-  if (!accounts) throw new AppError('service_unavailable', { detail: 'accounts plugin not registered' });
-  return accounts;
-}
-
-export async function hitIp(app: FastifyInstance, request: FastifyRequest): Promise<void> {
-  const throttle = (app as unknown as { throttle?: { hitIp(request: FastifyRequest): Promise<void> } }).throttle;
-  if (throttle) await throttle.hitIp(request);
+/**
+ * The message a hosted form shows for profile data the sign-in service refused (one `details` entry
+ * per field, see SignIn.applyProfileData); rethrows anything else.
+ */
+export function profileDataError(request: FastifyRequest, error: unknown): string {
+  if (!isAppError(error) || error.code !== 'invalid_request' || !error.details?.length) throw error;
+  const t = request.server.messages.translator(localeOf(request));
+  return t(`idp.error.invalid_${error.details[0]!.path}`);
 }
 
 /** A string field of a form body ('' when absent or not a string). */

@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../errors.js';
-import { requestContext } from '../plugins/tokens.js';
-import { appendEvent } from '../storage/repos/events.js';
+import { requestContext } from '../shared/request-context.js';
 import { IDP_SETTING_KEY, getSetting, type IdpSetting } from '../storage/repos/settings.js';
 import { localeOf, renderPage } from './views.js';
-import { accountsOf, afterSignIn, carriedQuery, field, flowApp, hitIp, resumeOf } from './flow.js';
+import { afterSignIn, carriedQuery, field, flowApp, resumeOf } from './flow.js';
 
 /**
  * Hosted sign-in and registration (CONTRACT §12, §14.16, §14.22): `/login` (email + password, a
@@ -74,7 +73,7 @@ export default async function loginPages(app: FastifyInstance) {
     const password = field(request.body, 'password');
     if (field(request.body, 'action') === 'send_magic_link') return reply.redirect(`/magic-link/request${carriedQuery(request)}`, 303);
     try {
-      await hitIp(app, request);
+      await app.throttle.hitIp(request);
     } catch (error) {
       return renderLogin(request, reply, { error: formError(request, reply, error), email: email.slice(0, 320) });
     }
@@ -86,16 +85,9 @@ export default async function loginPages(app: FastifyInstance) {
     const client = await flowApp(request);
     try {
       const ctx = requestContext(request);
-      const user = await accountsOf(app).verifyLogin({ email, password }, { ...ctx, appId: client?.id });
+      const user = await app.accounts.verifyLogin({ email, password }, { ...ctx, appId: client?.id });
       await app.browserSessions.signIn(request, reply, user.id);
-      await appendEvent(app.db, app.clock.now(), {
-        type: 'user.login_succeeded',
-        appId: client?.id ?? null,
-        userId: user.id,
-        ip: ctx.ip,
-        userAgent: ctx.userAgent,
-        data: { method: 'password', via: 'hosted_login' },
-      });
+      await app.signIn.recordLogin(app.db, { userId: user.id, appId: client?.id ?? null, method: 'password', via: 'hosted_login' }, ctx);
       return afterSignIn(request, reply);
     } catch (error) {
       return renderLogin(request, reply, { error: formError(request, reply, error), email });

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { requestContext } from '../plugins/tokens.js';
+import { requestContext } from '../shared/request-context.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
-import { accountsOf, afterSignIn, carriedQuery, field, flowApp, hitIp } from './flow.js';
+import { afterSignIn, carriedQuery, field, flowApp } from './flow.js';
 import { formError } from './login.js';
 import { localeOf, renderPage } from './views.js';
 
@@ -42,7 +42,7 @@ export default async function registerPages(app: FastifyInstance) {
     const accepted = field(request.body, 'accept_terms') !== '';
     const t = app.messages.translator(localeOf(request));
     try {
-      await hitIp(app, request);
+      await app.throttle.hitIp(request);
     } catch (error) {
       return renderRegister(request, reply, { error: formError(request, reply, error), email, name });
     }
@@ -56,11 +56,12 @@ export default async function registerPages(app: FastifyInstance) {
     }
     const client = await flowApp(request);
     try {
-      const user = await accountsOf(app).register(
+      const user = await app.accounts.register(
         { email, password, ...(name ? { name } : {}), acceptLegal: accepted },
         { ...requestContext(request), appId: client?.id },
       );
       await app.browserSessions.signIn(request, reply, user.id);
+      await app.signIn.recordLogin(app.db, { userId: user.id, appId: client?.id ?? null, method: 'register', via: 'hosted_register' }, requestContext(request));
       return afterSignIn(request, reply);
     } catch (error) {
       return renderRegister(request, reply, { error: formError(request, reply, error), email, name });

@@ -1,5 +1,5 @@
-import type { FastifySchemaCompiler } from 'fastify';
-import type { ZodType } from 'zod';
+import type { FastifySchemaCompiler, FastifyTypeProvider } from 'fastify';
+import type { input, output, ZodType } from 'zod';
 
 /**
  * Route schemas are zod schemas: `schema: { body: Z, querystring: Z, params: Z }`. A failure becomes
@@ -18,3 +18,12 @@ export const validatorCompiler: FastifySchemaCompiler<ZodType> = ({ schema }) =>
   });
   return { error };
 };
+
+/**
+ * The matching type provider: `app.withTypeProvider<ZodTypeProvider>()` gives handlers the parsed
+ * (output) type of their zod schemas, so no handler casts its input.
+ */
+export interface ZodTypeProvider extends FastifyTypeProvider {
+  validator: this['schema'] extends ZodType ? output<this['schema']> : unknown;
+  serializer: this['schema'] extends ZodType ? input<this['schema']> : unknown;
+}

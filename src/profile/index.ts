@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
-import { requestContext } from '../plugins/tokens.js';
+import { requestContext } from '../shared/request-context.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import { PROFILE_BODY_LIMIT, ProfileParams, type ProfileParamsInput } from './schemas.js';

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
-import type { RequestContext } from '../plugins/tokens.js';
+import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { deleteProfile, findProfile, type ProfileRecord, replaceProfileIf, upsertProfile } from '../storage/repos/profiles.js';

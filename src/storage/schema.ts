@@ -1,4 +1,4 @@
-import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
+import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 /**
  * The single typed database schema, shared by SQLite and PostgreSQL.
@@ -110,6 +110,8 @@ export interface GrantsTable {
   expires_at: number; // absolute lifetime of the family
   revoked_at: number | null;
   revoked_reason: string | null;
+  /** 1 while a REST sign-in on this grant is `pending` (profile data or email verification). */
+  awaiting_completion: ColumnType<number, number | undefined, number>;
 }
 
 export interface AuthorizationCodesTable {

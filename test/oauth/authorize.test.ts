@@ -363,7 +363,7 @@ describe('GET /oauth/authorize', () => {
       await authorizeAndGetCode(alice, fresh, { scope: 'openid profile' });
       const events = await t.db.selectFrom('events').selectAll().where('type', '=', 'consent.granted').where('app_id', '=', fresh.app.id).execute();
       expect(events).toHaveLength(1);
-      expect(JSON.parse(events[0]!.data)).toEqual({ scope: 'openid profile' });
+      expect(JSON.parse(events[0]!.data)).toEqual({ via: 'consent_page', scope: 'openid profile' });
     });
 
     it('item 23d: the grant covers only the scopes shown, whatever the POST carries', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_FAILED_SECRETS_PER_MINUTE } from '../../src/oauth/client-auth.js';
+import { MAX_FAILED_SECRETS_PER_MINUTE } from '../../src/sign-in/client-auth.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeClient, tokenRequest, type TestClient } from '../helpers/oauth-flows.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkChallenge, isValidVerifier, s256, verifyPkce } from '../../src/oauth/pkce.js';
+import { checkChallenge, isValidVerifier, s256, verifyPkce } from '../../src/sign-in/pkce.js';
 
 describe('pkce (pure)', () => {
   const V = 'dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk';

@@ -104,7 +104,8 @@ describe('/account', () => {
 
     const bad: Array<[Record<string, string>, string]> = [
       [{ name: 'Other', phone_number: '4155550100', birthdate: '1990-02-03' }, 'international format'],
-      [{ name: 'Other', phone_number: '+1 415 555 0100', birthdate: '1990-02-03' }, 'international format'],
+      [{ name: 'Other', phone_number: '+0 415 555 0100', birthdate: '1990-02-03' }, 'international format'],
+      [{ name: 'Bad\u001b[31m', phone_number: '+14155550100', birthdate: '1990-02-03' }, '1–100 characters'],
       [{ name: 'Other', phone_number: '+14155550100', birthdate: '1990-02-30' }, 'valid date of birth'],
       [{ name: 'Other', phone_number: '+14155550100', birthdate: '2999-01-01' }, 'valid date of birth'],
       [{ name: 'Other', phone_number: '+14155550100', birthdate: '03/02/1990' }, 'valid date of birth'],
@@ -118,6 +119,9 @@ describe('/account', () => {
       row = await findUserById(t.db, user.id);
       expect(row).toMatchObject({ name: 'Zoë Example', phone_number: '+14155550100', birthdate: '1990-02-03' });
     }
+    // The one profile-data rule: spaces, dashes and brackets people type in a phone number are dropped.
+    expect((await send(b, '/account/profile', { name: 'Zoë Example', phone_number: '+1 (415) 555-0100', birthdate: '1990-02-03', action: 'save' })).statusCode).toBe(303);
+    expect(await findUserById(t.db, user.id)).toMatchObject({ phone_number: '+14155550100' });
     // Clearing a field is allowed.
     expect((await send(b, '/account/profile', { name: 'Zoë Example', phone_number: '', birthdate: '', action: 'save' })).statusCode).toBe(303);
     expect(await findUserById(t.db, user.id)).toMatchObject({ phone_number: null, birthdate: null });

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
-import { requestContext, type TokenResponse } from '../../plugins/tokens.js';
+import { type TokenResponse } from '../../tokens/service.js';
+import { requestContext } from '../../shared/request-context.js';
 import { hashSecret } from '../../shared/ids.js';
-import { findAppUser } from '../../storage/repos/app-users.js';
 import type { App } from '../../storage/repos/apps.js';
 import { appendEvent } from '../../storage/repos/events.js';
 import {
@@ -14,14 +14,15 @@ import {
 } from '../../storage/repos/grants.js';
 import { findUserById } from '../../storage/repos/users.js';
 import { required, type Params } from '../params.js';
-import { isValidVerifier, verifyPkce } from '../pkce.js';
+import { isValidVerifier, verifyPkce } from '../../sign-in/pkce.js';
 
 /**
  * grant_type=authorization_code (RFC 6749 §4.1.3, RFC 7636 §4.6, CONTRACT §3):
  * the code is consumed atomically in the same transaction that issues the tokens; exactly one
  * redemption wins. Once consumed, a failed check (expiry, redirect_uri, verifier) has burned the code.
  * Any later or concurrent redemption fails with `invalid_grant` and revokes what the code produced.
- * A code of another client is refused without being burned.
+ * A code of another client is refused without being burned. A code whose basis is gone (user
+ * disabled or blocked, consent withdrawn, password changed since it was issued) never redeems.
  */
 export async function authorizationCodeGrant(app: FastifyInstance, request: FastifyRequest, client: App, params: Params): Promise<TokenResponse> {
   const code = required(params, 'code');
@@ -49,8 +50,10 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
       return { fail: 'code_verifier sent for a code without a challenge (downgrade)' };
     }
     const user = await findUserById(trx, row.user_id);
-    if (!user || user.status !== 'active') return { fail: 'user disabled or gone' };
-    if ((await findAppUser(trx, client.id, user.id))?.status === 'blocked') return { fail: 'user blocked for this app' };
+    if (!user) return { fail: 'user gone' };
+    // The basis the code was issued on must still hold (sign-in/policy.ts: codeBasisProblem).
+    const problem = await app.signIn.codeBasisProblem(trx, row, user);
+    if (problem) return { fail: `grant basis gone: ${problem}` };
     const { response, grantId } = await app.tokens.issueTokens(trx, {
       app: client,
       user,

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
-import { requestContext } from '../../plugins/tokens.js';
+import { requestContext } from '../../shared/request-context.js';
 import { unknownScopes } from '../../shared/scopes.js';
 import type { App } from '../../storage/repos/apps.js';
 import { required, type Params } from '../params.js';

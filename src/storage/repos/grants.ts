@@ -31,11 +31,26 @@ export async function revokeGrant(db: Kysely<Database>, id: string, at: number, 
   await db.updateTable('grants').set({ revoked_at: at, revoked_reason: reason }).where('id', '=', id).where('revoked_at', 'is', null).execute();
 }
 
-/** Revokes every grant of a user (optionally only for one app): all their refresh tokens and sessions die. */
+/**
+ * Revokes every grant of a user (optionally only for one app): all their refresh tokens and sessions
+ * die, and so do the authorization codes not yet redeemed (they expire now), so a code issued just
+ * before a password reset or a consent revocation never yields tokens.
+ */
 export async function revokeGrantsOfUser(db: Kysely<Database>, userId: string, at: number, reason: string, appId?: string): Promise<void> {
-  let q = db.updateTable('grants').set({ revoked_at: at, revoked_reason: reason }).where('user_id', '=', userId).where('revoked_at', 'is', null);
-  if (appId) q = q.where('app_id', '=', appId);
-  await q.execute();
+  let grants = db.updateTable('grants').set({ revoked_at: at, revoked_reason: reason }).where('user_id', '=', userId).where('revoked_at', 'is', null);
+  let codes = db.updateTable('authorization_codes').set({ expires_at: at }).where('user_id', '=', userId).where('consumed_at', 'is', null).where('expires_at', '>', at);
+  if (appId) {
+    grants = grants.where('app_id', '=', appId);
+    codes = codes.where('app_id', '=', appId);
+  }
+  await grants.execute();
+  await codes.execute();
+}
+
+/** Ends the `pending` state of a REST sign-in's grant. Exactly one caller wins; returns whether it was this one. */
+export async function finishPendingGrant(db: Kysely<Database>, id: string): Promise<boolean> {
+  const result = await db.updateTable('grants').set({ awaiting_completion: 0 }).where('id', '=', id).where('awaiting_completion', '=', 1).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }
 
 // Refresh tokens -------------------------------------------------------------------------------------

@@ -74,24 +74,23 @@ export interface NewIdpToken {
   expiresAt: number;
 }
 
+const idpTokenValues = (t: NewIdpToken) => ({
+  id: t.id,
+  kind: t.kind,
+  token_hash: t.tokenHash,
+  code_hash: null,
+  user_id: t.userId ?? null,
+  email: null,
+  app_id: t.appId ?? null,
+  data: JSON.stringify(t.data),
+  attempts: 0,
+  created_at: t.createdAt,
+  expires_at: t.expiresAt,
+  consumed_at: null,
+});
+
 export async function insertIdpToken(db: Kysely<Database>, t: NewIdpToken): Promise<void> {
-  await db
-    .insertInto('one_time_tokens')
-    .values({
-      id: t.id,
-      kind: t.kind,
-      token_hash: t.tokenHash,
-      code_hash: null,
-      user_id: t.userId ?? null,
-      email: null,
-      app_id: t.appId ?? null,
-      data: JSON.stringify(t.data),
-      attempts: 0,
-      created_at: t.createdAt,
-      expires_at: t.expiresAt,
-      consumed_at: null,
-    })
-    .execute();
+  await db.insertInto('one_time_tokens').values(idpTokenValues(t)).execute();
 }
 
 /** Voids every live row of `kind` for (user, app): a fresh `/continue` ticket kills the earlier ones. */
@@ -108,20 +107,16 @@ export async function voidIdpTokens(db: Kysely<Database>, kind: IdpTokenKind, us
 
 /**
  * Remembers an accepted id_token (by hash) until it expires. Returns false when it was already
- * remembered: the token is being replayed.
+ * remembered (the token is being replayed); a concurrent insert of the same token loses the unique key
+ * and also answers false, while any other database failure propagates.
  */
 export async function rememberIdToken(db: Kysely<Database>, input: { id: string; tokenHash: string; issuer: string; now: number; expiresAt: number }): Promise<boolean> {
-  const existing = await db.selectFrom('one_time_tokens').select('id').where('token_hash', '=', input.tokenHash).executeTakeFirst();
-  if (existing) return false;
-  await insertIdpToken(db, {
-    id: input.id,
-    kind: 'idp_id_token',
-    tokenHash: input.tokenHash,
-    data: { issuer: input.issuer },
-    createdAt: input.now,
-    expiresAt: input.expiresAt,
-  });
-  return true;
+  const result = await db
+    .insertInto('one_time_tokens')
+    .values(idpTokenValues({ id: input.id, kind: 'idp_id_token', tokenHash: input.tokenHash, data: { issuer: input.issuer }, createdAt: input.now, expiresAt: input.expiresAt }))
+    .onConflict((oc) => oc.column('token_hash').doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
 }
 
 /** Housekeeping: drops this feature's rows that expired more than a day ago. */

@@ -9,7 +9,7 @@ import {
   passwordProblemText,
   prepareDummyHash,
   verifyPassword,
-} from '../auth/passwords.js';
+} from './passwords.js';
 import type { ResolvedConfig } from '../config.js';
 import { isValidDisplayName, isValidEmailAddress } from '../shared/user-fields.js';
 import { AppError } from '../errors.js';
@@ -35,8 +35,8 @@ import {
 } from '../storage/repos/one-time-tokens.js';
 import { findUserByEmail, findUserById, insertUser, normalizeEmail, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
-import type { RequestContext } from './tokens.js';
-import type { Throttle } from './throttle.js';
+import type { RequestContext } from '../shared/request-context.js';
+import type { Throttle } from '../throttle/service.js';
 
 /**
  * End-user accounts (CONTRACT §5, §6, §14.3–6, §14.19–20; SECURITY.md H–K): password sign-in with

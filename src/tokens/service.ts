@@ -1,5 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import fp from 'fastify-plugin';
+import type { FastifyRequest } from 'fastify';
 import { decodeProtectedHeader } from 'jose';
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
@@ -23,7 +22,8 @@ import {
 } from '../storage/repos/grants.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
-import type { KeyStore } from './keys.js';
+import type { KeyStore } from '../plugins/keys.js';
+import type { RequestContext } from '../shared/request-context.js';
 
 /**
  * Token issuing shared by every sign-in path (OAuth code exchange, REST sign-in, provider exchange):
@@ -65,16 +65,6 @@ export interface BearerIdentity {
   grantId: string;
 }
 
-export interface RequestContext {
-  ip?: string | null;
-  userAgent?: string | null;
-}
-
-export const requestContext = (request: FastifyRequest): RequestContext => ({
-  ip: request.ip,
-  userAgent: request.headers['user-agent'] ?? null,
-});
-
 const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/;
 
 export class TokenService {
@@ -92,7 +82,7 @@ export class TokenService {
   /** Starts a grant: one sign-in of a user to an app. Tokens and session JWTs reference it as `sid`. */
   async createGrant(
     db: Kysely<Database>,
-    input: { appId: string; userId: string; scope: string; authTime: number; nonce?: string | null },
+    input: { appId: string; userId: string; scope: string; authTime: number; nonce?: string | null; awaitingCompletion?: boolean },
   ): Promise<string> {
     const now = this.clock.now();
     const id = newId('grt');
@@ -107,6 +97,7 @@ export class TokenService {
       expires_at: now + this.config.ttl.refreshFamily,
       revoked_at: null,
       revoked_reason: null,
+      awaiting_completion: input.awaitingCompletion ? 1 : 0,
     });
     return id;
   }
@@ -345,15 +336,3 @@ export class TokenService {
     return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId };
   }
 }
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    tokens: TokenService;
-  }
-}
-
-async function tokensPlugin(app: FastifyInstance) {
-  app.decorate('tokens', new TokenService(app.db, app.keys, app.config, app.clock));
-}
-
-export default fp(tokensPlugin, { name: 'tokens', dependencies: ['db', 'keys'] });

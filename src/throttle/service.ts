@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import fp from 'fastify-plugin';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
@@ -136,29 +135,3 @@ export class Throttle {
     if (this.redis) this.redis.disconnect();
   }
 }
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    throttle: Throttle;
-  }
-}
-
-async function throttlePlugin(app: FastifyInstance) {
-  let redis: Redis | null = null;
-  if (app.config.redisUrl) {
-    redis = new Redis(app.config.redisUrl, {
-      lazyConnect: false,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      connectTimeout: 2000,
-      commandTimeout: 500,
-      retryStrategy: (times) => Math.min(times * 200, 5000),
-    });
-    redis.on('error', () => undefined); // reported once per fallback in hitKey
-  }
-  const throttle = new Throttle(app.db, app.config, app.clock, redis, app.log);
-  app.decorate('throttle', throttle);
-  app.addHook('onClose', async () => throttle.close());
-}
-
-export default fp(throttlePlugin, { name: 'throttle', dependencies: ['db'] });

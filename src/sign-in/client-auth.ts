@@ -1,16 +1,17 @@
-import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
 import { hashSecret, safeEqual } from '../shared/ids.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import type { Database } from '../storage/schema.js';
-import type { Params } from './params.js';
+import type { Throttle } from '../throttle/service.js';
 
 /**
- * Client authentication at /oauth/token, /oauth/revoke and /oauth/introspect (RFC 6749 §2.3):
- * `none` (public apps: client_id only), `client_secret_basic` and `client_secret_post`. A
- * confidential app must authenticate; a secret is compared by hash in constant time. One method per
- * request. Failures are 401 `invalid_client` (with `WWW-Authenticate: Basic` from the error handler).
+ * Client authentication (RFC 6749 §2.3; CONTRACT §15.1), the one rule for every request that issues or
+ * rotates an app's tokens — `/oauth/token` and `/v1/auth/register|login|magic-link/verify|refresh|
+ * profile/complete` — and for `/oauth/revoke` and `/oauth/introspect`: `none` (public apps: client_id
+ * only), `client_secret_basic` and `client_secret_post` (`client_secret` beside `client_id` in the
+ * form or JSON body). A confidential app must authenticate; a secret is compared by hash in constant
+ * time. One method per request. Failures are 401 `invalid_client` with `WWW-Authenticate: Basic`.
  */
 
 export type ClientAuthMethod = 'none' | 'client_secret_basic' | 'client_secret_post';
@@ -50,22 +51,29 @@ export function parseBasic(header: string | undefined): BasicCredentials | undef
 /** Wrong secrets per client per minute before 429 (SECURITY.md item 68); only failures count, so the right secret keeps working. */
 export const MAX_FAILED_SECRETS_PER_MINUTE = 20;
 
-export async function authenticateClient(db: Kysely<Database>, request: FastifyRequest, params: Params): Promise<AuthenticatedClient> {
-  const basic = parseBasic(request.headers.authorization);
-  if (basic && params.client_secret !== undefined) {
+/** What a request presents: its Authorization header and the client fields of its body. */
+export interface ClientCredentials {
+  authorization?: string;
+  clientId?: string;
+  clientSecret?: string;
+}
+
+export async function authenticateClient(deps: { db: Kysely<Database>; throttle: Throttle }, credentials: ClientCredentials): Promise<AuthenticatedClient> {
+  const basic = parseBasic(credentials.authorization);
+  if (basic && credentials.clientSecret !== undefined) {
     throw new AppError('invalid_request', { message: 'Use only one client authentication method.' });
   }
-  if (basic && params.client_id !== undefined && params.client_id !== basic.clientId) {
+  if (basic && credentials.clientId !== undefined && credentials.clientId !== basic.clientId) {
     throw new AppError('invalid_request', { message: 'client_id does not match the Authorization header.' });
   }
-  const clientId = basic?.clientId ?? params.client_id;
+  const clientId = basic?.clientId ?? credentials.clientId;
   if (!clientId) {
     throw new AppError('invalid_client', { detail: 'no client identification' });
   }
-  const secret = basic?.clientSecret ?? params.client_secret;
+  const secret = basic?.clientSecret ?? credentials.clientSecret;
   const method: ClientAuthMethod = basic ? 'client_secret_basic' : secret !== undefined ? 'client_secret_post' : 'none';
 
-  const app = clientId.length <= 200 ? await findApp(db, clientId) : undefined;
+  const app = clientId.length <= 200 ? await findApp(deps.db, clientId) : undefined;
   // Unknown apps still cost one hash, so timing says nothing about which client ids exist.
   const presentedHash = secret !== undefined ? hashSecret(secret) : '';
   if (!app || app.disabled) throw invalidClient('unknown or disabled client', !!basic);
@@ -73,7 +81,7 @@ export async function authenticateClient(db: Kysely<Database>, request: FastifyR
   if (app.type === 'confidential') {
     if (secret === undefined || !app.clientSecretHash) throw invalidClient('confidential client sent no secret', !!basic);
     if (!safeEqual(presentedHash, app.clientSecretHash)) {
-      await request.server.throttle.hitKey(`client-secret-failure:${app.id}`, MAX_FAILED_SECRETS_PER_MINUTE, 60);
+      await deps.throttle.hitKey(`client-secret-failure:${app.id}`, MAX_FAILED_SECRETS_PER_MINUTE, 60);
       throw invalidClient('wrong client secret', !!basic);
     }
   } else if (secret !== undefined && secret !== '') {

@@ -1,0 +1,98 @@
+import { AppError } from '../errors.js';
+import { isSubsetScope } from '../shared/scopes.js';
+import type { RequiredField } from '../storage/repos/apps.js';
+import type { UserRow } from '../storage/schema.js';
+
+/**
+ * The sign-in policy: who may sign in to an app, what step comes next, and whether an authorization
+ * code still stands on the basis it was issued on. Pure functions, table-tested
+ * (test/sign-in/policy.test.ts); every door reaches them through `SignIn` (service.ts).
+ */
+
+export type SignInRefusal = 'user_disabled' | 'user_blocked';
+
+type UserState = Pick<UserRow, 'status'>;
+type Membership = { status: 'active' | 'blocked' } | undefined;
+
+/** May this user sign in to this app now? Disabled by the admin beats blocked by the app's developer. */
+export function maySignIn(user: UserState, membership: Membership): SignInRefusal | null {
+  if (user.status !== 'active') return 'user_disabled';
+  if (membership?.status === 'blocked') return 'user_blocked';
+  return null;
+}
+
+/** Where a refusal is reported: a JSON API door, the authorize redirect, or the token endpoint. */
+export type RefusalStyle = 'api' | 'authorize' | 'token';
+
+/** The one error for each refusal cause, in the vocabulary of the door that reports it. */
+export function refusalError(cause: SignInRefusal | CodeBasisProblem, style: RefusalStyle): AppError {
+  if (style === 'token') return new AppError('invalid_grant', { detail: `grant basis gone: ${cause}` });
+  if (cause !== 'user_disabled' && cause !== 'user_blocked') return new AppError('access_denied', { detail: cause });
+  if (style === 'api') return new AppError(cause);
+  const message = cause === 'user_disabled' ? 'This account is disabled.' : 'This account is blocked for this application.';
+  return new AppError('access_denied', { message, detail: cause });
+}
+
+/** The app's required profile fields the user has not supplied yet (CONTRACT §5), in the app's order. */
+export function missingRequiredFields(required: RequiredField[], user: Pick<UserRow, 'name' | 'phone_number' | 'birthdate' | 'email_verified'>): RequiredField[] {
+  return required.filter((field) => {
+    if (field === 'email_verified') return user.email_verified !== 1;
+    const value = user[field];
+    return value === null || value === '';
+  });
+}
+
+export type NextStep = 'consent' | 'profile' | 'verify_email' | 'done';
+
+export interface GrantState {
+  /** The scopes this sign-in asks for. */
+  requestedScope: string;
+  /** What the user has consented to for this app so far ('' when nothing). */
+  consentedScope: string;
+  /** `prompt=consent`: show the consent page even when consent exists. */
+  forceConsent?: boolean;
+  /**
+   * The user typed their credentials into the app itself (REST sign-in, CONTRACT §5): consent is
+   * implied and recorded at completion, never a step.
+   */
+  consentImplied?: boolean;
+}
+
+/**
+ * What a signed-in user still has to do before the app gets a code, tokens or a session: consent
+ * first (nothing is shown to an app the user has not allowed), then the app's required profile data,
+ * then a verified email address.
+ */
+export function nextStep(user: Pick<UserRow, 'name' | 'phone_number' | 'birthdate' | 'email_verified'>, app: { requiredFields: RequiredField[] }, grant: GrantState): NextStep {
+  if (!grant.consentImplied && (grant.forceConsent || !isSubsetScope(grant.requestedScope, grant.consentedScope))) return 'consent';
+  const missing = missingRequiredFields(app.requiredFields, user);
+  if (missing.some((field) => field !== 'email_verified')) return 'profile';
+  if (missing.length > 0) return 'verify_email';
+  return 'done';
+}
+
+export type CodeBasisProblem = 'consent_revoked' | 'password_changed';
+
+export interface CodeBasis {
+  /** When the code was issued. */
+  issuedAt: number;
+  scope: string;
+  /** What the user has consented to for the app now. */
+  consentedScope: string;
+}
+
+/**
+ * An authorization code is redeemed only while what it was issued on still holds: the user may still
+ * sign in to the app, the consent it relied on is still there, and the password has not changed since.
+ */
+export function codeBasisProblem(
+  user: Pick<UserRow, 'status' | 'password_changed_at'>,
+  membership: Membership,
+  basis: CodeBasis,
+): SignInRefusal | CodeBasisProblem | null {
+  const refusal = maySignIn(user, membership);
+  if (refusal) return refusal;
+  if (!isSubsetScope(basis.scope, basis.consentedScope)) return 'consent_revoked';
+  if (user.password_changed_at !== null && user.password_changed_at > basis.issuedAt) return 'password_changed';
+  return null;
+}
