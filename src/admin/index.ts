@@ -4,15 +4,12 @@ import { bearerCredential } from '../shared/bearer.js';
 import { safeEqual } from '../shared/ids.js';
 import {
   CreateDeveloperBody,
-  type CreateDeveloperInput,
   UpdateUserBody,
-  type UpdateUserInput,
   UserListQuery,
-  type UserListInput,
   UserParams,
-  type UserParamsInput,
 } from './schemas.js';
 import { createDeveloper, listDeveloperViews, listUsers, setUserStatus } from './service.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * The admin API (`/v1/admin`, CONTRACT §10): `Authorization: Bearer $ADMIN_TOKEN`, compared in constant
@@ -38,19 +35,20 @@ export async function authenticateAdmin(request: FastifyRequest): Promise<void> 
   }
 }
 
-async function adminRoutes(app: FastifyInstance) {
+async function adminRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
   const now = () => app.clock.now();
 
-  app.post<{ Body: CreateDeveloperInput }>('/developers', { schema: { body: CreateDeveloperBody } }, async (request, reply) => {
+  app.post('/developers', { schema: { body: CreateDeveloperBody } }, async (request, reply) => {
     reply.code(201);
     return createDeveloper(app.db, now(), request.body);
   });
 
   app.get('/developers', async () => ({ items: await listDeveloperViews(app.db) }));
 
-  app.get<{ Querystring: UserListInput }>('/users', { schema: { querystring: UserListQuery } }, async (request) => listUsers(app.db, request.query));
+  app.get('/users', { schema: { querystring: UserListQuery } }, async (request) => listUsers(app.db, request.query));
 
-  app.patch<{ Params: UserParamsInput; Body: UpdateUserInput }>('/users/:id', { schema: { params: UserParams, body: UpdateUserBody } }, async (request) =>
+  app.patch('/users/:id', { schema: { params: UserParams, body: UpdateUserBody } }, async (request) =>
     setUserStatus(app.db, now(), request.params.id, request.body.status),
   );
 

@@ -1,10 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { DocTypeParams, PublishBody, type PublishInput, PublishQuery } from '../legal/schemas.js';
+import { DocTypeParams, PublishBody, PublishQuery } from '../legal/schemas.js';
 import { PLATFORM_OWNER, publishVersion, toVersionView } from '../legal/service.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /** `PUT /v1/admin/legal/{docType}?lang=` (CONTRACT §10): publishes a platform document version (201). */
-export default async function adminLegalRoutes(app: FastifyInstance) {
-  app.put<{ Params: { docType: string }; Querystring: { lang?: string }; Body: PublishInput }>(
+export default async function adminLegalRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  app.put(
     '/legal/:docType',
     { schema: { params: DocTypeParams, querystring: PublishQuery, body: PublishBody } },
     async (request, reply) => {

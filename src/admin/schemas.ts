@@ -19,7 +19,5 @@ export const UserListQuery = z.object({
 export type UserListInput = z.output<typeof UserListQuery>;
 
 export const UserParams = z.object({ id: z.string().min(1).max(200) });
-export type UserParamsInput = z.output<typeof UserParams>;
 
 export const UpdateUserBody = z.strictObject({ status: z.enum(['active', 'disabled']) });
-export type UpdateUserInput = z.output<typeof UpdateUserBody>;

@@ -7,6 +7,7 @@ import { type AppUserListRow, findAppUserListRow, listAppUsers } from '../storag
 import { setAppUserStatus } from '../storage/repos/app-users.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { revokeGrantsOfUser } from '../storage/repos/grants.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * Developer user listing and blocking (SPEC 4.7, CONTRACT §9), inside the authenticated `/v1/dev` scope:
@@ -32,7 +33,6 @@ export const UserListQuery = z.strictObject({
   page: positiveInt(10_000_000).optional(),
   pageSize: positiveInt(100).optional(),
 });
-type UserListInput = z.infer<typeof UserListQuery>;
 
 const AppParams = z.strictObject({ id: z.string().min(1).max(200) });
 const AppUserParams = z.strictObject({ id: z.string().min(1).max(200), userId: z.string().min(1).max(200) });
@@ -50,8 +50,9 @@ export const toListItem = (r: AppUserListRow) => ({
   last_login_at: r.lastLoginAt === null ? null : isoTime(r.lastLoginAt),
 });
 
-export default async function devAppUsersRoutes(app: FastifyInstance) {
-  app.get<{ Params: { id: string }; Querystring: UserListInput }>(
+export default async function devAppUsersRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  app.get(
     '/apps/:id/users',
     { schema: { params: AppParams, querystring: UserListQuery } },
     async (request) => {
@@ -63,7 +64,7 @@ export default async function devAppUsersRoutes(app: FastifyInstance) {
     },
   );
 
-  app.patch<{ Params: { id: string; userId: string }; Body: z.infer<typeof StatusBody> }>(
+  app.patch(
     '/apps/:id/users/:userId',
     { schema: { params: AppUserParams, body: StatusBody } },
     async (request) => {

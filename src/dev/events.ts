@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { isoTime } from '../shared/time.js';
 import { listEventsOfApp } from '../storage/repos/events.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * `GET /v1/dev/apps/{id}/events?type&after&limit` (CONTRACT §9, §11): the app's audit events in
@@ -18,12 +19,12 @@ export const EventsQuery = z.strictObject({
     .pipe(z.number().int().min(1).max(100))
     .optional(),
 });
-type EventsInput = z.infer<typeof EventsQuery>;
 
 const AppParams = z.strictObject({ id: z.string().min(1).max(200) });
 
-export default async function devEventsRoutes(app: FastifyInstance) {
-  app.get<{ Params: { id: string }; Querystring: EventsInput }>(
+export default async function devEventsRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  app.get(
     '/apps/:id/events',
     { schema: { params: AppParams, querystring: EventsQuery } },
     async (request) => {

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { authenticateDeveloper, requireOwnedApp } from './auth.js';
-import { AppParams, type AppParamsInput, CreateAppBody, type CreateAppInput, UpdateAppBody, type UpdateAppInput } from './schemas.js';
+import { AppParams, CreateAppBody, UpdateAppBody } from './schemas.js';
 import { createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * The developer API (`/v1/dev`, CONTRACT §9). Every route in this scope is authenticated by a developer
@@ -13,30 +14,31 @@ export interface DevApiOptions {
   routes?: FastifyPluginAsync[];
 }
 
-async function appsRoutes(app: FastifyInstance) {
+async function appsRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
   const now = () => app.clock.now();
 
-  app.post<{ Body: CreateAppInput }>('/apps', { schema: { body: CreateAppBody } }, async (request, reply) => {
+  app.post('/apps', { schema: { body: CreateAppBody } }, async (request, reply) => {
     reply.code(201);
     return createApp(app.db, now(), request.developer.id, request.body);
   });
 
   app.get('/apps', async (request) => ({ items: await listApps(app.db, request.developer.id) }));
 
-  app.get<{ Params: AppParamsInput }>('/apps/:id', { schema: { params: AppParams } }, async (request) => {
+  app.get('/apps/:id', { schema: { params: AppParams } }, async (request) => {
     return toAppView(await app.requireOwnedApp(request, request.params.id));
   });
 
-  app.patch<{ Params: AppParamsInput; Body: UpdateAppInput }>('/apps/:id', { schema: { params: AppParams, body: UpdateAppBody } }, async (request) =>
+  app.patch('/apps/:id', { schema: { params: AppParams, body: UpdateAppBody } }, async (request) =>
     updateApp(app.db, now(), await app.requireOwnedApp(request, request.params.id), request.body),
   );
 
-  app.delete<{ Params: AppParamsInput }>('/apps/:id', { schema: { params: AppParams } }, async (request, reply) => {
+  app.delete('/apps/:id', { schema: { params: AppParams } }, async (request, reply) => {
     await removeApp(app.db, await app.requireOwnedApp(request, request.params.id));
     return reply.code(204).send();
   });
 
-  app.post<{ Params: AppParamsInput }>('/apps/:id/secret', { schema: { params: AppParams } }, async (request) =>
+  app.post('/apps/:id/secret', { schema: { params: AppParams } }, async (request) =>
     rotateClientSecret(app.db, now(), await app.requireOwnedApp(request, request.params.id)),
   );
 }

@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
-import { DocTypeParams, PublishBody, type PublishInput, PublishQuery } from '../legal/schemas.js';
+import { DocTypeParams, PublishBody, PublishQuery } from '../legal/schemas.js';
 import { dayOf, publishVersion, toVersionView } from '../legal/service.js';
 import { listLegalViews } from '../storage/repos/legal.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * Developer legal routes (CONTRACT §8, §14.14), inside the authenticated `/v1/dev` scope:
@@ -21,8 +22,9 @@ const DAY = z
 const ViewsQuery = z.strictObject({ from: DAY.optional(), to: DAY.optional() });
 const MAX_RANGE_DAYS = 366;
 
-export default async function devLegalRoutes(app: FastifyInstance) {
-  app.put<{ Params: { id: string; docType: string }; Querystring: { lang?: string }; Body: PublishInput }>(
+export default async function devLegalRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  app.put(
     '/apps/:id/legal/:docType',
     { schema: { params: AppDocParams, querystring: PublishQuery, body: PublishBody } },
     async (request, reply) => {
@@ -38,7 +40,7 @@ export default async function devLegalRoutes(app: FastifyInstance) {
     },
   );
 
-  app.get<{ Params: { id: string }; Querystring: { from?: string; to?: string } }>(
+  app.get(
     '/apps/:id/legal/views',
     { schema: { params: AppParams, querystring: ViewsQuery } },
     async (request) => {

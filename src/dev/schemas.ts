@@ -48,4 +48,3 @@ export const UpdateAppBody = z.strictObject({
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
 
 export const AppParams = z.object({ id: z.string().min(1).max(200) });
-export type AppParamsInput = z.output<typeof AppParams>;

@@ -1,17 +1,18 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { z } from 'zod';
 import { pickLocale } from '../pages/i18n.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import { type BearerIdentity } from '../tokens/service.js';
 import { requestContext } from '../shared/request-context.js';
 import { ConfirmBody } from './schemas.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * Email verification, `/v1/email_verify/*` (CONTRACT §6, §14.6): `Authorization: Bearer <access token
  * or session JWT>`. `request` mails a 6-digit code (10 min, stored as an HMAC, a new one voids the
  * old, mail limit `verify`); `confirm` checks it (CODE_MAX_ATTEMPTS wrong answers use it up).
  */
-export default async function emailVerifyRoutes(app: FastifyInstance) {
+export default async function emailVerifyRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
   // The credential is checked first (401 before any body validation).
   const identities = new WeakMap<FastifyRequest, BearerIdentity>();
   app.addHook('onRequest', async (request) => {
@@ -36,8 +37,7 @@ export default async function emailVerifyRoutes(app: FastifyInstance) {
 
   app.post('/confirm', { schema: { body: ConfirmBody } }, async (request, reply) => {
     const identity = identities.get(request)!;
-    const body = request.body as z.infer<typeof ConfirmBody>;
-    await app.accounts.confirmEmailVerification(identity.userId, body.code, { ...requestContext(request), appId: identity.appId });
+    await app.accounts.confirmEmailVerification(identity.userId, request.body.code, { ...requestContext(request), appId: identity.appId });
     return reply.header('cache-control', 'no-store').send({ email_verified: true });
   });
 }

@@ -11,13 +11,10 @@ import { findUserById } from '../storage/repos/users.js';
 import { deleteProviderSetting, isValidIssuer, loadProviderConfig, providerFromEnv, saveProviderSetting } from './provider.js';
 import {
   CallbackQuery,
-  type CallbackQueryInput,
   ExchangeBody,
   IdpSettingBody,
-  type IdpSettingInput,
   ResumeBody,
   StartQuery,
-  type StartQueryInput,
 } from './schemas.js';
 import { type AppRequest, IdpService } from './service.js';
 
@@ -34,8 +31,9 @@ function errorRedirect(app: FastifyInstance, reply: FastifyReply, target: { redi
   return reply.redirect(appendQuery(target.redirectUri, { error, error_description: description, state: target.state, iss: app.config.baseUrl }), 302);
 }
 
-async function idpRoutes(app: FastifyInstance) {
-  app.get<{ Querystring: StartQueryInput }>('/oauth/idp/start', { schema: { querystring: StartQuery }, config: { errorStyle: 'html' } }, async (request, reply) => {
+async function idpRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  app.get('/oauth/idp/start', { schema: { querystring: StartQuery }, config: { errorStyle: 'html' } }, async (request, reply) => {
     const q = request.query;
     if (!q.client_id || !q.redirect_uri) throw new AppError('invalid_request', { message: 'client_id and redirect_uri are required.' });
     const client = await app.idp.checkApp(q.client_id, q.redirect_uri);
@@ -76,7 +74,7 @@ async function idpRoutes(app: FastifyInstance) {
     return reply.redirect(location, 302);
   });
 
-  app.get<{ Querystring: CallbackQueryInput }>('/oauth/idp/callback', { schema: { querystring: CallbackQuery }, config: { errorStyle: 'html' } }, async (request, reply) => {
+  app.get('/oauth/idp/callback', { schema: { querystring: CallbackQuery }, config: { errorStyle: 'html' } }, async (request, reply) => {
     const q = request.query;
     reply.header('cache-control', 'no-store');
     const expired = () => new AppError('invalid_request', { message: 'This sign-in has expired or was already used. Please start again.', detail: 'unknown, used or foreign state' });
@@ -95,10 +93,11 @@ async function idpRoutes(app: FastifyInstance) {
         await app.db.transaction().execute((trx) => app.idp.bind(trx, tx.user_id!, token.claims, ctx));
         return reply.redirect(`${account}?bound=1`, 303);
       } catch (error) {
-        const code = isAppError(error) ? error.code : 'internal_error';
-        if (!isAppError(error)) request.log.error({ err: error }, 'provider bind failed');
-        else request.log.info({ code, detail: error.detail }, 'provider bind failed');
-        return reply.redirect(`${account}?idp_error=${encodeURIComponent(code)}`, 303);
+        // An expected refusal is explained on the account page; anything else (a database outage) is
+        // the error handler's to answer.
+        if (!isAppError(error)) throw error;
+        request.log.info({ code: error.code, detail: error.detail }, 'provider bind failed');
+        return reply.redirect(`${account}?idp_error=${encodeURIComponent(error.code)}`, 303);
       }
     }
 
@@ -144,7 +143,8 @@ async function idpRoutes(app: FastifyInstance) {
 }
 
 /** `PUT|GET|DELETE /v1/admin/idp` (CONTRACT §10, §14.2, §14.24): registered inside the admin scope. */
-export async function idpAdminRoutes(app: FastifyInstance) {
+export async function idpAdminRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
   const view = async () => {
     const provider = await loadProviderConfig(app.db, app.config);
     if (!provider) throw new AppError('not_found', { detail: 'no provider configured' });
@@ -166,7 +166,7 @@ export async function idpAdminRoutes(app: FastifyInstance) {
     return view();
   });
 
-  app.put<{ Body: IdpSettingInput }>('/idp', { schema: { body: IdpSettingBody } }, async (request, reply) => {
+  app.put('/idp', { schema: { body: IdpSettingBody } }, async (request, reply) => {
     refuseWhenEnv();
     const body = request.body;
     if (!isValidIssuer(body.issuer)) {

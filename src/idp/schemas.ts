@@ -24,7 +24,6 @@ export const StartQuery = z.object({
   scope: z.string().max(500).optional(),
   nonce: z.string().max(512).optional(),
 });
-export type StartQueryInput = z.output<typeof StartQuery>;
 
 export const CallbackQuery = z.object({
   code: z.string().max(2048).optional(),
@@ -33,7 +32,6 @@ export const CallbackQuery = z.object({
   error: z.string().max(200).optional(),
   error_description: z.string().max(2000).optional(),
 });
-export type CallbackQueryInput = z.output<typeof CallbackQuery>;
 
 /** What the app sends on both native calls (SPEC 4.3, 4.4): who it is, where to, and the PKCE pair. */
 const NativeAppParams = z.object({
@@ -52,13 +50,11 @@ export const ExchangeBody = NativeAppParams.extend({
   idp_redirect_uri: z.string().min(1).max(2000).optional(),
   idp_code_verifier: z.string().refine(isValidVerifier, 'must be 43–128 characters of [A-Za-z0-9-._~]').optional(),
 });
-export type ExchangeInput = z.output<typeof ExchangeBody>;
 
 export const ResumeBody = NativeAppParams.extend({
   session: z.string().min(1).max(4096),
   consent: z.string().max(8).optional(),
 });
-export type ResumeInput = z.output<typeof ResumeBody>;
 
 export const IdpSettingBody = z.strictObject({
   issuer: z.string().min(1).max(2000),
@@ -67,4 +63,3 @@ export const IdpSettingBody = z.strictObject({
   audiences: z.array(z.string().min(1).max(500)).max(20).optional(),
   name: z.string().trim().min(1).max(100),
 });
-export type IdpSettingInput = z.output<typeof IdpSettingBody>;

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../errors.js';
 import { findApp } from '../storage/repos/apps.js';
-import { AppDocParams, AppParams, DocTypeParams, LangQuery, ViewBody, type ViewInput } from './schemas.js';
+import { AppDocParams, AppParams, DocTypeParams, LangQuery, ViewBody } from './schemas.js';
 import {
   countView,
   listDocumentSummaries,
@@ -11,12 +11,14 @@ import {
   toDocumentView,
   VIEW_LIMIT_PER_MINUTE,
 } from './service.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * Public legal documents (`/v1/legal`, CONTRACT §8): no authentication, no cookies. Every answer allows
  * any origin without credentials (CONTRACT §14.17), so apps can show the documents from their own pages.
  */
-export default async function legalRoutes(app: FastifyInstance) {
+export default async function legalRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
   const authUrl = app.config.authUrl;
 
   app.addHook('onSend', async (_request, reply) => {
@@ -32,7 +34,7 @@ export default async function legalRoutes(app: FastifyInstance) {
   };
   const cacheable = { 'cache-control': 'public, max-age=60' };
 
-  app.get<{ Params: { docType: string }; Querystring: { lang?: string } }>(
+  app.get(
     '/platform/:docType',
     { schema: { params: DocTypeParams, querystring: LangQuery } },
     async (request, reply) => {
@@ -42,7 +44,7 @@ export default async function legalRoutes(app: FastifyInstance) {
     },
   );
 
-  app.get<{ Params: { appId: string }; Querystring: { lang?: string } }>(
+  app.get(
     '/apps/:appId',
     { schema: { params: AppParams, querystring: LangQuery } },
     async (request, reply) => {
@@ -57,7 +59,7 @@ export default async function legalRoutes(app: FastifyInstance) {
     },
   );
 
-  app.get<{ Params: { appId: string; docType: string }; Querystring: { lang?: string } }>(
+  app.get(
     '/apps/:appId/:docType',
     { schema: { params: AppDocParams, querystring: LangQuery } },
     async (request, reply) => {
@@ -68,7 +70,7 @@ export default async function legalRoutes(app: FastifyInstance) {
     },
   );
 
-  app.post<{ Params: { appId: string }; Body: ViewInput }>(
+  app.post(
     '/apps/:appId/view',
     { schema: { params: AppParams, body: ViewBody } },
     async (request, reply) => {

@@ -15,7 +15,6 @@ export const ViewBody = z.strictObject({
   lang: z.string().max(64).optional(),
   version: z.number().int().min(1).max(1_000_000_000).optional(),
 });
-export type ViewInput = z.infer<typeof ViewBody>;
 
 /** Limits of a published version. */
 export const TITLE_MAX = 200;

@@ -10,6 +10,7 @@ import { listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { profileDataError } from './flow.js';
 import { localeOf, renderPage } from './views.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * `/account` (CONTRACT §12): sign in by password (or a link to the other ways), then the profile
@@ -39,13 +40,13 @@ const Form = z.object({
   birthdate: z.string().max(20).optional(),
   client_id: z.string().max(200).optional(),
 });
-type FormInput = z.output<typeof Form>;
 
 /** Provider-bind outcomes the account page can explain (anything else shows a generic message). */
 const IDP_ERRORS = new Set(['conflict', 'access_denied', 'invalid_id_token', 'invalid_idp_code', 'idp_unavailable', 'idp_oauth_not_configured', 'forbidden']);
 const DONE = new Set(['profile', 'password', 'unbound', 'revoked']);
 
-export default async function accountPages(app: FastifyInstance) {
+export default async function accountPages(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
   const t = (request: FastifyRequest) => app.messages.translator(localeOf(request));
 
   async function currentUser(request: FastifyRequest): Promise<UserRow | undefined> {
@@ -115,10 +116,10 @@ export default async function accountPages(app: FastifyInstance) {
     return render(request, reply, { error: translated === key ? error.publicMessage : translated, email, section });
   };
 
-  app.get<{ Querystring: AccountQueryInput }>('/account', { schema: { querystring: AccountQuery } }, async (request, reply) => render(request, reply));
+  app.get('/account', { schema: { querystring: AccountQuery } }, async (request, reply) => render(request, reply));
 
   /** Sign in / sign out on the account page. */
-  app.post<{ Querystring: AccountQueryInput; Body: FormInput }>('/account', { schema: { querystring: AccountQuery, body: Form } }, async (request, reply) => {
+  app.post('/account', { schema: { querystring: AccountQuery, body: Form } }, async (request, reply) => {
     const form = request.body;
     const back = request.query.bind === '1' ? '/account?bind=1' : '/account';
     if (form.action === 'logout') {
@@ -145,7 +146,7 @@ export default async function accountPages(app: FastifyInstance) {
     return user;
   }
 
-  app.post<{ Body: FormInput }>('/account/idp', { schema: { body: Form } }, async (request, reply) => {
+  app.post('/account/idp', { schema: { body: Form } }, async (request, reply) => {
     const user = await requireUser(request);
     if (request.body.action === 'bind') {
       try {
@@ -165,7 +166,7 @@ export default async function accountPages(app: FastifyInstance) {
     throw new AppError('invalid_request', { detail: 'unknown provider action' });
   });
 
-  app.post<{ Body: FormInput }>('/account/profile', { schema: { body: Form } }, async (request, reply) => {
+  app.post('/account/profile', { schema: { body: Form } }, async (request, reply) => {
     const user = await requireUser(request);
     const form = request.body;
     // The user's own profile: any field may be set or cleared, by the same rule as the sign-in steps.
@@ -178,7 +179,7 @@ export default async function accountPages(app: FastifyInstance) {
     return reply.redirect('/account?done=profile', 303);
   });
 
-  app.post<{ Body: FormInput }>('/account/password', { schema: { body: Form } }, async (request, reply) => {
+  app.post('/account/password', { schema: { body: Form } }, async (request, reply) => {
     const user = await requireUser(request);
     const form = request.body;
     try {
@@ -194,7 +195,7 @@ export default async function accountPages(app: FastifyInstance) {
     return reply.redirect('/account?done=password', 303);
   });
 
-  app.post<{ Body: FormInput }>('/account/apps', { schema: { body: Form } }, async (request, reply) => {
+  app.post('/account/apps', { schema: { body: Form } }, async (request, reply) => {
     const user = await requireUser(request);
     const clientId = request.body.client_id;
     if (request.body.action !== 'deny' || !clientId) throw new AppError('invalid_request', { detail: 'unknown apps action' });

@@ -12,6 +12,7 @@ import { findGrant } from '../storage/repos/grants.js';
 import { findUserById } from '../storage/repos/users.js';
 import { profileDataError } from './flow.js';
 import { localeOf, renderPage } from './views.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * `/continue?ticket=…` (CONTRACT §4.3, §12, §14.10): the hosted intermediate page of provider sign-in.
@@ -39,9 +40,10 @@ const deadTicket = () => new AppError('invalid_token', { message: 'This link has
 
 const FORM_ERRORS = new Set(['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request']);
 
-export default async function continuePages(app: FastifyInstance) {
-  async function load(request: FastifyRequest) {
-    const ticket = (request.query as { ticket?: string }).ticket ?? '';
+export default async function continuePages(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  async function load(query: { ticket?: string }) {
+    const ticket = query.ticket ?? '';
     const found = await app.idp.findTicket(ticket);
     if (!found) throw deadTicket();
     return { ticket, ...found };
@@ -96,8 +98,8 @@ export default async function continuePages(app: FastifyInstance) {
     if (!app.idp.matchesBinder(request, data.binder)) throw deadTicket();
   }
 
-  app.get<{ Querystring: { ticket?: string } }>('/continue', { schema: { querystring: TicketQuery } }, async (request, reply) => {
-    const { ticket, kind, row } = await load(request);
+  app.get('/continue', { schema: { querystring: TicketQuery } }, async (request, reply) => {
+    const { ticket, kind, row } = await load(request.query);
     if (kind === 'idp_bind') {
       const data = JSON.parse(row.data) as BindTicketData;
       checkBinder(request, data);
@@ -106,8 +108,8 @@ export default async function continuePages(app: FastifyInstance) {
     return renderContinue(request, reply, ticket, JSON.parse(row.data) as ContinueTicketData, row.user_id!, row.app_id!);
   });
 
-  app.post<{ Querystring: { ticket?: string }; Body: FormInput }>('/continue', { schema: { querystring: TicketQuery, body: Form } }, async (request, reply) => {
-    const { ticket, kind, row } = await load(request);
+  app.post('/continue', { schema: { querystring: TicketQuery, body: Form } }, async (request, reply) => {
+    const { ticket, kind, row } = await load(request.query);
     const form = request.body;
     const ctx = requestContext(request);
     const t = app.messages.translator(localeOf(request));

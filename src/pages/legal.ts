@@ -5,13 +5,15 @@ import { countView, hostedLegalUrl, PLATFORM_OWNER, resolveDocument, type Resolv
 import { isoTime } from '../shared/time.js';
 import { findApp } from '../storage/repos/apps.js';
 import { renderPage } from './views.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * Hosted legal pages (CONTRACT §12): `/legal/platform/{docType}` and `/legal/apps/{appId}/{docType}`,
  * `?lang=` as in the API. The body is the sanitized HTML rendered at publish time. Opening a page
  * counts as a view (CONTRACT §14.21), within the per-IP view limit (over it the page still renders).
  */
-export default async function legalPages(app: FastifyInstance) {
+export default async function legalPages(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
   const authUrl = app.config.authUrl;
 
   async function show(request: FastifyRequest, reply: FastifyReply, owner: string, appName: string | null, resolved: ResolvedDocument) {
@@ -36,13 +38,13 @@ export default async function legalPages(app: FastifyInstance) {
     });
   }
 
-  app.get<{ Params: { docType: string }; Querystring: { lang?: string } }>(
+  app.get(
     '/legal/platform/:docType',
     { schema: { params: DocTypeParams, querystring: LangQuery } },
     async (request, reply) => show(request, reply, PLATFORM_OWNER, null, await resolveDocument(app.db, PLATFORM_OWNER, request.params.docType, request.query.lang)),
   );
 
-  app.get<{ Params: { appId: string; docType: string }; Querystring: { lang?: string } }>(
+  app.get(
     '/legal/apps/:appId/:docType',
     { schema: { params: AppDocParams, querystring: LangQuery } },
     async (request, reply) => {

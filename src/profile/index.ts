@@ -3,8 +3,9 @@ import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import { type App, findApp } from '../storage/repos/apps.js';
-import { PROFILE_BODY_LIMIT, ProfileParams, type ProfileParamsInput } from './schemas.js';
+import { PROFILE_BODY_LIMIT, ProfileParams } from './schemas.js';
 import { etagOf, parseIfMatch, readProfile, removeProfile, toProfileView, validateProfileBody, writeProfile } from './service.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * The profile cache `/v1/profile/{userId}` (SPEC 4.8, CONTRACT §7): one JSON document per (app, user).
@@ -52,14 +53,15 @@ async function checkCaller(request: FastifyRequest): Promise<void> {
   request.corsAppId = app.id;
 }
 
-export default async function profileRoutes(app: FastifyInstance) {
+export default async function profileRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
   const now = () => app.clock.now();
 
   // CORS (CONTRACT §14.17): the origins of the app named by X-Client-Id, on answers and errors alike.
   app.addHook('onSend', corsOnSend({ appIdOf: headerClientId, unnamed: 'none' }));
   const guarded = { onRequest: checkCaller, schema: { params: ProfileParams } };
 
-  app.get<{ Params: ProfileParamsInput }>('/:userId', guarded, async (request, reply) => {
+  app.get('/:userId', guarded, async (request, reply) => {
     const { app: client, userId } = request.profileCaller!;
     const profile = await readProfile(app.db, client.id, userId);
     const etag = etagOf(profile.version);
@@ -71,7 +73,7 @@ export default async function profileRoutes(app: FastifyInstance) {
     return toProfileView(profile);
   });
 
-  app.put<{ Params: ProfileParamsInput }>('/:userId', { ...guarded, bodyLimit: PROFILE_BODY_LIMIT }, async (request, reply) => {
+  app.put('/:userId', { ...guarded, bodyLimit: PROFILE_BODY_LIMIT }, async (request, reply) => {
     const { app: client, userId } = request.profileCaller!;
     const data = validateProfileBody(request.body);
     const record = await writeProfile(app.db, {
@@ -86,7 +88,7 @@ export default async function profileRoutes(app: FastifyInstance) {
     return toProfileView(record);
   });
 
-  app.delete<{ Params: ProfileParamsInput }>('/:userId', guarded, async (request, reply) => {
+  app.delete('/:userId', guarded, async (request, reply) => {
     const { app: client, userId } = request.profileCaller!;
     await removeProfile(app.db, { appId: client.id, userId, at: now(), ifMatch: parseIfMatch(request), ctx: requestContext(request) });
     return reply.code(204).send();

@@ -7,7 +7,6 @@ export const PROFILE_MAX_DEPTH = 32;
 export const PROFILE_BODY_LIMIT = PROFILE_MAX_BYTES + 32 * 1024;
 
 export const ProfileParams = z.strictObject({ userId: z.string().min(1).max(200) });
-export type ProfileParamsInput = z.infer<typeof ProfileParams>;
 
 export interface ProfileView {
   userId: string;

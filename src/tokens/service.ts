@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { decodeProtectedHeader } from 'jose';
+import { decodeProtectedHeader, errors as joseErrors } from 'jose';
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
@@ -275,17 +275,23 @@ export class TokenService {
     );
   }
 
-  /** Verifies a session JWT (for `appId` when given); null when invalid, expired, revoked or another app's. */
+  /**
+   * Verifies a session JWT (for `appId` when given); null when invalid, expired, revoked or another
+   * app's. Only the token itself can make it invalid: a database that cannot be asked whether the
+   * grant is live throws (→ 503), it never turns a valid session into a rejected one.
+   */
   async checkSession(token: string, appId?: string): Promise<SessionClaims | null> {
+    let payload: Awaited<ReturnType<KeyStore['verify']>>;
     try {
-      const payload = await this.keys.verify(token, { typ: 'session+jwt', algorithms: ['ES256'], audience: appId });
-      const aud = payload.aud;
-      if (payload.typ !== 'end_user' || typeof payload.sid !== 'string' || typeof aud !== 'string' || typeof payload.sub !== 'string') return null;
-      if (!(await isGrantLive(this.db, payload.sid, this.clock.now()))) return null;
-      return { sub: payload.sub, appId: aud, grantId: payload.sid, exp: payload.exp! };
-    } catch {
-      return null;
+      payload = await this.keys.verify(token, { typ: 'session+jwt', algorithms: ['ES256'], audience: appId });
+    } catch (error) {
+      if (error instanceof joseErrors.JOSEError) return null;
+      throw error;
     }
+    const aud = payload.aud;
+    if (payload.typ !== 'end_user' || typeof payload.sid !== 'string' || typeof aud !== 'string' || typeof payload.sub !== 'string') return null;
+    if (!(await isGrantLive(this.db, payload.sid, this.clock.now()))) return null;
+    return { sub: payload.sub, appId: aud, grantId: payload.sid, exp: payload.exp! };
   }
 
   /** Like checkSession, but a failure is 400 `invalid_token` (session passed as a body parameter). */
@@ -295,18 +301,20 @@ export class TokenService {
     return claims;
   }
 
-  /** Verifies an access token (RFC 9068 profile) and that its grant is still live; null otherwise. */
+  /** Verifies an access token (RFC 9068 profile) and that its grant is still live; null otherwise (as checkSession). */
   async checkAccessToken(token: string): Promise<AccessTokenClaims | null> {
+    let payload: Awaited<ReturnType<KeyStore['verify']>>;
     try {
-      const payload = await this.keys.verify(token, { typ: 'at+jwt', algorithms: ['ES256'] });
-      const { sub, client_id: clientId, scope, sid, jti, aud } = payload as Record<string, unknown>;
-      if (typeof sub !== 'string' || typeof clientId !== 'string' || typeof scope !== 'string' || typeof sid !== 'string' || typeof jti !== 'string') return null;
-      if (aud !== clientId) return null;
-      if (!(await isGrantLive(this.db, sid, this.clock.now()))) return null;
-      return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp! };
-    } catch {
-      return null;
+      payload = await this.keys.verify(token, { typ: 'at+jwt', algorithms: ['ES256'] });
+    } catch (error) {
+      if (error instanceof joseErrors.JOSEError) return null;
+      throw error;
     }
+    const { sub, client_id: clientId, scope, sid, jti, aud } = payload as Record<string, unknown>;
+    if (typeof sub !== 'string' || typeof clientId !== 'string' || typeof scope !== 'string' || typeof sid !== 'string' || typeof jti !== 'string') return null;
+    if (aud !== clientId) return null;
+    if (!(await isGrantLive(this.db, sid, this.clock.now()))) return null;
+    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp! };
   }
 
   /**
