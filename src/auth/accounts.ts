@@ -36,6 +36,7 @@ import {
 import { findUserByEmail, findUserById, insertUser, normalizeEmail, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 import type { RequestContext } from '../shared/request-context.js';
+import { maySignIn, refusalError } from '../sign-in/policy.js';
 import type { Throttle } from '../throttle/service.js';
 
 /**
@@ -109,7 +110,10 @@ export class Accounts {
       });
       throw new AppError('invalid_credentials', { detail: user ? 'wrong password' : 'unknown email' });
     }
-    if (user.status !== 'active') throw new AppError('user_disabled', { detail: 'disabled user signed in with a correct password' });
+    // The account-wide half of the sign-in policy, only after a correct password (no enumeration);
+    // the app's half is checked when the door completes the sign-in for its app.
+    const refusal = maySignIn(user, undefined);
+    if (refusal) throw refusalError(refusal, 'api');
     await this.afterSignIn(this.db, user);
     return user;
   }
@@ -292,7 +296,8 @@ export class Accounts {
   private async finishMagic(row: OneTimeTokenRow): Promise<UserRow> {
     const user = row.user_id ? await findUserById(this.db, row.user_id) : undefined;
     if (!user || user.email !== row.email) throw new AppError('invalid_token', { detail: 'magic link user gone or email changed' });
-    if (user.status !== 'active') throw new AppError('user_disabled');
+    const refusal = maySignIn(user, undefined);
+    if (refusal) throw refusalError(refusal, 'api');
     const now = this.clock.now();
     await this.db.transaction().execute(async (trx) => {
       await this.afterSignIn(trx, user);
