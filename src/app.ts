@@ -18,8 +18,9 @@ import signInPlugin from './sign-in/index.js';
 import { validatorCompiler } from './plugins/validation.js';
 import mailerPlugin from './mail/index.js';
 import metricsPlugin from './metrics/index.js';
-import hostedPages, { browserSessionsPlugin } from './pages/index.js';
-import viewsPlugin, { renderHtmlError } from './pages/views.js';
+import browserSessionsPlugin from './plugins/browser-sessions.js';
+import hostedPages from './pages/index.js';
+import viewsPlugin, { renderHtmlError } from './plugins/views.js';
 // Features, each in its own scope.
 import adminApi from './admin/index.js';
 import adminLegalRoutes from './admin/legal.js';

@@ -14,7 +14,7 @@ import type { ResolvedConfig } from '../config.js';
 import { isValidDisplayName, isValidEmailAddress } from '../shared/user-fields.js';
 import { AppError } from '../errors.js';
 import type { Mailer } from '../mail/index.js';
-import type { Locale } from '../pages/i18n.js';
+import type { Locale } from '../plugins/i18n.js';
 import { hashSecret, newId, newNumericCode, newSecret, safeEqual } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
 import { appendQuery } from '../shared/url.js';

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { pickLocale, type Locale } from '../pages/i18n.js';
+import { pickLocale, type Locale } from '../plugins/i18n.js';
 import { answerPreflight, bodyClientId, corsOnSend, headerClientId } from '../plugins/cors.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { requestContext } from '../shared/request-context.js';

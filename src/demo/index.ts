@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { renderPage, VIEWS_DIR } from '../pages/views.js';
+import { renderPage, VIEWS_DIR } from '../plugins/views.js';
 import { type App, findApp, listAllApps } from '../storage/repos/apps.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { pickLocale } from '../pages/i18n.js';
+import { pickLocale } from '../plugins/i18n.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import { type BearerIdentity } from '../tokens/service.js';
 import { requestContext } from '../shared/request-context.js';

@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import { randomBytes } from 'node:crypto';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
-import type { BrowserSessions } from '../pages/session.js';
+import type { BrowserSessions } from '../plugins/browser-sessions.js';
 import { type RequestContext, requestContext } from '../shared/request-context.js';
 import { hashSecret, newId, newSecret, safeEqual } from '../shared/ids.js';
 import { DEFAULT_SCOPE } from '../shared/scopes.js';

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { setPageHeaders } from '../pages/views.js';
+import { setPageHeaders } from '../plugins/views.js';
 import { isoTime } from '../shared/time.js';
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);

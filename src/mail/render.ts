@@ -1,6 +1,6 @@
 import { Eta } from 'eta';
 import { join } from 'node:path';
-import type { Locale, Translate } from '../pages/i18n.js';
+import type { Locale, Translate } from '../plugins/i18n.js';
 
 /**
  * Renders a mail from `views/emails/<template>.text.eta` and `.html.eta` in the recipient's language

@@ -9,7 +9,7 @@ import { PROFILE_FIELDS } from '../sign-in/profile-data.js';
 import { listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { profileDataError } from './flow.js';
-import { localeOf, renderPage } from './views.js';
+import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**

@@ -3,7 +3,7 @@ import { isAppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { findUserById } from '../storage/repos/users.js';
 import { afterSignIn, carriedQuery, field, flowApp } from './flow.js';
-import { localeOf, renderPage } from './views.js';
+import { localeOf, renderPage } from '../plugins/views.js';
 
 /**
  * Hosted mail-based pages (CONTRACT §12, §14.16, §14.22; SECURITY.md items 73–77):

@@ -9,7 +9,7 @@ import { findApp } from '../storage/repos/apps.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
 import { findUserById } from '../storage/repos/users.js';
 import { field, profileDataError, readFlow } from './flow.js';
-import { localeOf, renderPage } from './views.js';
+import { localeOf, renderPage } from '../plugins/views.js';
 
 /**
  * `/consent` and `/profile`: the steps `/oauth/authorize` waits for. What they act on (app, user,

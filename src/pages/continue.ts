@@ -11,7 +11,7 @@ import { findApp } from '../storage/repos/apps.js';
 import { findGrant } from '../storage/repos/grants.js';
 import { findUserById } from '../storage/repos/users.js';
 import { profileDataError } from './flow.js';
-import { localeOf, renderPage } from './views.js';
+import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../errors.js';
 import { type FlowState, isSafeResume } from '../shared/pending-flow.js';
 import { type App, findApp } from '../storage/repos/apps.js';
-import { localeOf } from './views.js';
+import { localeOf } from '../plugins/views.js';
 
 /**
  * Helpers shared by the hosted sign-in pages (login, register, and the other helpers' magic-link and

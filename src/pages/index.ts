@@ -1,6 +1,4 @@
-import cookie from '@fastify/cookie';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import fp from 'fastify-plugin';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError } from '../errors.js';
@@ -13,8 +11,7 @@ import legalPages from './legal.js';
 import loginPages from './login.js';
 import logoutPages from './logout.js';
 import registerPages from './register.js';
-import { BrowserSessions } from './session.js';
-import { localeOf, renderPage, VIEWS_DIR } from './views.js';
+import { localeOf, renderPage, VIEWS_DIR } from '../plugins/views.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -22,16 +19,6 @@ declare module 'fastify' {
     csrf?: boolean;
   }
 }
-
-/** App-wide: cookies and the browser-session store (hosted pages, /oauth/authorize and the provider callback use them). */
-export const browserSessionsPlugin = fp(
-  async (app: FastifyInstance) => {
-    await app.register(cookie);
-    app.decorate('browserSessions', new BrowserSessions(app.db, app.clock, app.config));
-    app.decorateRequest('browserSession', null);
-  },
-  { name: 'browser-sessions', dependencies: ['db'] },
-);
 
 /** Origins a hosted form may be posted from: our own. */
 function isOwnOrigin(request: FastifyRequest): boolean {

@@ -4,7 +4,7 @@ import { AppDocParams, DocTypeParams, LangQuery } from '../legal/schemas.js';
 import { countView, hostedLegalUrl, PLATFORM_OWNER, resolveDocument, type ResolvedDocument, VIEW_LIMIT_PER_MINUTE } from '../legal/service.js';
 import { isoTime } from '../shared/time.js';
 import { findApp } from '../storage/repos/apps.js';
-import { renderPage } from './views.js';
+import { renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { IDP_SETTING_KEY, getSetting, type IdpSetting } from '../storage/repos/settings.js';
-import { localeOf, renderPage } from './views.js';
+import { localeOf, renderPage } from '../plugins/views.js';
 import { afterSignIn, carriedQuery, field, flowApp, resumeOf } from './flow.js';
 
 /**

@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { appendQuery } from '../shared/url.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import { field } from './flow.js';
-import { renderPage } from './views.js';
+import { renderPage } from '../plugins/views.js';
 
 /**
  * `GET /oauth/logout?client_id&post_logout_redirect_uri&state` (CONTRACT §4). Policy (SECURITY.md

@@ -3,7 +3,7 @@ import { requestContext } from '../shared/request-context.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
 import { afterSignIn, carriedQuery, field, flowApp } from './flow.js';
 import { formError } from './login.js';
-import { localeOf, renderPage } from './views.js';
+import { localeOf, renderPage } from '../plugins/views.js';
 
 /** `/register`: see login.ts. Acceptance of the platform documents is recorded by the accounts service. */
 

@@ -74,6 +74,8 @@ const DATABASE_UNAVAILABLE_CODES = new Set([
   '08000', '08001', '08003', '08004', '08006', '53300', '57P01', '57P02', '57P03',
   // SQLite: another connection holds the write lock past busy_timeout.
   'SQLITE_BUSY', 'SQLITE_LOCKED',
+  // PostgreSQL: a statement that waited past statement_timeout or lock_timeout (the SQLITE_BUSY of PostgreSQL).
+  '57014', '55P03',
 ]);
 
 function isDatabaseUnavailable(error: { code?: unknown; message?: unknown } | undefined): boolean {

@@ -40,8 +40,11 @@ export function createStorage(url: string): Storage {
     // A statement stuck behind a lock fails instead of hanging the request.
     statement_timeout: 15_000,
   });
-  // An idle client losing its connection (database restart) must not crash the process.
+  // A client losing its connection (database restart, failover, terminated backend) must not crash
+  // the process: pg-pool listens on idle clients only, so every client gets its own listener too. The
+  // query in flight fails with "Connection terminated", which the error handler answers with 503.
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return { db, dialect: 'postgres', ping: () => ping(db), close: () => db.destroy() };
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pickLocale } from '../../src/pages/i18n.js';
+import { pickLocale } from '../../src/plugins/i18n.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 
 describe('hosted page infrastructure', () => {

@@ -1,4 +1,6 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import cookie from '@fastify/cookie';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import { randomBytes } from 'node:crypto';
 import type { ResolvedConfig } from '../config.js';
@@ -121,3 +123,13 @@ declare module 'fastify' {
     browserSessions: BrowserSessions;
   }
 }
+
+/** App-wide: cookies and the browser-session store (hosted pages, /oauth/authorize and the provider callback use them). */
+export default fp(
+  async (app: FastifyInstance) => {
+    await app.register(cookie);
+    app.decorate('browserSessions', new BrowserSessions(app.db, app.clock, app.config));
+    app.decorateRequest('browserSession', null);
+  },
+  { name: 'browser-sessions', dependencies: ['db'] },
+);

@@ -1,0 +1,85 @@
+import type { NextStep, SignInRefusal } from '../../src/sign-in/policy.js';
+import type { RequiredField } from '../../src/storage/repos/apps.js';
+
+/**
+ * The sign-in policy as a table: each (user state × app settings × grant state) with the decision.
+ * Run against the pure rules in policy.test.ts and reused by the door tests, so every door is held to
+ * the same rows.
+ */
+
+export interface MaySignInCase {
+  name: string;
+  userStatus: 'active' | 'disabled';
+  /** The user's membership of the app: none yet, active, or blocked by the app's developer. */
+  membership: 'none' | 'active' | 'blocked';
+  expected: SignInRefusal | null;
+}
+
+export const MAY_SIGN_IN_CASES: MaySignInCase[] = [
+  { name: 'active user, first sign-in to the app', userStatus: 'active', membership: 'none', expected: null },
+  { name: 'active user, returning member', userStatus: 'active', membership: 'active', expected: null },
+  { name: 'user blocked for this app', userStatus: 'active', membership: 'blocked', expected: 'user_blocked' },
+  { name: 'user disabled by the admin', userStatus: 'disabled', membership: 'none', expected: 'user_disabled' },
+  { name: 'disabled and blocked: disabled wins', userStatus: 'disabled', membership: 'blocked', expected: 'user_disabled' },
+];
+
+export interface NextStepCase {
+  name: string;
+  user: { name: string | null; phone_number: string | null; birthdate: string | null; email_verified: 0 | 1 };
+  requiredFields: RequiredField[];
+  requestedScope: string;
+  consentedScope: string;
+  forceConsent?: boolean;
+  consentImplied?: boolean;
+  expected: NextStep;
+}
+
+const complete = { name: 'Ada', phone_number: '+14155550100', birthdate: '1990-02-03', email_verified: 1 as const };
+const bare = { name: null, phone_number: null, birthdate: null, email_verified: 0 as const };
+const ALL = 'email openid profile';
+
+export const NEXT_STEP_CASES: NextStepCase[] = [
+  { name: 'nothing required, consent given', user: bare, requiredFields: [], requestedScope: ALL, consentedScope: ALL, expected: 'done' },
+  { name: 'no consent yet', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: '', expected: 'consent' },
+  { name: 'consent narrower than the request', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: 'openid profile', expected: 'consent' },
+  { name: 'consent wider than the request', user: complete, requiredFields: [], requestedScope: 'openid', consentedScope: ALL, expected: 'done' },
+  { name: 'prompt=consent forces the page', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, forceConsent: true, expected: 'consent' },
+  { name: 'consent comes before profile data', user: bare, requiredFields: ['name'], requestedScope: ALL, consentedScope: '', expected: 'consent' },
+  { name: 'REST sign-in implies consent', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: '', consentImplied: true, expected: 'done' },
+  { name: 'required name missing', user: bare, requiredFields: ['name'], requestedScope: ALL, consentedScope: ALL, expected: 'profile' },
+  { name: 'required phone missing, REST', user: { ...complete, phone_number: null }, requiredFields: ['phone_number'], requestedScope: ALL, consentedScope: '', consentImplied: true, expected: 'profile' },
+  { name: 'empty name counts as missing', user: { ...complete, name: '' }, requiredFields: ['name'], requestedScope: ALL, consentedScope: ALL, expected: 'profile' },
+  { name: 'only a verified address missing', user: { ...complete, email_verified: 0 }, requiredFields: ['email_verified'], requestedScope: ALL, consentedScope: ALL, expected: 'verify_email' },
+  { name: 'profile data before email verification', user: bare, requiredFields: ['email_verified', 'birthdate'], requestedScope: ALL, consentedScope: ALL, expected: 'profile' },
+  { name: 'every required field present', user: complete, requiredFields: ['name', 'phone_number', 'birthdate', 'email_verified'], requestedScope: ALL, consentedScope: ALL, expected: 'done' },
+];
+
+export interface CodeBasisCase {
+  name: string;
+  userStatus: 'active' | 'disabled';
+  membership: 'none' | 'active' | 'blocked';
+  /** The scope the code was issued for. */
+  scope: string;
+  /** What the user has consented to for the app at redemption ('' when nothing). */
+  consentedScope: string;
+  /** When the password last changed, in seconds relative to the code's issuance; null when never. */
+  passwordChangedOffset: number | null;
+  expected: SignInRefusal | 'consent_revoked' | 'password_changed' | null;
+}
+
+export const CODE_BASIS_CASES: CodeBasisCase[] = [
+  { name: 'everything as issued', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: ALL, passwordChangedOffset: null, expected: null },
+  { name: 'no membership row yet', userStatus: 'active', membership: 'none', scope: ALL, consentedScope: ALL, passwordChangedOffset: null, expected: null },
+  { name: 'consent wider than the code', userStatus: 'active', membership: 'active', scope: 'openid', consentedScope: ALL, passwordChangedOffset: null, expected: null },
+  { name: 'consent withdrawn', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: '', passwordChangedOffset: null, expected: 'consent_revoked' },
+  { name: 'consent narrower than the code', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: 'openid profile', passwordChangedOffset: null, expected: 'consent_revoked' },
+  { name: 'password changed before issuance', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: ALL, passwordChangedOffset: -60, expected: null },
+  { name: 'password changed in the second of issuance', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: ALL, passwordChangedOffset: 0, expected: null },
+  { name: 'password changed one second after issuance', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: ALL, passwordChangedOffset: 1, expected: 'password_changed' },
+  { name: 'password changed well after issuance', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: ALL, passwordChangedOffset: 3600, expected: 'password_changed' },
+  { name: 'user disabled since', userStatus: 'disabled', membership: 'active', scope: ALL, consentedScope: ALL, passwordChangedOffset: null, expected: 'user_disabled' },
+  { name: 'user blocked for the app since', userStatus: 'active', membership: 'blocked', scope: ALL, consentedScope: ALL, passwordChangedOffset: null, expected: 'user_blocked' },
+  { name: 'disabled and blocked: disabled wins', userStatus: 'disabled', membership: 'blocked', scope: ALL, consentedScope: ALL, passwordChangedOffset: null, expected: 'user_disabled' },
+  { name: 'blocked beats consent withdrawn', userStatus: 'active', membership: 'blocked', scope: ALL, consentedScope: '', passwordChangedOffset: 5, expected: 'user_blocked' },
+  { name: 'consent withdrawn beats password changed', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: '', passwordChangedOffset: 5, expected: 'consent_revoked' },
+];

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { AppError } from '../../src/errors.js';
+import {
+  type CodeBasisProblem,
+  codeBasisProblem,
+  maySignIn,
+  missingRequiredFields,
+  nextStep,
+  type RefusalStyle,
+  refusalError,
+  type SignInRefusal,
+} from '../../src/sign-in/policy.js';
+import { CODE_BASIS_CASES, MAY_SIGN_IN_CASES, NEXT_STEP_CASES } from './policy-cases.js';
+
+/** The pure sign-in policy (src/sign-in/policy.ts), held to the tables every door is held to. */
+
+const membershipOf = (m: 'none' | 'active' | 'blocked') => (m === 'none' ? undefined : { status: m });
+
+describe('maySignIn', () => {
+  it.each(MAY_SIGN_IN_CASES)('$name → $expected', ({ userStatus, membership, expected }) => {
+    expect(maySignIn({ status: userStatus }, membershipOf(membership))).toBe(expected);
+  });
+});
+
+describe('nextStep', () => {
+  it.each(NEXT_STEP_CASES)('$name → $expected', (c) => {
+    const step = nextStep(c.user, { requiredFields: c.requiredFields }, {
+      requestedScope: c.requestedScope,
+      consentedScope: c.consentedScope,
+      forceConsent: c.forceConsent,
+      consentImplied: c.consentImplied,
+    });
+    expect(step).toBe(c.expected);
+  });
+
+  it('missingRequiredFields keeps the app order and counts an unverified address', () => {
+    const user = { name: null, phone_number: '+14155550100', birthdate: '', email_verified: 0 as const };
+    expect(missingRequiredFields(['email_verified', 'birthdate', 'phone_number', 'name'], user)).toEqual(['email_verified', 'birthdate', 'name']);
+    expect(missingRequiredFields([], user)).toEqual([]);
+  });
+});
+
+describe('codeBasisProblem', () => {
+  const ISSUED_AT = 1_900_000_000;
+
+  it.each(CODE_BASIS_CASES)('$name → $expected', (c) => {
+    const user = { status: c.userStatus, password_changed_at: c.passwordChangedOffset === null ? null : ISSUED_AT + c.passwordChangedOffset };
+    const problem = codeBasisProblem(user, membershipOf(c.membership), { issuedAt: ISSUED_AT, scope: c.scope, consentedScope: c.consentedScope });
+    expect(problem).toBe(c.expected);
+  });
+
+  it('the table covers every outcome', () => {
+    const outcomes = new Set(CODE_BASIS_CASES.map((c) => c.expected));
+    expect([...outcomes].sort((a, b) => String(a).localeCompare(String(b)))).toEqual(['consent_revoked', null, 'password_changed', 'user_blocked', 'user_disabled'].sort((a, b) => String(a).localeCompare(String(b))));
+  });
+});
+
+describe('refusalError', () => {
+  const CASES: Array<{ cause: SignInRefusal | CodeBasisProblem; style: RefusalStyle; code: string; status: number }> = [
+    { cause: 'user_disabled', style: 'api', code: 'user_disabled', status: 403 },
+    { cause: 'user_blocked', style: 'api', code: 'user_blocked', status: 403 },
+    { cause: 'consent_revoked', style: 'api', code: 'access_denied', status: 400 },
+    { cause: 'password_changed', style: 'api', code: 'access_denied', status: 400 },
+    { cause: 'user_disabled', style: 'authorize', code: 'access_denied', status: 400 },
+    { cause: 'user_blocked', style: 'authorize', code: 'access_denied', status: 400 },
+    { cause: 'consent_revoked', style: 'authorize', code: 'access_denied', status: 400 },
+    { cause: 'password_changed', style: 'authorize', code: 'access_denied', status: 400 },
+    { cause: 'user_disabled', style: 'token', code: 'invalid_grant', status: 400 },
+    { cause: 'user_blocked', style: 'token', code: 'invalid_grant', status: 400 },
+    { cause: 'consent_revoked', style: 'token', code: 'invalid_grant', status: 400 },
+    { cause: 'password_changed', style: 'token', code: 'invalid_grant', status: 400 },
+  ];
+
+  it.each(CASES)('$cause in the $style style → $status $code', ({ cause, style, code, status }) => {
+    const error = refusalError(cause, style);
+    expect(error).toBeInstanceOf(AppError);
+    expect(error.code).toBe(code);
+    expect(error.status).toBe(status);
+    // The cause is logged (detail), never leaked as a different public code.
+    if (style !== 'api' || code === 'access_denied') expect(error.detail).toContain(cause);
+  });
+
+  it('the authorize style tells disabled and blocked users apart in its message', () => {
+    const disabled = refusalError('user_disabled', 'authorize').publicMessage;
+    const blocked = refusalError('user_blocked', 'authorize').publicMessage;
+    expect(disabled).toMatch(/disabled/i);
+    expect(blocked).toMatch(/blocked/i);
+    expect(disabled).not.toBe(blocked);
+  });
+
+  it('every refusal of the policy tables has an error in every style', () => {
+    const causes = new Set<SignInRefusal | CodeBasisProblem>();
+    for (const c of [...MAY_SIGN_IN_CASES, ...CODE_BASIS_CASES]) if (c.expected) causes.add(c.expected);
+    for (const cause of causes) for (const style of ['api', 'authorize', 'token'] as const) expect(refusalError(cause, style)).toBeInstanceOf(AppError);
+  });
+});
