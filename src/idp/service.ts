@@ -23,6 +23,7 @@ import {
   listIdentitiesOfUser,
   purgeExpiredIdpTokens,
   rememberIdToken,
+  replaceIdpTokenData,
   voidIdpTokens,
 } from '../storage/repos/idp.js';
 import { findLiveOneTimeTokenByHash, takeOneTimeTokenByHash } from '../storage/repos/one-time-tokens.js';
@@ -80,6 +81,8 @@ export interface BindTicketData {
   email: string | null;
   binder: string;
   app: AppRequest;
+  /** Where pages and the callback have different origins: the hash of the claim cookie of the first browser that opened the ticket. */
+  claim?: string;
 }
 
 export interface ContinueTicketData {
@@ -136,7 +139,10 @@ export interface IdpDeps {
 export class IdpService {
   readonly cache: ProviderCache;
   readonly binderCookie: string;
+  private readonly claimCookie: string;
   private readonly secureCookie: boolean;
+  private readonly secureAuthCookie: boolean;
+  private readonly pagesShareOrigin: boolean;
   private readonly db: Kysely<Database>;
 
   constructor(
@@ -147,6 +153,9 @@ export class IdpService {
     this.cache = new ProviderCache(() => deps.clock.now(), fetcher);
     this.secureCookie = deps.config.baseUrl.startsWith('https://');
     this.binderCookie = this.secureCookie ? '__Host-gh_idp' : 'gh_idp';
+    this.secureAuthCookie = deps.config.authUrl.startsWith('https://');
+    this.claimCookie = this.secureAuthCookie ? '__Host-gh_idp_claim' : 'gh_idp_claim';
+    this.pagesShareOrigin = new URL(deps.config.authUrl).origin === new URL(deps.config.baseUrl).origin;
   }
 
   get callbackUrl(): string {
@@ -186,8 +195,32 @@ export class IdpService {
 
   /** True when the request carries the binder cookie whose hash is `binderHash`. */
   matchesBinder(request: FastifyRequest, binderHash: string): boolean {
-    const value = request.cookies?.[this.binderCookie];
-    return typeof value === 'string' && value.length <= BINDER_COOKIE_MAX && safeEqual(hashSecret(value), binderHash);
+    return this.cookieMatches(request, this.binderCookie, binderHash);
+  }
+
+  private cookieMatches(request: FastifyRequest, name: string, hash: string): boolean {
+    const value = request.cookies?.[name];
+    return typeof value === 'string' && value.length <= BINDER_COOKIE_MAX && safeEqual(hashSecret(value), hash);
+  }
+
+  /**
+   * Whether this browser holds a bind-first ticket. Where the pages share the callback's origin, the
+   * ticket belongs to the browser that started the provider sign-in (the binder cookie). Where they do
+   * not, that cookie never reaches the pages: the ticket belongs to the first browser that opens it
+   * (`claim`, when allowed: a GET), which the callback's redirect leads there; nobody else may use it.
+   */
+  async holdsBindTicket(request: FastifyRequest, reply: FastifyReply, row: OneTimeTokenRow, options: { mayClaim: boolean }): Promise<boolean> {
+    const data = JSON.parse(row.data) as BindTicketData;
+    if (this.pagesShareOrigin) return this.matchesBinder(request, data.binder);
+    if (data.claim) return this.cookieMatches(request, this.claimCookie, data.claim);
+    if (!options.mayClaim) return false;
+    const existing = request.cookies?.[this.claimCookie];
+    const value = existing && /^[A-Za-z0-9_-]{20,100}$/.test(existing) ? existing : randomBytes(24).toString('base64url');
+    const claimed = await replaceIdpTokenData(this.db, row.id, row.data, { ...data, claim: hashSecret(value) } satisfies BindTicketData, this.deps.clock.now());
+    if (claimed && value !== existing) {
+      reply.setCookie(this.claimCookie, value, { path: '/', httpOnly: true, secure: this.secureAuthCookie, sameSite: 'lax', maxAge: TICKET_TTL_S });
+    }
+    return claimed;
   }
 
   /**

@@ -10,6 +10,7 @@ import { appendQuery } from '../shared/url.js';
 import { findApp } from '../storage/repos/apps.js';
 import { findGrant } from '../storage/repos/grants.js';
 import { findUserById } from '../storage/repos/users.js';
+import type { OneTimeTokenRow } from '../storage/schema.js';
 import { profileDataError } from './flow.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
@@ -35,6 +36,9 @@ const Form = z.object({
   birthdate: z.string().max(20).optional(),
 });
 type FormInput = z.output<typeof Form>;
+
+/** How recent a sign-in must be to bind a provider account without typing the password again. */
+const FRESH_SIGN_IN_SECONDS = 300;
 
 const deadTicket = () => new AppError('invalid_token', { message: 'This link has expired or was already used. Return to the app and start again.', detail: 'continue ticket unknown, used or expired' });
 
@@ -84,26 +88,30 @@ export default async function continuePages(scope: FastifyInstance) {
       mode: 'bind',
       action: `/continue?ticket=${encodeURIComponent(ticket)}`,
       providerName: provider?.name ?? 'Identity provider',
-      providerEmail: data.email,
+      // Say exactly which provider account would be bound: its address, else its subject.
+      providerAccount: data.email ?? data.subject,
       appName: client?.name ?? '',
       signedInEmail: signedIn?.email,
+      // A recent sign-in in this browser is proof enough; otherwise binding asks for the password again.
+      needsPassword: !signedIn || !isFreshSignIn(session.auth_time),
       email: email ?? '',
       error,
     });
   }
 
-  /** Bind tickets belong to the browser that came back from the provider (when pages share its origin). */
-  function checkBinder(request: FastifyRequest, data: BindTicketData): void {
-    if (new URL(app.config.authUrl).origin !== new URL(app.config.baseUrl).origin) return;
-    if (!app.idp.matchesBinder(request, data.binder)) throw deadTicket();
+  /** A sign-in within the last few minutes needs no second password prompt to bind. */
+  const isFreshSignIn = (authTime: number | null) => authTime !== null && app.clock.now() - authTime <= FRESH_SIGN_IN_SECONDS;
+
+  /** Bind tickets work only in the browser that holds them (see IdpService.holdsBindTicket). */
+  async function checkHolder(request: FastifyRequest, reply: FastifyReply, row: OneTimeTokenRow, mayClaim: boolean): Promise<void> {
+    if (!(await app.idp.holdsBindTicket(request, reply, row, { mayClaim }))) throw deadTicket();
   }
 
   app.get('/continue', { schema: { querystring: TicketQuery } }, async (request, reply) => {
     const { ticket, kind, row } = await load(request.query);
     if (kind === 'idp_bind') {
-      const data = JSON.parse(row.data) as BindTicketData;
-      checkBinder(request, data);
-      return renderBind(request, reply, ticket, data);
+      await checkHolder(request, reply, row, true);
+      return renderBind(request, reply, ticket, JSON.parse(row.data) as BindTicketData);
     }
     return renderContinue(request, reply, ticket, JSON.parse(row.data) as ContinueTicketData, row.user_id!, row.app_id!);
   });
@@ -115,8 +123,8 @@ export default async function continuePages(scope: FastifyInstance) {
     const t = app.messages.translator(localeOf(request));
 
     if (kind === 'idp_bind') {
+      await checkHolder(request, reply, row, false);
       const data = JSON.parse(row.data) as BindTicketData;
-      checkBinder(request, data);
       if (form.action === 'cancel') {
         if (!(await app.idp.consumeTicket(app.db, ticket))) throw deadTicket();
         return reply.redirect(
@@ -126,8 +134,16 @@ export default async function continuePages(scope: FastifyInstance) {
       }
       try {
         let userId: string;
-        if (form.action === 'bind' && request.browserSession?.user_id) {
-          userId = request.browserSession.user_id;
+        const session = request.browserSession;
+        if (form.action === 'bind' && session?.user_id) {
+          // Binding a provider account to the signed-in account: re-authenticate unless that sign-in is fresh.
+          userId = session.user_id;
+          if (!isFreshSignIn(session.auth_time)) {
+            await app.throttle.hitIp(request);
+            const current = await findUserById(app.db, userId);
+            if (!current || !form.password) throw new AppError('invalid_credentials');
+            await app.accounts.verifyLogin({ email: current.email, password: form.password }, ctx);
+          }
         } else if (form.action === 'login') {
           await app.throttle.hitIp(request);
           if (!form.email || !form.password) throw new AppError('invalid_credentials');

@@ -1,9 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import SQLite from 'better-sqlite3';
-import { exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/shared/ids.js';
@@ -20,96 +17,20 @@ import { Browser, csrfOf, relative, tokenRequest } from '../helpers/oauth-flows.
 import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
 import { MAY_SIGN_IN_CASES } from './policy-cases.js';
 
+import { type ScriptedProvider, startScriptedProvider } from '../helpers/scripted-provider.js';
+
 /**
  * The provider sign-in doors (`/oauth/idp/start|exchange|resume`, the hosted `/continue` page) held to
  * the one sign-in module: one PKCE rule, one profile-data rule, completion only of what a door opened,
  * database failures reported as such, id_token single use only for tokens the app presents, and the
  * may-sign-in table.
  *
- * The external provider is a scripted one: a `node:http` server on 127.0.0.1 with discovery, a JWKS
- * and a token endpoint that redeems the codes each test hands it for the id_token the test chose.
- * That lets a test do what panva/oidc-provider does for two sign-ins of one user within one second
- * without a nonce: answer two different codes with the very same id_token.
+ * The external provider is the scripted one of test/helpers/scripted-provider.ts.
  */
 
 const REDIRECT = 'com.example.app://cb';
 const CLIENT_ID = 'gatehouse-client';
 const CLIENT_SECRET = `secret-${randomBytes(12).toString('hex')}`;
-
-// Scripted provider ---------------------------------------------------------------------------------------
-
-interface ScriptedProvider {
-  issuer: string;
-  /** Codes the token endpoint redeems (once each) for the given id_token. */
-  codes: Map<string, string>;
-  /** How many times the token endpoint was called. */
-  tokenCalls: number;
-  sign(claims: Record<string, unknown>): Promise<string>;
-  close(): Promise<void>;
-}
-
-async function startScriptedProvider(): Promise<ScriptedProvider> {
-  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-  const jwk: JWK = { ...(await exportJWK(privateKey)), kid: `k-${randomBytes(6).toString('hex')}`, alg: 'RS256', use: 'sig' };
-  const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicJwk } = jwk;
-  const state = { tokenCalls: 0 };
-  const codes = new Map<string, string>();
-  const json = (res: ServerResponse, status: number, body: unknown) =>
-    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(body));
-
-  let issuer = '';
-  const handler = (req: IncomingMessage, res: ServerResponse) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method === 'GET' && path === '/.well-known/openid-configuration') {
-      return json(res, 200, {
-        issuer,
-        authorization_endpoint: `${issuer}/auth`,
-        token_endpoint: `${issuer}/token`,
-        jwks_uri: `${issuer}/jwks`,
-        response_types_supported: ['code'],
-        subject_types_supported: ['public'],
-        id_token_signing_alg_values_supported: ['RS256'],
-        token_endpoint_auth_methods_supported: ['client_secret_basic'],
-        code_challenge_methods_supported: ['S256'],
-      });
-    }
-    if (req.method === 'GET' && path === '/jwks') return json(res, 200, { keys: [publicJwk] });
-    if (req.method === 'POST' && path === '/token') {
-      let body = '';
-      req.on('data', (chunk) => (body += chunk));
-      req.on('end', () => {
-        state.tokenCalls++;
-        const expected = `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}`;
-        if (req.headers.authorization !== expected) return json(res, 401, { error: 'invalid_client' });
-        const form = new URLSearchParams(body);
-        const code = form.get('code') ?? '';
-        const idToken = form.get('grant_type') === 'authorization_code' ? codes.get(code) : undefined;
-        if (!idToken) return json(res, 400, { error: 'invalid_grant' });
-        codes.delete(code); // single use, as at any provider
-        return json(res, 200, { access_token: randomBytes(16).toString('hex'), token_type: 'Bearer', expires_in: 300, id_token: idToken });
-      });
-      return undefined;
-    }
-    res.writeHead(404).end();
-  };
-  const server: Server = createServer(handler);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const key = await importJWK(jwk, 'RS256');
-  return {
-    issuer,
-    codes,
-    get tokenCalls() {
-      return state.tokenCalls;
-    },
-    sign: (claims) => new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: jwk.kid!, typ: 'JWT' }).sign(key),
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 // Shared fixture ------------------------------------------------------------------------------------------
 
@@ -125,7 +46,7 @@ let p: ScriptedProvider;
 let t: TestApp;
 
 beforeAll(async () => {
-  p = await startScriptedProvider();
+  p = await startScriptedProvider({ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET });
   t = await buildTestApp({
     env: { IDP_ISSUER: p.issuer, IDP_CLIENT_ID: CLIENT_ID, IDP_CLIENT_SECRET: CLIENT_SECRET, IDP_NAME: 'ScriptedIdP', IP_AUTH_PER_MINUTE: '100000' },
   });

@@ -127,3 +127,20 @@ export async function purgeExpiredIdpTokens(db: Kysely<Database>, now: number): 
     .where('expires_at', '<', now - 86400)
     .execute();
 }
+
+/**
+ * Compare-and-set of a live single-use row's data (e.g. a bind ticket claimed by the first browser
+ * that opens it): true only for the one caller that saw `expected`.
+ */
+export async function replaceIdpTokenData(db: Kysely<Database>, id: string, expected: string, next: object, now: number): Promise<boolean> {
+  const result = await db
+    .updateTable('one_time_tokens')
+    .set({ data: JSON.stringify(next) })
+    .where('id', '=', id)
+    .where('data', '=', expected)
+    .where('consumed_at', 'is', null)
+    .where('expires_at', '>', now)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
