@@ -135,10 +135,17 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
   };
 }
 
+/** The parameters an authorization request may carry that Gatehouse reads; others are ignored (RFC 6749 §3.1) and never stored. */
+const KNOWN_PARAMS = new Set([
+  'response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'response_mode', 'nonce', 'code_challenge',
+  'code_challenge_method', 'prompt', 'login_hint', 'ui_locales', 'session', 'consent',
+]);
+
 /** The authorize query to come back to, minus what must not repeat (a forced login or consent once done). */
 export function resumePath(params: Params, drop: { prompt?: string; session?: boolean } = {}): string {
   const query = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
+    if (!KNOWN_PARAMS.has(k)) continue;
     if (k === 'session' && drop.session) continue;
     if (k === 'prompt' && drop.prompt) {
       const rest = v.split(' ').filter((p) => p && p !== drop.prompt);

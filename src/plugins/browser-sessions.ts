@@ -2,13 +2,14 @@ import cookie from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
-import { randomBytes } from 'node:crypto';
+import { createHmac, hkdfSync } from 'node:crypto';
 import type { ResolvedConfig } from '../config.js';
+import { AppError } from '../errors.js';
 import { hashSecret, newSecret } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
 import {
   type BrowserSessionRow,
-  findLiveBrowserSession,
+  findBrowserSession,
   insertBrowserSession,
   revokeBrowserSession,
   setBrowserSessionData,
@@ -20,10 +21,23 @@ import type { Database } from '../storage/schema.js';
  * Hosted-page browser sessions (CONTRACT §12): an opaque cookie (`__Host-gh_sid` on https, `gh_sid`
  * on plain http; HttpOnly, SameSite=Lax, Path=/), a server-side row keyed by the cookie's SHA-256,
  * a CSRF token per session, a new id at every sign-in, idle and absolute timeouts.
+ *
+ * An anonymous visitor costs no row until there is something to remember: its session is the cookie
+ * alone (the CSRF token is an HMAC of the cookie value), and the row is written with the first page
+ * state or at sign-in. Page state is capped (MAX_DATA_BYTES).
  */
+
+/** The most page state a session keeps (the authorization request in flight and its pending step). */
+export const MAX_DATA_BYTES = 16 * 1024;
+
+const COOKIE_VALUE = /^bs_[A-Za-z0-9_-]{20,80}$/;
+
 export class BrowserSessions {
   readonly cookieName: string;
   private readonly secure: boolean;
+  private readonly csrfKey: Buffer;
+  /** Sessions that exist only as a cookie so far (no row yet). */
+  private readonly unsaved = new WeakSet<BrowserSessionRow>();
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -32,16 +46,19 @@ export class BrowserSessions {
   ) {
     this.secure = config.authUrl.startsWith('https://');
     this.cookieName = this.secure ? '__Host-gh_sid' : 'gh_sid';
+    this.csrfKey = Buffer.from(hkdfSync('sha256', config.secretKey, 'gatehouse', 'gatehouse:csrf', 32));
   }
 
   /** The request's live session, if its cookie names one (idle timeout applied; refreshed as used). */
   async load(request: FastifyRequest): Promise<BrowserSessionRow | null> {
     const value = request.cookies[this.cookieName];
-    if (!value || value.length > 100) return null;
+    if (!value || !COOKIE_VALUE.test(value)) return null;
     const now = this.clock.now();
     const idHash = hashSecret(value);
-    const row = await findLiveBrowserSession(this.db, idHash, now);
-    if (!row) return null;
+    const row = await findBrowserSession(this.db, idHash);
+    // No row: an anonymous session that has remembered nothing yet.
+    if (!row) return this.anonymous(value, now);
+    if (row.revoked_at !== null || row.expires_at <= now) return null;
     const ttl = this.config.ttl;
     if (row.last_seen_at + ttl.browserSessionIdle <= now) {
       await revokeBrowserSession(this.db, idHash, now);
@@ -55,19 +72,23 @@ export class BrowserSessions {
 
   /** The session for a form page: the current one, or a new anonymous one (it carries the CSRF token). */
   async ensure(request: FastifyRequest, reply: FastifyReply): Promise<BrowserSessionRow> {
-    return request.browserSession ?? (request.browserSession = await this.create(reply, null, null, '{}'));
+    if (request.browserSession) return request.browserSession;
+    const value = newSecret('bs');
+    this.setCookie(reply, value);
+    return (request.browserSession = this.anonymous(value, this.clock.now()));
   }
 
   /** Signs a user in: the old session id is revoked and a new one issued (session fixation defence). */
   async signIn(request: FastifyRequest, reply: FastifyReply, userId: string): Promise<BrowserSessionRow> {
     const previous = request.browserSession;
-    if (previous) await revokeBrowserSession(this.db, previous.id_hash, this.clock.now());
+    if (previous && !this.unsaved.has(previous)) await revokeBrowserSession(this.db, previous.id_hash, this.clock.now());
     const data = previous && previous.user_id === null ? previous.data : '{}';
     return (request.browserSession = await this.create(reply, userId, this.clock.now(), data));
   }
 
   async signOut(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    if (request.browserSession) await revokeBrowserSession(this.db, request.browserSession.id_hash, this.clock.now());
+    const session = request.browserSession;
+    if (session && !this.unsaved.has(session)) await revokeBrowserSession(this.db, session.id_hash, this.clock.now());
     request.browserSession = null;
     reply.clearCookie(this.cookieName, { path: '/', secure: this.secure, httpOnly: true, sameSite: 'lax' });
   }
@@ -84,17 +105,32 @@ export class BrowserSessions {
   async writeData(request: FastifyRequest, data: object): Promise<void> {
     const session = request.browserSession;
     if (!session) throw new Error('writeData needs a session (call ensure first)');
-    session.data = JSON.stringify(data);
-    await setBrowserSessionData(this.db, session.id_hash, session.data);
+    const json = JSON.stringify(data);
+    if (Buffer.byteLength(json) > MAX_DATA_BYTES) {
+      throw new AppError('invalid_request', { message: 'This request is too large to continue.', detail: `session data of ${Buffer.byteLength(json)} bytes` });
+    }
+    session.data = json;
+    if (this.unsaved.has(session)) {
+      await insertBrowserSession(this.db, session);
+      this.unsaved.delete(session);
+    } else {
+      await setBrowserSessionData(this.db, session.id_hash, session.data);
+    }
   }
 
-  private async create(reply: FastifyReply, userId: string | null, authTime: number | null, data: string): Promise<BrowserSessionRow> {
-    const now = this.clock.now();
-    const value = newSecret('bs');
-    const row: BrowserSessionRow = {
+  /** The in-memory session of a cookie that has no row yet. */
+  private anonymous(value: string, now: number): BrowserSessionRow {
+    const row = this.newRow(value, null, null, '{}', now);
+    this.unsaved.add(row);
+    return row;
+  }
+
+  private newRow(value: string, userId: string | null, authTime: number | null, data: string, now: number): BrowserSessionRow {
+    return {
       id_hash: hashSecret(value),
       user_id: userId,
-      csrf_token: randomBytes(32).toString('base64url'),
+      // Derived, so a session without a row still has a stable token.
+      csrf_token: createHmac('sha256', this.csrfKey).update(value).digest('base64url'),
       auth_time: authTime,
       data,
       created_at: now,
@@ -102,14 +138,18 @@ export class BrowserSessions {
       expires_at: now + Math.min(this.config.ttl.browserSession, this.config.ttl.browserSessionIdle),
       revoked_at: null,
     };
+  }
+
+  private setCookie(reply: FastifyReply, value: string): void {
+    reply.setCookie(this.cookieName, value, { path: '/', httpOnly: true, secure: this.secure, sameSite: 'lax', maxAge: this.config.ttl.browserSession });
+  }
+
+  /** A signed-in session: always a row (the account page lists them, sign-outs revoke them). */
+  private async create(reply: FastifyReply, userId: string, authTime: number, data: string): Promise<BrowserSessionRow> {
+    const value = newSecret('bs');
+    const row = this.newRow(value, userId, authTime, data, this.clock.now());
     await insertBrowserSession(this.db, row);
-    reply.setCookie(this.cookieName, value, {
-      path: '/',
-      httpOnly: true,
-      secure: this.secure,
-      sameSite: 'lax',
-      maxAge: this.config.ttl.browserSession,
-    });
+    this.setCookie(reply, value);
     return row;
   }
 }

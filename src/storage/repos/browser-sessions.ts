@@ -7,15 +7,9 @@ export async function insertBrowserSession(db: Kysely<Database>, row: Insertable
   await db.insertInto('browser_sessions').values(row).execute();
 }
 
-/** A live session by the hash of its cookie value (not revoked, not expired). */
-export async function findLiveBrowserSession(db: Kysely<Database>, idHash: string, now: number): Promise<BrowserSessionRow | undefined> {
-  return db
-    .selectFrom('browser_sessions')
-    .selectAll()
-    .where('id_hash', '=', idHash)
-    .where('revoked_at', 'is', null)
-    .where('expires_at', '>', now)
-    .executeTakeFirst();
+/** A session by the hash of its cookie value, in whatever state. */
+export async function findBrowserSession(db: Kysely<Database>, idHash: string): Promise<BrowserSessionRow | undefined> {
+  return db.selectFrom('browser_sessions').selectAll().where('id_hash', '=', idHash).executeTakeFirst();
 }
 
 export async function touchBrowserSession(db: Kysely<Database>, idHash: string, now: number, expiresAt: number): Promise<void> {
