@@ -3,6 +3,7 @@ import * as init from './2026-11-21T0000_init.js';
 import * as listingIndexesPostgres from './2026-11-21T0100_listing_indexes.postgres.js';
 import * as listingIndexesSqlite from './2026-11-21T0100_listing_indexes.sqlite.js';
 import * as pendingSignIns from './2026-11-24T0000_pending_sign_ins.js';
+import * as purgeIndexes from './2026-11-24T0500_purge_indexes.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -15,6 +16,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-11-21T0000_init': { all: init },
   '2026-11-21T0100_listing_indexes': { sqlite: listingIndexesSqlite, postgres: listingIndexesPostgres },
   '2026-11-24T0000_pending_sign_ins': { all: pendingSignIns },
+  '2026-11-24T0500_purge_indexes': { all: purgeIndexes },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

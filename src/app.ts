@@ -18,6 +18,7 @@ import signInPlugin from './sign-in/index.js';
 import { validatorCompiler } from './plugins/validation.js';
 import mailerPlugin from './mail/index.js';
 import metricsPlugin from './metrics/index.js';
+import maintenancePlugin from './maintenance/index.js';
 import browserSessionsPlugin from './plugins/browser-sessions.js';
 import hostedPages from './pages/index.js';
 import viewsPlugin, { renderHtmlError } from './plugins/views.js';
@@ -89,6 +90,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(accountsPlugin);
   await app.register(idpPlugin);
   await app.register(metricsPlugin);
+  await app.register(maintenancePlugin);
 
   // Features, each in its own scope.
   await app.register(hostedPages);

@@ -32,6 +32,7 @@ Commands:
   app create --developer ID --name N --redirect-uri U [--redirect-uri U2 ...] [--type public|confidential]
                                            Create an app (confidential: prints its client secret once)
   keys rotate                              Add new signing keys and retire the previous ones
+  purge                                    Delete expired codes, tokens, sessions, counters, old mail and events once
   idp set --issuer URL --client-id ID [--client-secret S] [--audience A ...] [--name N]
                                            Configure the external OpenID Connect provider
 
@@ -134,6 +135,17 @@ async function keysRotate(config: ResolvedConfig): Promise<Result> {
   }
 }
 
+async function purge(config: ResolvedConfig): Promise<Result> {
+  const app = await buildApp(config, { logStream: false });
+  try {
+    const counts = await app.purge.runOnce();
+    if (!counts) return { json: { skipped: true }, lines: ['Another instance is purging right now; nothing done.'] };
+    return { json: counts, lines: Object.entries(counts).map(([table, n]) => `${table}: ${n} deleted`) };
+  } finally {
+    await app.close();
+  }
+}
+
 async function idpSet(config: ResolvedConfig, values: Values): Promise<Result> {
   const input = parseInput(
     IdpSettingBody,
@@ -167,6 +179,7 @@ async function run(argv: string[]): Promise<number> {
     'developer create': (config) => developerCreate(config, values),
     'app create': (config) => appCreate(config, values),
     'keys rotate': keysRotate,
+    purge,
     'idp set': (config) => idpSet(config, values),
   };
 

@@ -45,7 +45,7 @@ const envSchema = z.object({
   IDP_CLIENT_SECRET: optionalText,
   IDP_AUDIENCES: optionalText,
   IDP_NAME: optionalText,
-  ADMIN_TOKEN: optionalText.pipe(z.string().min(16, 'ADMIN_TOKEN must be at least 16 characters').optional()),
+  ADMIN_TOKEN: optionalText.pipe(z.string().min(32, 'ADMIN_TOKEN must be at least 32 characters').optional()),
   SECRET_KEY: optionalText.pipe(z.string().min(32, 'SECRET_KEY must be at least 32 characters').optional()),
   WORKERS: z.coerce.number().int().min(1).max(64).default(1),
   TRUST_PROXY: optionalText,
@@ -62,9 +62,14 @@ const envSchema = z.object({
   MAIL_PER_HOUR: count(5),
   MAIL_INTERVAL_SECONDS: z.coerce.number().int().min(0).default(60),
   CODE_MAX_ATTEMPTS: count(5),
+  CODE_MAX_FAILURES_PER_DAY: count(20),
   METRICS: z.enum(['0', '1']).default('0'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().min(1).default('./data'),
+  PURGE_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(604800).default(3600),
+  PURGE_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(1000),
+  EVENT_RETENTION_DAYS: z.coerce.number().int().min(0).default(365),
+  OUTBOX_RETENTION_DAYS: z.coerce.number().int().min(1).default(7),
 });
 
 export interface IdpEnvConfig {
@@ -112,6 +117,19 @@ export interface Config {
     mailPerHour: number;
     mailIntervalSeconds: number;
     codeMaxAttempts: number;
+    /** Wrong email codes per address per 24 h, across every code grant (magic-link and verification codes). */
+    codeMaxFailuresPerDay: number;
+  };
+  /** The purge of expired rows (src/maintenance). */
+  purge: {
+    /** Seconds between runs in each process; 0 turns the background job off (`gatehouse purge` still works). */
+    intervalSeconds: number;
+    /** Rows per DELETE statement. */
+    batchSize: number;
+    /** Days events are kept; 0 keeps them forever. */
+    eventRetentionDays: number;
+    /** Days delivered (or abandoned) mails stay in the outbox. */
+    outboxRetentionDays: number;
   };
   metrics: boolean;
   logLevel: string;
@@ -207,6 +225,13 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       mailPerHour: e.MAIL_PER_HOUR,
       mailIntervalSeconds: e.MAIL_INTERVAL_SECONDS,
       codeMaxAttempts: e.CODE_MAX_ATTEMPTS,
+      codeMaxFailuresPerDay: e.CODE_MAX_FAILURES_PER_DAY,
+    },
+    purge: {
+      intervalSeconds: e.PURGE_INTERVAL_SECONDS,
+      batchSize: e.PURGE_BATCH_SIZE,
+      eventRetentionDays: e.EVENT_RETENTION_DAYS,
+      outboxRetentionDays: e.OUTBOX_RETENTION_DAYS,
     },
     metrics: e.METRICS === '1',
     logLevel: e.LOG_LEVEL,

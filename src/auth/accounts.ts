@@ -18,9 +18,12 @@ import type { Locale } from '../plugins/i18n.js';
 import { hashSecret, newId, newNumericCode, newSecret, safeEqual } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
 import { appendQuery } from '../shared/url.js';
+import { findAppUser } from '../storage/repos/app-users.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
+import { revokeConsentsOfUser } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { deleteIdentityOfUser, listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { acceptCurrentPlatformDocuments } from '../storage/repos/legal-acceptances.js';
 import {
   consumeOneTimeToken,
@@ -32,7 +35,9 @@ import {
   recordOneTimeTokenFailure,
   voidOneTimeTokensByEmail,
   voidOneTimeTokensOfUser,
+  voidOneTimeTokensOfUserOfKinds,
 } from '../storage/repos/one-time-tokens.js';
+import { addToCounter, findCounters } from '../storage/repos/throttle.js';
 import { findUserByEmail, findUserById, insertUser, normalizeEmail, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 import type { RequestContext } from '../shared/request-context.js';
@@ -54,6 +59,22 @@ export const RESET_TTL = 30 * 60;
 export const VERIFY_CODE_TTL = 10 * 60;
 
 const KIND = { magic: 'magic_link', reset: 'password_reset', verify: 'email_verify' } as const;
+
+/** Single-use rows of a user that a claim voids (the sign-in features' own and the provider's tickets). */
+const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind'];
+
+/** The app a mail is requested through (`/v1/auth` names one): named in the mail; a link to its redirect URI is bound to it. */
+export interface MailingApp {
+  id: string;
+  name: string;
+}
+
+/** How a mail link says where it goes: the host for http(s), else the scheme (and host, if any). */
+export function linkDestination(link: string): string {
+  const url = new URL(link);
+  if (url.protocol === 'http:' || url.protocol === 'https:') return url.host;
+  return url.host ? `${url.protocol}//${url.host}` : url.protocol;
+}
 
 export class Accounts {
   private readonly codeKey: Buffer;
@@ -95,7 +116,10 @@ export class Accounts {
    */
   async verifyLogin(input: { email: string; password: string }, ctx: AccountContext): Promise<UserRow> {
     const email = normalizeEmail(input.email);
-    await this.throttle.assertLoginAllowed(email);
+    // The attempt is reserved in the database before any hashing (429 when the address is locked or
+    // its LOGIN_MAX_FAILURES slots are taken, by earlier failures or by attempts still running), so
+    // concurrent requests and other processes cannot get more guesses evaluated. Same for unknown emails.
+    const attempt = await this.throttle.reserveLoginAttempt(email);
     const user = await findUserByEmail(this.db, email);
     let ok = false;
     if (user?.password_hash) ok = await verifyPassword(user.password_hash, input.password);
@@ -103,7 +127,7 @@ export class Accounts {
     const now = this.clock.now();
     if (!user || !ok) {
       await this.db.transaction().execute(async (trx) => {
-        const locked = await this.throttle.recordLoginFailure(trx, email);
+        const locked = await this.throttle.recordLoginFailure(trx, attempt);
         const base = { appId: ctx.appId ?? null, userId: user?.id ?? null, ip: ctx.ip, userAgent: ctx.userAgent };
         await appendEvent(trx, now, { ...base, type: 'user.login_failed', data: { reason: 'invalid_credentials', known_user: Boolean(user) } });
         if (locked) await appendEvent(trx, now, { ...base, type: 'user.locked', data: { seconds: this.config.throttle.loginLockSeconds } });
@@ -113,7 +137,11 @@ export class Accounts {
     // The account-wide half of the sign-in policy, only after a correct password (no enumeration);
     // the app's half is checked when the door completes the sign-in for its app.
     const refusal = maySignIn(user, undefined);
-    if (refusal) throw refusalError(refusal, 'api');
+    if (refusal) {
+      // A correct password is not a failure: its reservation is released.
+      await this.throttle.clearLoginFailures(this.db, email);
+      throw refusalError(refusal, 'api');
+    }
     await this.afterSignIn(this.db, user);
     return user;
   }
@@ -204,6 +232,11 @@ export class Accounts {
     const now = this.clock.now();
     const done = await this.db.transaction().execute(async (trx) => {
       if (options.consume && !(await options.consume(trx))) return false;
+      // A reset link proves the mailbox: an account whose address was never proven is claimed first.
+      if (options.method === 'reset') {
+        const current = await findUserById(trx, user.id);
+        if (current && current.email_verified !== 1) await this.claimAccount(trx, current, 'password_reset', ctx);
+      }
       await updateUser(trx, user.id, {
         password_hash: hash,
         password_changed_at: now,
@@ -233,19 +266,21 @@ export class Accounts {
   // Magic links --------------------------------------------------------------------------------------
 
   /**
-   * Mails a magic link (+ the same grant as a 6-digit code) to an existing, active account; answers the
-   * same for every address (CONTRACT §5.1). The link is `redirectUri?magic_token=…` when the caller
-   * verified `redirectUri` against the app's whitelist, else `{auth_url}/magic-link?token=…`. A newer
-   * link voids older ones. Mail limit `magic_link` per address (429 whether or not it has an account).
+   * Mails a magic link (+ the same grant as a 6-digit code); answers the same for every address
+   * (CONTRACT §5.1). A newer link voids older ones. Mail limit `magic_link` per address (429 whether or
+   * not it has an account). Where the link goes (CONTRACT §15.2): `redirectUri?magic_token=…` only when
+   * the caller verified `redirectUri` against `app`'s whitelist AND the address belongs to an active
+   * user of that app — the grant is then bound to the app (redeemable only with its client_id); for
+   * anyone else `{auth_url}/magic-link?token=…` (not bound). The mail names the app and the link's host.
+   * An address without an active account gets the same work (grant row, rendered mail) with a
+   * stand-in grant of no user and a mail the sender drops unsent, so time and statements match.
    */
-  async requestMagicLink(input: { email: string; locale?: Locale; redirectUri?: string }, ctx: AccountContext): Promise<void> {
+  async requestMagicLink(input: { email: string; locale?: Locale; redirectUri?: string; app?: MailingApp }, ctx: AccountContext): Promise<void> {
     const email = normalizeEmail(input.email);
     const now = this.clock.now();
-    let sent = false;
     await this.db.transaction().execute(async (trx) => {
       await this.throttle.hitMail(trx, 'magic_link', email);
-      const user = await findUserByEmail(trx, email);
-      if (!user || user.status !== 'active') return;
+      const target = await this.mailTarget(trx, email, input);
       await voidOneTimeTokensByEmail(trx, KIND.magic, email, now);
       const token = newSecret('ml');
       const code = newNumericCode(6);
@@ -255,115 +290,197 @@ export class Accounts {
         kind: KIND.magic,
         token_hash: hashSecret(token),
         code_hash: this.codeHash(id, code),
-        user_id: user.id,
+        user_id: target.user?.id ?? null,
         email,
-        app_id: ctx.appId ?? null,
-        data: JSON.stringify(input.redirectUri ? { redirect_uri: input.redirectUri } : {}),
+        app_id: target.boundTo?.id ?? null,
+        data: JSON.stringify(target.boundTo ? { redirect_uri: target.boundTo.redirectUri } : {}),
         attempts: 0,
         created_at: now,
         expires_at: now + MAGIC_LINK_TTL,
         consumed_at: null,
       });
-      const link = input.redirectUri ? appendQuery(input.redirectUri, { magic_token: token }) : `${this.config.authUrl}/magic-link?${new URLSearchParams({ token })}`;
-      await this.mailer.enqueue(trx, { kind: 'magic_link', to: user.email, locale: input.locale ?? 'en', template: 'magic_link', params: { link, code, minutes: MAGIC_LINK_TTL / 60 } });
-      sent = true;
+      const link = target.boundTo ? appendQuery(target.boundTo.redirectUri, { magic_token: token }) : `${this.config.authUrl}/magic-link?${new URLSearchParams({ token })}`;
+      await this.mailer.enqueue(trx, {
+        kind: 'magic_link',
+        to: email,
+        locale: input.locale ?? 'en',
+        template: 'magic_link',
+        params: { link, code, minutes: MAGIC_LINK_TTL / 60, app: input.app?.name ?? '', host: linkDestination(link) },
+        discard: !target.user,
+      });
     });
-    if (sent) this.mailer.nudge();
+    this.mailer.nudge();
   }
 
-  /** Redeems a magic-link token (single use; also voids its code). Unknown, used or expired → 400 invalid_token. */
+  /**
+   * Who a mail link request is for: the active account of the address (if any), and the app the link
+   * is bound to — only when a whitelisted redirect URI was given and the account is an active user of
+   * that app (a row in app_users, not blocked). The membership query runs for unknown addresses too.
+   */
+  private async mailTarget(
+    trx: Kysely<Database>,
+    email: string,
+    input: { redirectUri?: string; app?: MailingApp },
+  ): Promise<{ user?: UserRow; boundTo?: { id: string; redirectUri: string } }> {
+    const found = await findUserByEmail(trx, email);
+    const user = found && found.status === 'active' ? found : undefined;
+    if (!input.redirectUri || !input.app) return { user };
+    const membership = await findAppUser(trx, input.app.id, user?.id ?? '');
+    const member = Boolean(user && membership?.status === 'active');
+    return member ? { user, boundTo: { id: input.app.id, redirectUri: input.redirectUri } } : { user };
+  }
+
+  /**
+   * Redeems a magic-link token (single use; also voids its code). Unknown, used or expired → 400
+   * invalid_token; so is a token bound to an app (CONTRACT §15.2) presented without that app's client_id.
+   */
   async consumeMagicToken(token: string, ctx: AccountContext): Promise<UserRow> {
     const now = this.clock.now();
     const row = await findOneTimeTokenByHash(this.db, KIND.magic, hashSecret(token));
     if (!row || row.consumed_at !== null || row.expires_at <= now) throw new AppError('invalid_token', { detail: 'magic token unknown, used or expired' });
-    if (row.app_id && ctx.appId && row.app_id !== ctx.appId) throw new AppError('invalid_token', { detail: 'magic token of another app' });
+    if (row.app_id !== null && row.app_id !== ctx.appId) throw new AppError('invalid_token', { detail: 'magic token bound to another app' });
     if (!(await consumeOneTimeToken(this.db, row.id, now))) throw new AppError('invalid_token', { detail: 'magic token used concurrently' });
-    return this.finishMagic(row);
+    return this.finishMagic(row, ctx);
   }
 
   /**
    * Redeems the magic-link grant by email + 6-digit code. Wrong → 400 invalid_code with attempts_left
-   * (CODE_MAX_ATTEMPTS wrong answers void the grant); no live grant → 400 code_expired.
+   * (CODE_MAX_ATTEMPTS wrong answers void the grant); no live grant (or one bound to another app) →
+   * 400 code_expired; the address's daily budget of wrong codes spent → 429 rate_limited.
    */
   async consumeMagicCode(input: { email: string; code: string }, ctx: AccountContext): Promise<UserRow> {
     const email = normalizeEmail(input.email);
     const row = await findLiveOneTimeTokenByEmail(this.db, KIND.magic, email, this.clock.now());
-    const usable = row && !(row.app_id && ctx.appId && row.app_id !== ctx.appId) ? row : undefined;
+    const usable = row && (row.app_id === null || row.app_id === ctx.appId) ? row : undefined;
     await this.checkCode(usable, input.code);
-    return this.finishMagic(usable!);
+    return this.finishMagic(usable!, ctx);
   }
 
-  private async finishMagic(row: OneTimeTokenRow): Promise<UserRow> {
+  /**
+   * A redeemed magic link signs in (the caller issues the tokens afterwards). It proves the mailbox: an
+   * account whose address was never proven is claimed first (`claimAccount`: the password and every
+   * earlier sign-in of whoever registered the address are gone), so the tokens issued next are the only ones.
+   */
+  private async finishMagic(row: OneTimeTokenRow, ctx: AccountContext): Promise<UserRow> {
     const user = row.user_id ? await findUserById(this.db, row.user_id) : undefined;
     if (!user || user.email !== row.email) throw new AppError('invalid_token', { detail: 'magic link user gone or email changed' });
     const refusal = maySignIn(user, undefined);
     if (refusal) throw refusalError(refusal, 'api');
-    const now = this.clock.now();
-    await this.db.transaction().execute(async (trx) => {
+    return this.db.transaction().execute(async (trx) => {
       await this.afterSignIn(trx, user);
-      if (user.email_verified !== 1) await updateUser(trx, user.id, { email_verified: 1, updated_at: now });
+      const current = (await findUserById(trx, user.id)) ?? user;
+      if (current.email_verified === 1) return current;
+      // The event names an app only when the link was bound to it (never one the user does not belong to).
+      await this.claimAccount(trx, current, 'magic_link', { ...ctx, appId: row.app_id });
+      return (await findUserById(trx, user.id))!;
     });
-    return { ...user, email_verified: 1 };
+  }
+
+  // Claiming an account ------------------------------------------------------------------------------
+
+  /**
+   * The first proof of an address (a magic link or reset link reached its mailbox) on an account
+   * created unverified: whoever set the password may not be the mailbox owner (pre-account takeover),
+   * so everything they may hold is revoked — the password (cleared), every grant (refresh tokens,
+   * session JWTs, unredeemed codes), browser session, consent, provider binding and live single-use
+   * ticket — and the address is marked verified; event `user.claimed`. Runs inside the proving request's
+   * transaction, before it issues anything. Verification by code (`confirmEmailVerification`) does not
+   * claim: it needs the account's own credential and the mailed code together, which is the owner.
+   */
+  private async claimAccount(trx: Kysely<Database>, user: UserRow, via: 'magic_link' | 'password_reset', ctx: AccountContext): Promise<void> {
+    const now = this.clock.now();
+    const identities = await listIdentitiesOfUser(trx, user.id);
+    for (const identity of identities) await deleteIdentityOfUser(trx, user.id, identity.issuer);
+    await updateUser(trx, user.id, { email_verified: 1, password_hash: null, password_changed_at: now, updated_at: now });
+    await revokeGrantsOfUser(trx, user.id, now, 'account_claimed');
+    await revokeBrowserSessionsOfUser(trx, user.id, now);
+    await revokeConsentsOfUser(trx, user.id);
+    await voidOneTimeTokensOfUserOfKinds(trx, CLAIM_VOIDS, user.id, now);
+    await appendEvent(trx, now, {
+      type: 'user.claimed',
+      appId: ctx.appId ?? null,
+      userId: user.id,
+      ip: ctx.ip,
+      userAgent: ctx.userAgent,
+      data: { via, password_cleared: user.password_hash !== null, identities_removed: identities.length },
+    });
   }
 
   // Password reset -----------------------------------------------------------------------------------
 
   /**
-   * Mails a reset link to an existing, active account (30 min, single use); the same answer for every
-   * address. Link: `redirectUri?reset_token=…` (whitelisted by the caller) or `{auth_url}/password/reset?token=…`.
+   * Mails a reset link (30 min, single use); the same answer, work and statements for every address
+   * (an address without an active account gets a stand-in, as for magic links). Link (CONTRACT §15.2):
+   * `redirectUri?reset_token=…` only for an active user of `app` when the caller verified `redirectUri`
+   * against its whitelist — the token is then bound to the app: it resets only through it (client_id)
+   * and only while the user is still an active user of it; for anyone else
+   * `{auth_url}/password/reset?token=…` (not bound). The mail names the app and the link's host.
    */
-  async requestPasswordReset(input: { email: string; locale?: Locale; redirectUri?: string }, ctx: AccountContext): Promise<void> {
+  async requestPasswordReset(input: { email: string; locale?: Locale; redirectUri?: string; app?: MailingApp }, ctx: AccountContext): Promise<void> {
     const email = normalizeEmail(input.email);
     const now = this.clock.now();
-    let sent = false;
     await this.db.transaction().execute(async (trx) => {
       await this.throttle.hitMail(trx, 'reset', email);
-      const user = await findUserByEmail(trx, email);
-      if (!user || user.status !== 'active') return;
-      await voidOneTimeTokensOfUser(trx, KIND.reset, user.id, now);
+      const target = await this.mailTarget(trx, email, input);
+      await voidOneTimeTokensByEmail(trx, KIND.reset, email, now);
       const token = newSecret('pr');
       await insertOneTimeToken(trx, {
         id: newId('ott'),
         kind: KIND.reset,
         token_hash: hashSecret(token),
         code_hash: null,
-        user_id: user.id,
+        user_id: target.user?.id ?? null,
         email,
-        app_id: ctx.appId ?? null,
-        data: '{}',
+        app_id: target.boundTo?.id ?? null,
+        data: JSON.stringify(target.boundTo ? { redirect_uri: target.boundTo.redirectUri } : {}),
         attempts: 0,
         created_at: now,
         expires_at: now + RESET_TTL,
         consumed_at: null,
       });
-      const link = input.redirectUri ? appendQuery(input.redirectUri, { reset_token: token }) : `${this.config.authUrl}/password/reset?${new URLSearchParams({ token })}`;
-      await this.mailer.enqueue(trx, { kind: 'reset', to: user.email, locale: input.locale ?? 'en', template: 'password_reset', params: { link, minutes: RESET_TTL / 60 } });
-      await appendEvent(trx, now, { type: 'password.reset_requested', appId: ctx.appId ?? null, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: {} });
-      sent = true;
+      const link = target.boundTo ? appendQuery(target.boundTo.redirectUri, { reset_token: token }) : `${this.config.authUrl}/password/reset?${new URLSearchParams({ token })}`;
+      await this.mailer.enqueue(trx, {
+        kind: 'reset',
+        to: email,
+        locale: input.locale ?? 'en',
+        template: 'password_reset',
+        params: { link, minutes: RESET_TTL / 60, app: input.app?.name ?? '', host: linkDestination(link) },
+        discard: !target.user,
+      });
+      // Visible to an app's developer only when the link is bound to it (the user is its user): no account is revealed.
+      await appendEvent(trx, now, { type: 'password.reset_requested', appId: target.boundTo?.id ?? null, userId: target.user?.id ?? null, ip: ctx.ip, userAgent: ctx.userAgent, data: {} });
     });
-    if (sent) this.mailer.nudge();
+    this.mailer.nudge();
   }
 
-  /** Whether a reset token is live (the hosted page shows the form only then). */
+  /** Whether a reset token can be used on the hosted page (live, for an account, not bound to an app). */
   async isResetTokenLive(token: string): Promise<boolean> {
     const row = await findOneTimeTokenByHash(this.db, KIND.reset, hashSecret(token));
-    return Boolean(row && row.consumed_at === null && row.expires_at > this.clock.now());
+    return Boolean(row && row.consumed_at === null && row.expires_at > this.clock.now() && row.user_id !== null && row.app_id === null);
   }
 
   /**
    * Sets a new password with a reset token: policy-checked first (a weak password does not burn the
    * token); then, in one transaction, the token is consumed, every grant (refresh tokens, session JWTs)
    * and browser session of the user is revoked, other reset tokens die, a notice mail is queued.
-   * Never signs in. Unknown, used or expired token → 400 invalid_token.
+   * Never signs in. Unknown, used or expired token → 400 invalid_token; so is a token bound to an app
+   * presented without that app's client_id (`ctx.appId`), or whose user is no longer an active user of
+   * it. A reset proves the mailbox: an account never proven before is claimed (`claimAccount`) first.
    */
   async resetPassword(input: { token: string; password: string; locale?: Locale }, ctx: AccountContext): Promise<UserRow> {
     const now = this.clock.now();
     const row = await findOneTimeTokenByHash(this.db, KIND.reset, hashSecret(input.token));
     if (!row || row.consumed_at !== null || row.expires_at <= now || !row.user_id) throw new AppError('invalid_token', { detail: 'reset token unknown, used or expired' });
+    if (row.app_id !== null) {
+      if (row.app_id !== ctx.appId) throw new AppError('invalid_token', { detail: 'reset token bound to another app' });
+      const membership = await findAppUser(this.db, row.app_id, row.user_id);
+      if (membership?.status !== 'active') throw new AppError('invalid_token', { detail: 'reset token of an app the user no longer belongs to' });
+    }
     const user = await findUserById(this.db, row.user_id);
     if (!user || user.email !== row.email) throw new AppError('invalid_token', { detail: 'reset token user gone or email changed' });
     this.checkPasswordPolicy(input.password, user.email);
-    await this.setPassword(user, input.password, { ...ctx, appId: ctx.appId ?? row.app_id }, {
+    // Events name the app only when the token is bound to it (never an app the user does not belong to).
+    await this.setPassword(user, input.password, { ...ctx, appId: row.app_id }, {
       method: 'reset',
       locale: input.locale,
       consume: (trx) => consumeOneTimeToken(trx, row.id, this.clock.now()),
@@ -431,17 +548,59 @@ export class Accounts {
     return createHmac('sha256', this.codeKey).update(`${id}:${code}`).digest('base64url');
   }
 
-  /** Checks a code against a live grant and consumes it; throws invalid_code / code_expired. */
+  /**
+   * Checks a code against a live grant and consumes it; throws invalid_code / code_expired, or 429
+   * rate_limited once the address has used up its daily budget of wrong codes (`reserveCodeTry`).
+   */
   private async checkCode(row: OneTimeTokenRow | undefined, code: string): Promise<void> {
     const max = this.config.throttle.codeMaxAttempts;
     const now = this.clock.now();
     if (!row || !row.code_hash || row.attempts >= max) throw new AppError('code_expired', { detail: 'no live code' });
+    const release = await this.reserveCodeTry(row.email ?? `user:${row.user_id ?? row.id}`, now);
     if (!/^\d{6}$/.test(code) || !safeEqual(this.codeHash(row.id, code), row.code_hash)) {
       const attempts = await recordOneTimeTokenFailure(this.db, row.id, now, max);
-      if (attempts === null) throw new AppError('code_expired', { detail: 'code voided meanwhile' });
+      if (attempts === null) {
+        await release();
+        throw new AppError('code_expired', { detail: 'code voided meanwhile' });
+      }
       throw new AppError('invalid_code', { extra: { attempts_left: Math.max(0, max - attempts) }, detail: 'wrong code' });
     }
+    await release();
     if (!(await consumeOneTimeToken(this.db, row.id, now, max))) throw new AppError('code_expired', { detail: 'code used concurrently' });
+  }
+
+  /**
+   * The daily budget of wrong codes per address, across every code grant (magic-link and verification
+   * codes, reissued or not): at most CODE_MAX_FAILURES_PER_DAY wrong codes in any 24 hours. Counted in
+   * the database (shared by all processes) in hourly buckets `code_fail:<address>:<hour>`; the window is
+   * the current hour and the 24 before it, so a wrong code counts for 24–25 hours. Every check takes a
+   * slot BEFORE the code is compared (one atomic increment, then the sum), so concurrent guesses cannot
+   * overshoot; over budget → the slot is given back and 429 rate_limited with retry_after (the right
+   * code is refused too until the window passes). Returns `release`, called when the try was not a
+   * wrong code (right code, or grant gone), so only wrong codes keep their slot.
+   */
+  private async reserveCodeTry(address: string, now: number): Promise<() => Promise<void>> {
+    const limit = this.config.throttle.codeMaxFailuresPerDay;
+    const hour = Math.floor(now / 3600);
+    const key = (h: number) => `code_fail:${address}:${h}`;
+    await addToCounter(this.db, key(hour), now, 1);
+    const release = () => addToCounter(this.db, key(hour), this.clock.now(), -1);
+    const hours = Array.from({ length: 25 }, (_, i) => hour - 24 + i);
+    const counts = new Map((await findCounters(this.db, hours.map(key))).map((c) => [c.key, c.count]));
+    const total = hours.reduce((sum, h) => sum + (counts.get(key(h)) ?? 0), 0);
+    if (total <= limit) return release;
+    await release();
+    // Wrong codes counted without this try; the oldest buckets leave the window first.
+    let left = total - 1;
+    let retryAfter = 3600;
+    for (const h of hours) {
+      left -= counts.get(key(h)) ?? 0;
+      if (left < limit) {
+        retryAfter = (h + 25) * 3600 - now;
+        break;
+      }
+    }
+    throw new AppError('rate_limited', { extra: { retry_after: Math.max(1, retryAfter) }, detail: 'daily budget of wrong codes used up for this address' });
   }
 }
 

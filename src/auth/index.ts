@@ -67,7 +67,7 @@ export default async function authRoutes(scope: FastifyInstance) {
     const body = request.body;
     const client = await resolveApp(app, request, body, naming);
     const redirectUri = checkRedirectUri(client, body.redirect_uri);
-    await app.accounts.requestMagicLink({ email: body.email, locale: mailLocale(request), redirectUri }, requestContext(request));
+    await app.accounts.requestMagicLink({ email: body.email, locale: mailLocale(request), redirectUri, app: client }, requestContext(request));
     return noStore(reply).code(202).send({ status: 'sent' });
   });
 
@@ -84,13 +84,18 @@ export default async function authRoutes(scope: FastifyInstance) {
     const body = request.body;
     const client = await resolveApp(app, request, body, naming);
     const redirectUri = checkRedirectUri(client, body.redirect_uri);
-    await app.accounts.requestPasswordReset({ email: body.email, locale: mailLocale(request), redirectUri }, requestContext(request));
+    await app.accounts.requestPasswordReset({ email: body.email, locale: mailLocale(request), redirectUri, app: client }, requestContext(request));
     return noStore(reply).code(202).send({ status: 'sent' });
   });
 
   app.post('/password/reset', { schema: { body: PasswordResetBody } }, async (request, reply) => {
     const body = request.body;
-    await app.accounts.resetPassword({ token: body.reset_token, password: body.password, locale: mailLocale(request) }, requestContext(request));
+    // The app is optional here (a token mailed to {auth_url} is not bound to one); a token mailed to an
+    // app's redirect URI works only with that app's client_id or X-Client-Id (CONTRACT §15.2).
+    const header = request.headers['x-client-id'];
+    const named = body.client_id !== undefined || (typeof header === 'string' && header.length > 0);
+    const client = named ? await resolveApp(app, request, body, naming) : undefined;
+    await app.accounts.resetPassword({ token: body.reset_token, password: body.password, locale: mailLocale(request) }, { ...requestContext(request), appId: client?.id ?? null });
     return noStore(reply).code(204).send();
   });
 

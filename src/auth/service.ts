@@ -30,7 +30,7 @@ export async function resolveApp(
     const authorization = request.headers.authorization;
     const clientId = named ?? (authorization ? undefined : options.fallbackClientId);
     if (!clientId && !authorization) throw missingClient();
-    client = (await authenticateClient(deps, { authorization, clientId, clientSecret: body.client_secret })).app;
+    client = (await authenticateClient(deps, { authorization, clientId, clientSecret: body.client_secret, ip: request.ip })).app;
   } else {
     if (!named) throw missingClient();
     client = await findApp(deps.db, named);

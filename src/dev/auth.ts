@@ -19,7 +19,10 @@ declare module 'fastify' {
   }
 }
 
-/** Wrong keys per IP per minute before 429 `rate_limited` (SECURITY.md item 68: slows key guessing). */
+/**
+ * Wrong keys per IP per minute (SECURITY.md item 68): once an IP has sent this many, every `/v1/dev`
+ * request from it answers 429 `rate_limited` until the minute is over, a right key included.
+ */
 export const MAX_FAILED_DEVELOPER_KEYS_PER_MINUTE = 20;
 
 /**
@@ -27,12 +30,14 @@ export const MAX_FAILED_DEVELOPER_KEYS_PER_MINUTE = 20;
  * SHA-256. Keys are never read from the query string (SECURITY.md item 85).
  */
 export async function authenticateDeveloper(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
+  const throttleKey = `developer-key-failure:${request.ip}`;
+  await request.server.throttle.assertUnderLimit(throttleKey, MAX_FAILED_DEVELOPER_KEYS_PER_MINUTE, 60);
   const header = request.headers.authorization;
   if (!header) throw new AppError('unauthorized', { headers: { 'www-authenticate': 'Bearer realm="gatehouse"' }, detail: 'no developer API key' });
   const key = bearerCredential(header);
   const developer = key ? await findDeveloperByKeyHash(request.server.db, hashSecret(key)) : undefined;
   if (!developer) {
-    await request.server.throttle.hitKey(`developer-key-failure:${request.ip}`, MAX_FAILED_DEVELOPER_KEYS_PER_MINUTE, 60);
+    await request.server.throttle.hitKey(throttleKey, MAX_FAILED_DEVELOPER_KEYS_PER_MINUTE, 60);
     throw new AppError('unauthorized', { detail: 'unknown developer API key' });
   }
   request.developer = developer;

@@ -1,13 +1,29 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { isoTime } from '../shared/time.js';
-import { listEventsOfApp } from '../storage/repos/events.js';
+import { listEventsVisibleToApp } from '../storage/repos/events.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
  * `GET /v1/dev/apps/{id}/events?type&after&limit` (CONTRACT §9, §11): the app's audit events in
  * ascending order; the cursor is the last event id seen (`next_cursor`, null at the end).
+ *
+ * A developer can name its own app when signing in with any address, so the listing must not become
+ * an account-existence oracle (SECURITY hardening item 8). It is filtered when read, which covers rows
+ * written before the rule and whatever writers record in the future:
+ * - `user_id` is shown only for users of the app (an `app_users` row); other events show `null`;
+ * - about anyone else, only account-neutral events are listed (`user.login_failed`, `user.locked`:
+ *   written the same way for unknown addresses), see `listEventsVisibleToApp`;
+ * - `data` never carries `known_user` (or any other field in `PRIVATE_DATA_FIELDS`).
  */
+
+/** `data` fields kept for the platform's own audit trail, never shown to developers. */
+const PRIVATE_DATA_FIELDS = new Set(['known_user']);
+
+function developerData(json: string): Record<string, unknown> {
+  const data = JSON.parse(json) as Record<string, unknown>;
+  return Object.fromEntries(Object.entries(data).filter(([key]) => !PRIVATE_DATA_FIELDS.has(key)));
+}
 
 export const EventsQuery = z.strictObject({
   type: z.string().regex(/^[a-z][a-z_.]{0,63}$/, 'must be an event type').optional(),
@@ -30,18 +46,18 @@ export default async function devEventsRoutes(scope: FastifyInstance) {
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
       const limit = request.query.limit ?? 50;
-      const rows = await listEventsOfApp(app.db, owned.id, { type: request.query.type, after: request.query.after, limit: limit + 1 });
+      const rows = await listEventsVisibleToApp(app.db, owned.id, { type: request.query.type, after: request.query.after, limit: limit + 1 });
       const page = rows.slice(0, limit);
       return {
         items: page.map((e) => ({
           id: e.id,
           type: e.type,
           app_id: e.app_id,
-          user_id: e.user_id,
+          user_id: e.member === 1 ? e.user_id : null,
           ip: e.ip,
           user_agent: e.user_agent,
           at: isoTime(Number(e.at)),
-          data: JSON.parse(e.data) as Record<string, unknown>,
+          data: developerData(e.data),
         })),
         next_cursor: rows.length > limit ? page[page.length - 1]!.id : null,
       };

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { DocTypeParams, PublishBody, PublishQuery } from '../legal/schemas.js';
+import { MarkdownRenderer } from '../legal/renderer.js';
 import { dayOf, publishVersion, toVersionView } from '../legal/service.js';
 import { listLegalViews } from '../storage/repos/legal.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
@@ -24,12 +25,15 @@ const MAX_RANGE_DAYS = 366;
 
 export default async function devLegalRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
+  // Markdown is rendered in worker threads with a time limit (legal/renderer.ts); stopped with the app.
+  const renderer = new MarkdownRenderer();
+  app.addHook('onClose', async () => renderer.close());
   app.put(
     '/apps/:id/legal/:docType',
     { schema: { params: AppDocParams, querystring: PublishQuery, body: PublishBody } },
     async (request, reply) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
-      const version = await publishVersion(app.db, {
+      const version = await publishVersion(app.db, renderer, {
         owner: owned.id,
         docType: request.params.docType,
         lang: request.query.lang ?? 'en',

@@ -21,7 +21,6 @@ import {
   insertIdentity,
   insertIdpToken,
   listIdentitiesOfUser,
-  purgeExpiredIdpTokens,
   rememberIdToken,
   replaceIdpTokenData,
   voidIdpTokens,
@@ -244,7 +243,6 @@ export class IdpService {
       binder: hashSecret(binder),
       ...(input.intent === 'signin' ? { app: input.app } : { user_id: input.userId }),
     };
-    await purgeExpiredIdpTokens(this.db, now);
     await insertIdpToken(this.db, {
       id: newId('itx'),
       kind: 'idp_state',

@@ -16,13 +16,13 @@ export const ViewBody = z.strictObject({
   version: z.number().int().min(1).max(1_000_000_000).optional(),
 });
 
-/** Limits of a published version. */
+/** Limits of a published version (nesting and render time: `markdown.ts`, `renderer.ts`). */
 export const TITLE_MAX = 200;
 export const CONTENT_MAX = 60_000;
 
 export const PublishBody = z.strictObject({
   title: z.string().trim().min(1).max(TITLE_MAX),
-  content: z.string().min(1).max(CONTENT_MAX),
+  content: z.string().min(1).max(CONTENT_MAX, `must be at most ${CONTENT_MAX} characters of Markdown`),
   default: z.boolean().optional(),
 });
 export type PublishInput = z.infer<typeof PublishBody>;

@@ -1,6 +1,4 @@
 import type { Kysely } from 'kysely';
-import { marked } from 'marked';
-import sanitizeHtml from 'sanitize-html';
 import { AppError } from '../errors.js';
 import { appendQuery } from '../shared/url.js';
 import { isoTime } from '../shared/time.js';
@@ -15,6 +13,7 @@ import {
   recordLegalView,
 } from '../storage/repos/legal.js';
 import type { Database } from '../storage/schema.js';
+import type { MarkdownRenderer } from './renderer.js';
 import { LANG_TAG, type LegalDocumentView, type LegalSummaryView, type PublishInput } from './schemas.js';
 
 export { PLATFORM_OWNER };
@@ -45,25 +44,6 @@ export function resolveLang(requested: string | undefined, langs: string[], defa
     if (byPrimary) return byPrimary;
   }
   return langs.includes(defaultLang) ? defaultLang : langs[0]!;
-}
-
-const SANITIZE: sanitizeHtml.IOptions = {
-  allowedTags: [
-    'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'p', 'a', 'ul', 'ol', 'li', 'blockquote', 'code', 'pre', 'em', 'strong', 'del',
-    'hr', 'br', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'sup', 'sub', 'dl', 'dt', 'dd', 'abbr',
-  ],
-  allowedAttributes: { a: ['href', 'title', 'rel'], abbr: ['title'], th: ['align'], td: ['align'], ol: ['start'] },
-  allowedSchemes: ['http', 'https', 'mailto'],
-  allowedSchemesAppliedToAttributes: ['href'],
-  allowProtocolRelative: false,
-  disallowedTagsMode: 'discard',
-  transformTags: { a: sanitizeHtml.simpleTransform('a', { rel: 'noopener noreferrer nofollow' }) },
-};
-
-/** Markdown → HTML that is safe to embed: no script, no event handler, no `javascript:` (or other) URL. */
-export function renderMarkdown(markdown: string): string {
-  const html = marked.parse(markdown, { async: false, gfm: true }) as string;
-  return sanitizeHtml(html, SANITIZE);
 }
 
 /** `{auth_url}/legal/…`: the hosted HTML page of a document. */
@@ -125,14 +105,19 @@ export async function listDocumentSummaries(db: Kysely<Database>, authUrl: strin
 
 const UNIQUE_VIOLATION = /unique|duplicate key/i;
 
-/** Publishes a new version (developer or admin PUT). A concurrent publisher of the same language retries once. */
+/**
+ * Publishes a new version (developer or admin PUT). The Markdown is rendered by `renderer` (a worker
+ * pool with a time limit; content it cannot render is 400 `invalid_request`). A concurrent publisher of
+ * the same language retries once.
+ */
 export async function publishVersion(
   db: Kysely<Database>,
+  renderer: MarkdownRenderer,
   input: { owner: string; docType: string; lang: string; body: PublishInput; at: number },
 ): Promise<LegalVersion> {
   const lang = canonicalLang(input.lang);
   if (!lang) throw new AppError('invalid_request', { details: [{ path: 'querystring.lang', message: 'must be a BCP 47 language tag' }] });
-  const contentHtml = renderMarkdown(input.body.content);
+  const contentHtml = await renderer.render(input.body.content);
   const attempt = () =>
     db.transaction().execute((trx) =>
       insertLegalVersion(trx, {

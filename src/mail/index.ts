@@ -33,6 +33,10 @@ import mailboxRoutes from './mailbox.js';
  *   (5 s, 10 s, 20 s, … capped at 1 h), and a mail still undelivered after 24 h is abandoned;
  * - without SMTP_URL: the dev mailbox: the mail is marked delivered and logged at info level with its
  *   kind, recipient and id only (never its link or code), and `GET /dev/mailbox` shows it outside production.
+ * A mail enqueued with `discard: true` (the stand-in that `/magic-link/request` and `/password/forgot`
+ * render for an address without a deliverable account, so both answers cost the same) is written like
+ * any other, but with kind `discard` and no recipient: the sender claims it and drops it unsent, and the
+ * dev mailbox never lists it.
  */
 
 export type MailKindName = 'verify' | 'magic_link' | 'reset' | 'notice';
@@ -44,7 +48,12 @@ export interface MailRequest {
   /** `views/emails/<template>.{text,html}.eta`; subject from the message `mail.<template>.subject`. */
   template: string;
   params: Record<string, string | number>;
+  /** Render and store it like any other mail, but never send it (see `DISCARD_KIND`). */
+  discard?: boolean;
 }
+
+/** The outbox kind of a discarded stand-in mail: no recipient, dropped by the sender unsent. */
+export const DISCARD_KIND = 'discard';
 
 export interface MailboxEntry {
   id: string;
@@ -90,8 +99,8 @@ export class Mailer {
     const now = this.clock.now();
     await insertOutboxMail(trx, {
       id,
-      kind: mail.kind,
-      to_address: mail.to,
+      kind: mail.discard ? DISCARD_KIND : mail.kind,
+      to_address: mail.discard ? '' : mail.to,
       subject: rendered.subject,
       text_body: this.box.seal(rendered.text),
       html_body: this.box.seal(rendered.html),
@@ -150,6 +159,11 @@ export class Mailer {
       this.app.log.warn({ mail_id: row.id, kind: row.kind }, 'mail abandoned after 24 h of failed delivery');
       return;
     }
+    if (row.kind === DISCARD_KIND) {
+      await markMailSent(this.db, row.id, now);
+      this.app.log.debug({ mail_id: row.id }, 'stand-in mail dropped unsent');
+      return;
+    }
     if (!this.config.smtpUrl) {
       await markMailSent(this.db, row.id, now);
       this.app.log.info({ mail_id: row.id, kind: row.kind, to: row.to_address, subject: row.subject }, 'mail delivered to the dev mailbox (GET /dev/mailbox)');
@@ -201,7 +215,7 @@ export class Mailer {
 
   /** The newest mails with their bodies (dev mailbox; never exposed in production). */
   async recent(limit = 50): Promise<MailboxEntry[]> {
-    const rows = await listRecentMail(this.db, limit);
+    const rows = (await listRecentMail(this.db, limit)).filter((row) => row.kind !== DISCARD_KIND);
     return rows.map((row) => ({
       id: row.id,
       kind: row.kind,

@@ -16,7 +16,7 @@ import { noStore } from './token.js';
 export async function revoke(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
   const params = singleParams(request.body);
-  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret });
+  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip });
   request.corsAppId = client.id;
   const token = required(params, 'token');
   // token_type_hint is only a hint (RFC 7009 §2.1): both kinds are looked up whatever it says.
@@ -39,7 +39,7 @@ export async function revoke(app: FastifyInstance, request: FastifyRequest, repl
 export async function introspect(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
   const params = singleParams(request.body);
-  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret });
+  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip });
   if (client.type !== 'confidential') throw new AppError('invalid_client', { message: 'Only confidential clients may introspect tokens.', detail: 'public client at introspection' });
   const token = required(params, 'token');
   const inactive = { active: false };

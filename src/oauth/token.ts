@@ -32,7 +32,7 @@ export async function token(app: FastifyInstance, request: FastifyRequest, reply
   if (!grantType) throw new AppError('invalid_request', { message: 'The grant_type parameter is required.' });
   const handler = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;
   if (!handler) throw new AppError('unsupported_grant_type');
-  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret });
+  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip });
   request.corsAppId = client.id;
   const result = await handler(app, request, client, params).catch(async (error: unknown) => {
     if (error instanceof AppError && error.code === 'invalid_grant') {

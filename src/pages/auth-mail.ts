@@ -43,6 +43,12 @@ function formError(request: FastifyRequest, reply: FastifyReply, error: unknown)
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
+
+/** The app of the authorization request in flight (named in the mail; the hosted pages never bind a link to it). */
+async function mailingApp(request: FastifyRequest): Promise<{ id: string; name: string } | undefined> {
+  const flow = await flowApp(request);
+  return flow ? { id: flow.id, name: flow.name } : undefined;
+}
 const cleanEmail = (value: string) => value.trim().slice(0, 254);
 
 export default async function authMailPages(app: FastifyInstance) {
@@ -69,7 +75,8 @@ export default async function authMailPages(app: FastifyInstance) {
     try {
       await app.throttle.hitIp(request);
       if (!EMAIL.test(email)) return renderMagic(request, reply.code(400), { mode: 'request', email, error: app.messages.translator(localeOf(request))('am.field.email') });
-      await app.accounts.requestMagicLink({ email, locale: localeOf(request) }, ctxOf(request));
+      // The link goes to this page (never bound to an app); the mail names the app being signed in to, if any.
+      await app.accounts.requestMagicLink({ email, locale: localeOf(request), app: await mailingApp(request) }, ctxOf(request));
     } catch (error) {
       return renderMagic(request, reply, { mode: 'request', email, error: formError(request, reply, error) });
     }
@@ -117,7 +124,7 @@ export default async function authMailPages(app: FastifyInstance) {
     try {
       await app.throttle.hitIp(request);
       if (!EMAIL.test(email)) return renderForgot(request, reply.code(400), { email, error: app.messages.translator(localeOf(request))('am.field.email') });
-      await app.accounts.requestPasswordReset({ email, locale: localeOf(request) }, ctxOf(request));
+      await app.accounts.requestPasswordReset({ email, locale: localeOf(request), app: await mailingApp(request) }, ctxOf(request));
     } catch (error) {
       return renderForgot(request, reply, { email, error: formError(request, reply, error) });
     }

@@ -48,14 +48,21 @@ export function parseBasic(header: string | undefined): BasicCredentials | undef
   }
 }
 
-/** Wrong secrets per client per minute before 429 (SECURITY.md item 68); only failures count, so the right secret keeps working. */
+/**
+ * Wrong secrets per app and IP per minute (SECURITY.md item 68): once an IP has sent this many for an
+ * app, every secret it sends for that app answers 429 until the minute is over, the right one included
+ * (a limit the right secret passed would tell a guesser when it had won). Per app and IP, so nobody can
+ * lock an app's own servers out by sending wrong secrets in its name.
+ */
 export const MAX_FAILED_SECRETS_PER_MINUTE = 20;
 
-/** What a request presents: its Authorization header and the client fields of its body. */
+/** What a request presents: its Authorization header and the client fields of its body, and where it comes from. */
 export interface ClientCredentials {
   authorization?: string;
   clientId?: string;
   clientSecret?: string;
+  /** The client IP (`request.ip`): secret guessing is limited per app and IP. */
+  ip: string;
 }
 
 export async function authenticateClient(deps: { db: Kysely<Database>; throttle: Throttle }, credentials: ClientCredentials): Promise<AuthenticatedClient> {
@@ -80,8 +87,10 @@ export async function authenticateClient(deps: { db: Kysely<Database>; throttle:
 
   if (app.type === 'confidential') {
     if (secret === undefined || !app.clientSecretHash) throw invalidClient('confidential client sent no secret', !!basic);
+    const throttleKey = `client-secret-failure:${app.id}:${credentials.ip}`;
+    await deps.throttle.assertUnderLimit(throttleKey, MAX_FAILED_SECRETS_PER_MINUTE, 60);
     if (!safeEqual(presentedHash, app.clientSecretHash)) {
-      await deps.throttle.hitKey(`client-secret-failure:${app.id}`, MAX_FAILED_SECRETS_PER_MINUTE, 60);
+      await deps.throttle.hitKey(throttleKey, MAX_FAILED_SECRETS_PER_MINUTE, 60);
       throw invalidClient('wrong client secret', !!basic);
     }
   } else if (secret !== undefined && secret !== '') {

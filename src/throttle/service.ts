@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Clock } from '../shared/time.js';
-import { deleteCounter, findCounter, incrementCounter, lockCounter, saveCounter } from '../storage/repos/throttle.js';
+import { deleteCounter, findCounter, lockCounterAtCount, reserveCounterSlot, saveCounter } from '../storage/repos/throttle.js';
 import { normalizeEmail } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 
@@ -13,13 +13,25 @@ import type { Database } from '../storage/schema.js';
  * - per-IP: IP_AUTH_PER_MINUTE requests per fixed minute window, counted in memory, or in Redis when
  *   REDIS_URL is set (shared by every process). If Redis is unreachable the limiter falls back to the
  *   in-process counters (fail-soft: still limited per process) and logs a warning;
- * - per account: failed logins keyed by the normalised email (whether or not an account exists),
- *   in the database: LOGIN_MAX_FAILURES within LOGIN_LOCK_SECONDS lock the address for LOGIN_LOCK_SECONDS;
+ * - credential guessing per IP (admin token, developer keys, client secrets): `assertUnderLimit` before
+ *   the credential is looked at, `hitKey` after a wrong one. Once a key is over its limit every attempt
+ *   is refused for the rest of the window, the right credential included: a limit that only counted
+ *   failures would still answer a right guess, so guessing would go on at full speed;
+ * - per account: password evaluations keyed by the normalised email (whether or not an account
+ *   exists), in the database: each one reserves a slot atomically BEFORE the password is hashed, so at
+ *   most LOGIN_MAX_FAILURES are evaluated per window, concurrent requests and other processes included;
+ *   the failure that uses up the budget locks the address for LOGIN_LOCK_SECONDS;
  * - per mailbox: MAIL_PER_HOUR mails per address and kind, MAIL_INTERVAL_SECONDS apart; a refused
  *   request does not count.
  */
 
 export type MailKind = 'verify' | 'magic_link' | 'reset';
+
+/** A reserved password evaluation (`reserveLoginAttempt`): its counter key and its slot number (1…LOGIN_MAX_FAILURES). */
+export interface LoginAttempt {
+  key: string;
+  slot: number;
+}
 
 const rateLimited = (retryAfter: number, detail: string) =>
   new AppError('rate_limited', { extra: { retry_after: Math.max(1, Math.ceil(retryAfter)) }, detail });
@@ -53,17 +65,46 @@ export class Throttle {
     let count: number | null = null;
     if (this.redis) {
       try {
-        const redisKey = `gatehouse:rl:${key}:${windowSeconds}:${window}`;
+        const redisKey = this.redisKey(key, windowSeconds, window);
         const result = await this.redis.multi().incr(redisKey).expire(redisKey, windowSeconds + 1).exec();
         const value = result?.[0]?.[1];
         if (typeof value === 'number') count = value;
       } catch (error) {
-        if (!this.redisWarned) this.log.warn({ err: error }, 'redis unavailable: per-IP limits fall back to in-process counters');
-        this.redisWarned = true;
+        this.warnRedis(error);
       }
     }
     if (count === null) count = this.memoryHit(`${key}:${windowSeconds}`, window, now);
     if (count > limit) throw rateLimited(retryAfter, `limit ${limit}/${windowSeconds}s for ${key.split(':')[0]}`);
+  }
+
+  /**
+   * Refuses (429 rate_limited, retry_after = the rest of the window) while `key` has reached `limit`
+   * in the current window of `hitKey`; counts nothing. Call it before a credential is evaluated and
+   * `hitKey` after a wrong one: then a key over its limit is refused for the rest of the window even
+   * with the right credential. (Requests already past this check when the limit is reached still
+   * finish; `hitKey` answers their failures with 429 too.)
+   */
+  async assertUnderLimit(key: string, limit: number, windowSeconds: number): Promise<void> {
+    const now = this.clock.now();
+    const window = Math.floor(now / windowSeconds);
+    const local = this.memory.get(`${key}:${windowSeconds}`);
+    // In-process counts too: they hold the failures counted while Redis was unreachable.
+    let count = local && local.window === window ? local.count : 0;
+    if (this.redis) {
+      try {
+        count = Math.max(count, Number((await this.redis.get(this.redisKey(key, windowSeconds, window))) ?? 0));
+      } catch (error) {
+        this.warnRedis(error);
+      }
+    }
+    if (count >= limit) throw rateLimited((window + 1) * windowSeconds - now, `over ${limit}/${windowSeconds}s for ${key.split(':')[0]}`);
+  }
+
+  private redisKey = (key: string, windowSeconds: number, window: number) => `gatehouse:rl:${key}:${windowSeconds}:${window}`;
+
+  private warnRedis(error: unknown): void {
+    if (!this.redisWarned) this.log.warn({ err: error }, 'redis unavailable: per-IP limits fall back to in-process counters');
+    this.redisWarned = true;
   }
 
   private memoryHit(key: string, window: number, now: number): number {
@@ -84,24 +125,38 @@ export class Throttle {
 
   private loginKey = (email: string) => `login:${normalizeEmail(email)}`;
 
-  /** Throws 429 while the address is locked (checked before the password is looked at). */
-  async assertLoginAllowed(email: string): Promise<void> {
-    const counter = await findCounter(this.db, this.loginKey(email));
-    const now = this.clock.now();
-    if (counter?.lockedUntil && counter.lockedUntil > now) throw rateLimited(counter.lockedUntil - now, 'account locked');
-  }
-
-  /** Records a failed login; returns true when this failure locked the address. */
-  async recordLoginFailure(db: Kysely<Database>, email: string): Promise<boolean> {
+  /**
+   * Reserves one password evaluation for the address, atomically in the database and BEFORE the
+   * password is hashed (call it outside any transaction, so other requests and processes see it at
+   * once). Each window of LOGIN_LOCK_SECONDS (from its first attempt) has LOGIN_MAX_FAILURES slots; a
+   * failure keeps its slot, a correct password clears the counter (`clearLoginFailures`). No slot
+   * left, or the address locked → 429 rate_limited with retry_after, and nothing is hashed: this is
+   * what keeps concurrent requests from evaluating more than LOGIN_MAX_FAILURES guesses.
+   */
+  async reserveLoginAttempt(email: string): Promise<LoginAttempt> {
     const { loginMaxFailures, loginLockSeconds } = this.config.throttle;
     const now = this.clock.now();
     const key = this.loginKey(email);
-    const counter = await incrementCounter(db, key, now, loginLockSeconds);
-    if (counter.count >= loginMaxFailures && !(counter.lockedUntil && counter.lockedUntil > now)) {
-      await lockCounter(db, key, now + loginLockSeconds);
-      return true;
+    const slot = await reserveCounterSlot(this.db, key, now, loginLockSeconds, loginMaxFailures);
+    if (slot === null) {
+      const counter = await findCounter(this.db, key);
+      // Locked: the rest of the lock. Slots all held by attempts still running: if the one holding
+      // the last slot fails, it locks the address for LOGIN_LOCK_SECONDS from then.
+      const retryAfter = counter?.lockedUntil && counter.lockedUntil > now ? counter.lockedUntil - now : loginLockSeconds;
+      throw rateLimited(retryAfter, 'account locked or login attempts used up');
     }
-    return false;
+    return { key, slot };
+  }
+
+  /**
+   * The reserved attempt failed: its slot stays used. The failure holding the last slot locks the
+   * address for LOGIN_LOCK_SECONDS from now (unless the counter was cleared meanwhile by a correct
+   * password). Returns true when this failure locked the address.
+   */
+  async recordLoginFailure(db: Kysely<Database>, attempt: LoginAttempt): Promise<boolean> {
+    const { loginMaxFailures, loginLockSeconds } = this.config.throttle;
+    if (attempt.slot < loginMaxFailures) return false;
+    return lockCounterAtCount(db, attempt.key, loginMaxFailures, this.clock.now() + loginLockSeconds);
   }
 
   async clearLoginFailures(db: Kysely<Database>, email: string): Promise<void> {

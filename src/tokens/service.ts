@@ -65,7 +65,8 @@ export interface BearerIdentity {
   grantId: string;
 }
 
-const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/;
+/** `Authorization: Bearer <b64token>` (RFC 6750 §2.1); the scheme is case-insensitive (RFC 9110 §11.1). */
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
 
 export class TokenService {
   private readonly box: SecretBox;

@@ -210,6 +210,8 @@ describe('refresh and logout', () => {
 describe('magic links', () => {
   it('signs in by link token (single use) and by code; a newer link voids older ones', async () => {
     const user = await makeUser(t.app, { email: 'magic@example.com', password: 'magic user password' });
+    // Only a user of the app gets a link to its redirect URI (CONTRACT §15.2): sign in to it once.
+    expect((await post('/v1/auth/login', { email: user.email, password: user.password, client_id: client.id })).statusCode).toBe(200);
     await post('/v1/auth/magic-link/request', { email: user.email, client_id: client.id, redirect_uri: 'com.example.app:/auth' });
     const mail1 = await smtp.waitFor((m) => mailTo(m) === user.email && /sign-in link/i.test(m.subject ?? ''));
     const link1 = linkIn(mail1);

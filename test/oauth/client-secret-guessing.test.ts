@@ -3,7 +3,8 @@ import { MAX_FAILED_SECRETS_PER_MINUTE } from '../../src/sign-in/client-auth.js'
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeClient, tokenRequest, type TestClient } from '../helpers/oauth-flows.js';
 
-// SECURITY.md item 68: client-secret guessing is throttled; the right secret works once back-off expires.
+// SECURITY.md item 68: client-secret guessing is throttled per app and IP; once over the limit, even the right
+// secret is refused from that IP until the window is over (elsewhere it keeps working).
 describe('client secret guessing at /oauth/token', () => {
   let t: TestApp;
   let client: TestClient;
@@ -16,7 +17,7 @@ describe('client secret guessing at /oauth/token', () => {
   });
   afterAll(async () => t.close());
 
-  it('answers 401 invalid_client, then 429 with Retry-After; the right secret is never locked out', async () => {
+  it('answers 401 invalid_client, then 429 with Retry-After, the right secret included; other IPs are not affected', async () => {
     // Start at the beginning of a throttle window, so the whole burst falls into one window.
     t.clock.advance(60 - (t.clock.now() % 60));
     for (let i = 0; i < MAX_FAILED_SECRETS_PER_MINUTE; i++) {
@@ -29,12 +30,22 @@ describe('client secret guessing at /oauth/token', () => {
     expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
     expect(limited.headers['cache-control']).toBe('no-store');
 
-    // The real secret still authenticates (the grant itself is unknown → invalid_grant, not invalid_client).
+    // From the guessing IP the real secret is refused too; from another IP it authenticates (the grant
+    // itself is unknown → invalid_grant, not invalid_client).
+    expect((await withSecret(client.secret!)).statusCode).toBe(429);
+    const elsewhere = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      remoteAddress: '198.51.100.20',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...basic(client.secret!) },
+      payload: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'rt_unknown' }).toString(),
+    });
+    expect(elsewhere.json().error).toBe('invalid_grant');
+
+    t.clock.advance(61);
     const right = await withSecret(client.secret!);
     expect(right.statusCode).toBe(400);
     expect(right.json().error).toBe('invalid_grant');
-
-    t.clock.advance(61);
     expect((await withSecret('cs_wrong-later')).statusCode).toBe(401);
   });
 });

@@ -22,3 +22,8 @@ export async function revokeConsent(db: Kysely<Database>, appId: string, userId:
   const result = await db.deleteFrom('consents').where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
   return Number(result.numDeletedRows) === 1;
 }
+
+/** Removes every consent of a user (an account claimed by its mailbox owner keeps no consent given before). */
+export async function revokeConsentsOfUser(db: Kysely<Database>, userId: string): Promise<void> {
+  await db.deleteFrom('consents').where('user_id', '=', userId).execute();
+}

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { newId } from '../../shared/ids.js';
 import type { Database, EventRow } from '../schema.js';
 
@@ -20,7 +20,8 @@ export type EventType =
   | 'profile.updated'
   | 'profile.deleted'
   | 'app.user_blocked'
-  | 'app.user_unblocked';
+  | 'app.user_unblocked'
+  | 'user.claimed';
 
 export interface EventInput {
   type: EventType;
@@ -57,4 +58,41 @@ export async function listEventsOfApp(
   if (options.type) q = q.where('type', '=', options.type);
   if (options.after) q = q.where('id', '>', options.after);
   return q.orderBy('id', 'asc').limit(options.limit).execute();
+}
+
+/**
+ * Event types whose rows an outsider can cause whether or not the named account exists (a failed
+ * password for any address, the lockout of any address): the only ones a developer sees about people
+ * who are not users of its app, and then without their user id (SECURITY hardening item 8).
+ */
+export const ACCOUNT_NEUTRAL_EVENT_TYPES: readonly string[] = ['user.login_failed', 'user.locked'];
+
+export interface AppVisibleEventRow extends EventRow {
+  /** 1 when `user_id` is a user of the app (an `app_users` row exists now), else 0. */
+  member: number;
+}
+
+/**
+ * The events of an app as its developer may see them, in id order: an event about a user of the app
+ * (an `app_users` row, checked at read time so rows written before this rule are covered too), or an
+ * event of `ACCOUNT_NEUTRAL_EVENT_TYPES` about anyone else (no user, or a user of other apps only).
+ * Anything else — e.g. a reset requested for an address that exists — would reveal an account and is
+ * left out. Callers must still blank `user_id` when `member` is 0.
+ */
+export async function listEventsVisibleToApp(
+  db: Kysely<Database>,
+  appId: string,
+  options: { type?: string; after?: string; limit: number },
+): Promise<AppVisibleEventRow[]> {
+  let q = db
+    .selectFrom('events as e')
+    .leftJoin('app_users as au', (join) => join.onRef('au.app_id', '=', 'e.app_id').onRef('au.user_id', '=', 'e.user_id'))
+    .selectAll('e')
+    .select(sql<number>`case when au.user_id is null then 0 else 1 end`.as('member'))
+    .where('e.app_id', '=', appId)
+    .where((eb) => eb.or([eb('au.user_id', 'is not', null), eb('e.type', 'in', [...ACCOUNT_NEUTRAL_EVENT_TYPES])]));
+  if (options.type) q = q.where('e.type', '=', options.type);
+  if (options.after) q = q.where('e.id', '>', options.after);
+  const rows = await q.orderBy('e.id', 'asc').limit(options.limit).execute();
+  return rows.map((row) => ({ ...row, member: Number(row.member) }));
 }

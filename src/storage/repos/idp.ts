@@ -119,15 +119,6 @@ export async function rememberIdToken(db: Kysely<Database>, input: { id: string;
   return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
 }
 
-/** Housekeeping: drops this feature's rows that expired more than a day ago. */
-export async function purgeExpiredIdpTokens(db: Kysely<Database>, now: number): Promise<void> {
-  await db
-    .deleteFrom('one_time_tokens')
-    .where('kind', 'in', ['idp_state', 'idp_continue', 'idp_bind', 'idp_id_token'])
-    .where('expires_at', '<', now - 86400)
-    .execute();
-}
-
 /**
  * Compare-and-set of a live single-use row's data (e.g. a bind ticket claimed by the first browser
  * that opens it): true only for the one caller that saw `expected`.

@@ -104,3 +104,9 @@ export async function voidOneTimeTokensByEmail(db: Kysely<Database>, kind: strin
 export async function voidOneTimeTokensOfUser(db: Kysely<Database>, kind: string, userId: string, now: number): Promise<void> {
   await db.updateTable('one_time_tokens').set({ consumed_at: now }).where('kind', '=', kind).where('user_id', '=', userId).where('consumed_at', 'is', null).execute();
 }
+
+/** Voids every live token of the given kinds for a user (an account claimed by its mailbox owner). */
+export async function voidOneTimeTokensOfUserOfKinds(db: Kysely<Database>, kinds: string[], userId: string, now: number): Promise<void> {
+  if (kinds.length === 0) return;
+  await db.updateTable('one_time_tokens').set({ consumed_at: now }).where('kind', 'in', kinds).where('user_id', '=', userId).where('consumed_at', 'is', null).execute();
+}

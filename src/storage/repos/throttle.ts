@@ -28,39 +28,85 @@ export async function saveCounter(db: Kysely<Database>, counter: ThrottleCounter
     .execute();
 }
 
+export async function deleteCounter(db: Kysely<Database>, key: string): Promise<void> {
+  await db.deleteFrom('throttle_counters').where('key', '=', key).execute();
+}
+
 /**
- * Adds one to a fixed-window counter atomically and returns the new state. A window older than
- * `windowSeconds` restarts at 1 (its lock is kept until it runs out).
+ * Takes one slot of a budget of `max` per window, atomically (one statement: the insert, or the
+ * update under the row lock, on both dialects): a window older than `windowSeconds`, or one whose lock
+ * has run out, starts again at 1; otherwise the count goes up by one only while it is below `max` and
+ * no lock is in force. Returns the slot's number (1…max), or null when the budget is spent or the key
+ * is locked (nothing is changed then). This is what makes "at most `max` per window" hold for
+ * concurrent requests and across processes: the slot is taken before the guarded work runs.
  */
-export async function incrementCounter(db: Kysely<Database>, key: string, now: number, windowSeconds: number): Promise<ThrottleCounter> {
-  await db
+export async function reserveCounterSlot(db: Kysely<Database>, key: string, now: number, windowSeconds: number, max: number): Promise<number | null> {
+  const row = await db
     .insertInto('throttle_counters')
     .values({ key, count: 1, window_start: now, locked_until: null, updated_at: now })
     .onConflict((oc) =>
+      oc
+        .column('key')
+        .doUpdateSet((eb) => {
+          const stale = eb.or([
+            eb('throttle_counters.window_start', '<=', now - windowSeconds),
+            eb.and([eb('throttle_counters.locked_until', 'is not', null), eb('throttle_counters.locked_until', '<=', now)]),
+          ]);
+          return {
+            count: eb.case().when(stale).then(1).else(eb('throttle_counters.count', '+', 1)).end(),
+            window_start: eb.case().when(stale).then(now).else(eb.ref('throttle_counters.window_start')).end(),
+            locked_until: eb.case().when(stale).then(eb.val<number | null>(null)).else(eb.ref('throttle_counters.locked_until')).end(),
+            updated_at: now,
+          };
+        })
+        .where((eb) =>
+          // A lock in force refuses, whatever the window; a lock run out restarts the window.
+          eb.or([
+            eb('throttle_counters.locked_until', '<=', now),
+            eb.and([
+              eb('throttle_counters.locked_until', 'is', null),
+              eb.or([eb('throttle_counters.count', '<', max), eb('throttle_counters.window_start', '<=', now - windowSeconds)]),
+            ]),
+          ]),
+        ),
+    )
+    .returning('count')
+    .executeTakeFirst();
+  return row ? row.count : null;
+}
+
+/** Sets `locked_until` only while the key still holds at least `minCount` (a counter cleared or restarted meanwhile stays unlocked). True when it locked. */
+export async function lockCounterAtCount(db: Kysely<Database>, key: string, minCount: number, lockedUntil: number): Promise<boolean> {
+  const result = await db
+    .updateTable('throttle_counters')
+    .set({ locked_until: lockedUntil })
+    .where('key', '=', key)
+    .where('count', '>=', minCount)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/**
+ * Adds `delta` (may be negative; the count never drops below 0) to a plain counter, creating it at
+ * `max(delta, 0)`. One statement, atomic on both dialects. For counters whose key names its own
+ * window (e.g. one key per hour), so no window logic is applied here.
+ */
+export async function addToCounter(db: Kysely<Database>, key: string, now: number, delta: number): Promise<void> {
+  await db
+    .insertInto('throttle_counters')
+    .values({ key, count: Math.max(delta, 0), window_start: now, locked_until: null, updated_at: now })
+    .onConflict((oc) =>
       oc.column('key').doUpdateSet((eb) => ({
-        count: eb
-          .case()
-          .when('throttle_counters.window_start', '<=', now - windowSeconds)
-          .then(1)
-          .else(eb('throttle_counters.count', '+', 1))
-          .end(),
-        window_start: eb
-          .case()
-          .when('throttle_counters.window_start', '<=', now - windowSeconds)
-          .then(now)
-          .else(eb.ref('throttle_counters.window_start'))
-          .end(),
+        count: eb.case().when(eb(eb('throttle_counters.count', '+', delta), '<', 0)).then(0).else(eb('throttle_counters.count', '+', delta)).end(),
         updated_at: now,
       })),
     )
     .execute();
-  return (await findCounter(db, key))!;
 }
 
-export async function lockCounter(db: Kysely<Database>, key: string, lockedUntil: number): Promise<void> {
-  await db.updateTable('throttle_counters').set({ locked_until: lockedUntil }).where('key', '=', key).execute();
-}
-
-export async function deleteCounter(db: Kysely<Database>, key: string): Promise<void> {
-  await db.deleteFrom('throttle_counters').where('key', '=', key).execute();
+/** The counters among `keys` that exist (any order). */
+export async function findCounters(db: Kysely<Database>, keys: string[]): Promise<ThrottleCounter[]> {
+  if (keys.length === 0) return [];
+  const rows = await db.selectFrom('throttle_counters').selectAll().where('key', 'in', keys).execute();
+  return rows.map((row) => ({ key: row.key, count: row.count, windowStart: row.window_start, lockedUntil: row.locked_until, updatedAt: row.updated_at }));
 }

@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStorage, type Storage } from '../../src/storage/connect.js';
+import { TEST_ADMIN_TOKEN, TEST_SECRET_KEY } from '../helpers/app.js';
+import { makeApp, makeUser } from '../helpers/factories.js';
+import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
+
+/**
+ * Issue "Security hardening", item 4, with real processes: two Gatehouse servers on one PostgreSQL
+ * database share one budget of LOGIN_MAX_FAILURES evaluated passwords per address, whatever the
+ * interleaving of 28 concurrent wrong passwords sent to both.
+ */
+describe('login attempts across two server processes on one database', { timeout: 120_000 }, () => {
+  let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
+  let storage: Storage;
+  const servers: Array<ReturnType<typeof start>> = [];
+  const ports: number[] = [];
+
+  beforeAll(async () => {
+    database = await freshDatabaseUrl();
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort();
+      ports.push(port);
+      servers.push(
+        start(
+          ['--import', 'tsx', 'src/server.ts'],
+          childEnv({
+            PORT: String(port),
+            HOST: '127.0.0.1',
+            BASE_URL: `http://127.0.0.1:${port}`,
+            DATA_DIR: database.dataDir,
+            DATABASE_URL: database.url,
+            SECRET_KEY: TEST_SECRET_KEY,
+            ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+            IP_AUTH_PER_MINUTE: '100000',
+          }),
+        ),
+      );
+      // One at a time, so the second start finds the first one's migrations and keys.
+      let ready = false;
+      for (let attempt = 0; attempt < 300 && !ready; attempt++) {
+        ready = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false);
+        if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      if (!ready) throw new Error(`server ${i} did not start: ${servers[i]!.output().stderr.slice(-2000)}`);
+    }
+    storage = createStorage(database.url);
+  });
+  afterAll(async () => {
+    for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGKILL');
+    await Promise.all(servers.map((s) => s.done));
+    await storage?.close();
+    await database?.drop();
+  });
+
+  const login = (port: number, body: Record<string, string>) =>
+    fetch(`http://127.0.0.1:${port}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+  it('28 concurrent wrong passwords split over both processes: exactly 5 are evaluated, the rest 429', async () => {
+    const app = await makeApp(storage.db);
+    const user = await makeUser({ db: storage.db });
+    const answers = await Promise.all(
+      Array.from({ length: 28 }, (_, i) => login(ports[i % 2]!, { email: user.email, password: `wrong password ${i}`, client_id: app.id }).then((r) => r.status)),
+    );
+    const counts = answers.reduce<Record<number, number>>((acc, status) => ({ ...acc, [status]: (acc[status] ?? 0) + 1 }), {});
+    expect(counts).toEqual({ 401: 5, 429: 23 });
+    const failures = await storage.db.selectFrom('events').select('id').where('type', '=', 'user.login_failed').where('user_id', '=', user.id).execute();
+    expect(failures).toHaveLength(5);
+    // The address is locked now, on both processes, even for the right password.
+    for (const port of ports) expect((await login(port, { email: user.email, password: user.password, client_id: app.id })).status).toBe(429);
+  });
+
+  it('positive control: another address signs in on either process', async () => {
+    const app = await makeApp(storage.db);
+    const user = await makeUser({ db: storage.db });
+    for (const port of ports) expect((await login(port, { email: user.email, password: user.password, client_id: app.id })).status).toBe(200);
+  });
+});
