@@ -1,7 +1,5 @@
-import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { AppError } from '../errors.js';
-import { bearerCredential } from '../shared/bearer.js';
-import { safeEqual } from '../shared/ids.js';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import { authenticateAdmin } from '../plugins/admin-token.js';
 import {
   CreateDeveloperBody,
   UpdateUserBody,
@@ -19,26 +17,6 @@ import type { ZodTypeProvider } from '../plugins/validation.js';
 export interface AdminApiOptions {
   /** Route plugins registered inside the authenticated scope. */
   routes?: FastifyPluginAsync[];
-}
-
-/**
- * Wrong tokens per IP per minute: once an IP has sent this many, every admin request from it answers
- * 429 `rate_limited` until the minute is over, the right token included (a limit that let the right
- * token through would tell a guesser when it had won).
- */
-export const MAX_FAILED_ADMIN_TOKENS_PER_MINUTE = 20;
-
-export async function authenticateAdmin(request: FastifyRequest): Promise<void> {
-  const expected = request.server.config.adminToken;
-  const throttleKey = `admin-token-failure:${request.ip}`;
-  await request.server.throttle.assertUnderLimit(throttleKey, MAX_FAILED_ADMIN_TOKENS_PER_MINUTE, 60);
-  const header = request.headers.authorization;
-  if (!header) throw new AppError('unauthorized', { headers: { 'www-authenticate': 'Bearer realm="gatehouse-admin"' }, detail: 'no admin token' });
-  const token = bearerCredential(header);
-  if (!expected || !token || !safeEqual(token, expected)) {
-    await request.server.throttle.hitKey(throttleKey, MAX_FAILED_ADMIN_TOKENS_PER_MINUTE, 60);
-    throw new AppError('unauthorized', { detail: expected ? 'wrong admin token' : 'ADMIN_TOKEN is not set' });
-  }
 }
 
 async function adminRoutes(scope: FastifyInstance) {

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { BlockList, isIP } from 'node:net';
-import { authenticateAdmin } from '../admin/index.js';
+import { authenticateAdmin } from '../plugins/admin-token.js';
 import { AppError } from '../errors.js';
 import { setPageHeaders } from '../plugins/views.js';
 import { isoTime } from '../shared/time.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeProtectedHeader } from 'jose';
-import { MAX_FAILED_ADMIN_TOKENS_PER_MINUTE } from '../../src/admin/index.js';
+import { MAX_FAILED_ADMIN_TOKENS_PER_MINUTE } from '../../src/plugins/admin-token.js';
 import { hashSecret, newSecret } from '../../src/shared/ids.js';
 import { findApp } from '../../src/storage/repos/apps.js';
 import { insertBrowserSession } from '../../src/storage/repos/browser-sessions.js';

@@ -25,6 +25,22 @@ export class TestClock implements Clock {
   }
 }
 
+/** A clock that never moves by itself, for tests whose limits count in windows. */
+export class FrozenClock extends TestClock {
+  constructor(private at: number) {
+    super();
+  }
+  override now(): number {
+    return this.at;
+  }
+  override advance(seconds: number): void {
+    this.at += seconds;
+  }
+}
+
+/** The start of the next `seconds`-long window: a frozen clock set there never straddles a window edge. */
+export const nextWindowStart = (seconds: number): number => Math.floor(epochSeconds() / seconds) * seconds + seconds;
+
 /** A fresh, empty database: in-memory SQLite, or a new PostgreSQL database dropped on close. */
 export async function createTestStorage(): Promise<{ storage: Storage; url: string; drop: () => Promise<void> }> {
   if (TEST_DIALECT === 'sqlite') {
@@ -75,12 +91,16 @@ export interface TestApp {
 }
 
 /** Builds the real application on a fresh database with a controllable clock; logs are captured. */
-export async function buildTestApp(options: { env?: Record<string, string> } = {}): Promise<TestApp> {
+export async function buildTestApp(
+  options: { env?: Record<string, string>; clock?: TestClock; withDb?: (db: Kysely<Database>) => Kysely<Database> } = {},
+): Promise<TestApp> {
   const { storage, drop } = await createTestStorage();
   const config = testConfig(options.env);
-  const clock = new TestClock();
+  const clock = options.clock ?? new TestClock();
   const logs: string[] = [];
-  const app = await buildApp(config, { storage, clock, logStream: { write: (line) => void logs.push(line) } });
+  // `withDb` lets a test see the statements the app sends (a Kysely plugin); the test's own `db` is the plain one.
+  const appStorage = options.withDb ? { ...storage, db: options.withDb(storage.db) } : storage;
+  const app = await buildApp(config, { storage: appStorage, clock, logStream: { write: (line) => void logs.push(line) } });
   await app.ready();
   return {
     app,

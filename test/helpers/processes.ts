@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TEST_DIALECT, createTestStorage } from './app.js';
+import { TEST_ADMIN_TOKEN, TEST_DIALECT, TEST_SECRET_KEY, createTestStorage } from './app.js';
 
 /** Helpers for tests that run Gatehouse as a separate process (CLI, `npm start`). */
 
@@ -60,4 +60,36 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * Starts `src/server.ts` in its own process on a free loopback port against `database`, and waits
+ * until `/readyz` answers 200 (throws with the server's stderr if it exits or never gets ready).
+ */
+export async function startServer(
+  database: { url: string; dataDir: string },
+  env: Record<string, string> = {},
+): Promise<ReturnType<typeof start> & { port: number }> {
+  const port = await freePort();
+  const server = start(
+    ['--import', 'tsx', 'src/server.ts'],
+    childEnv({
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      BASE_URL: `http://127.0.0.1:${port}`,
+      DATA_DIR: database.dataDir,
+      DATABASE_URL: database.url,
+      SECRET_KEY: TEST_SECRET_KEY,
+      ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+      ...env,
+    }),
+  );
+  let gone = false;
+  void server.done.then(() => (gone = true));
+  for (let attempt = 0; attempt < 300 && !gone; attempt++) {
+    if (await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false)) return { ...server, port };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  server.child.kill('SIGKILL');
+  throw new Error(`server did not get ready: ${server.output().stderr.slice(-2000)}`);
 }

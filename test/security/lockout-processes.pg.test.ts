@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
-import { TEST_ADMIN_TOKEN, TEST_SECRET_KEY } from '../helpers/app.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
-import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
+import { freshDatabaseUrl, startServer } from '../helpers/processes.js';
 
 /**
  * Issue "Security hardening", item 4, with real processes: two Gatehouse servers on one PostgreSQL
@@ -12,36 +11,16 @@ import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processe
 describe('login attempts across two server processes on one database', { timeout: 120_000 }, () => {
   let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
   let storage: Storage;
-  const servers: Array<ReturnType<typeof start>> = [];
+  const servers: Array<Awaited<ReturnType<typeof startServer>>> = [];
   const ports: number[] = [];
 
   beforeAll(async () => {
     database = await freshDatabaseUrl();
+    // One at a time, so the second start finds the first one's migrations and keys.
     for (let i = 0; i < 2; i++) {
-      const port = await freePort();
-      ports.push(port);
-      servers.push(
-        start(
-          ['--import', 'tsx', 'src/server.ts'],
-          childEnv({
-            PORT: String(port),
-            HOST: '127.0.0.1',
-            BASE_URL: `http://127.0.0.1:${port}`,
-            DATA_DIR: database.dataDir,
-            DATABASE_URL: database.url,
-            SECRET_KEY: TEST_SECRET_KEY,
-            ADMIN_TOKEN: TEST_ADMIN_TOKEN,
-            IP_AUTH_PER_MINUTE: '100000',
-          }),
-        ),
-      );
-      // One at a time, so the second start finds the first one's migrations and keys.
-      let ready = false;
-      for (let attempt = 0; attempt < 300 && !ready; attempt++) {
-        ready = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false);
-        if (!ready) await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      if (!ready) throw new Error(`server ${i} did not start: ${servers[i]!.output().stderr.slice(-2000)}`);
+      const server = await startServer(database, { IP_AUTH_PER_MINUTE: '100000' });
+      servers.push(server);
+      ports.push(server.port);
     }
     storage = createStorage(database.url);
   });

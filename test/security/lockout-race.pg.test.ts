@@ -1,18 +1,14 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import { execFileSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import type { ResolvedConfig } from '../../src/config.js';
 import { epochSeconds } from '../../src/shared/time.js';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
 import type { Database } from '../../src/storage/schema.js';
-import { TestClock, createTestStorage, testConfig } from '../helpers/app.js';
+import { FrozenClock, createTestStorage, testConfig } from '../helpers/app.js';
+import { eventually, holdThreadPool } from '../helpers/concurrency.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
 
 /**
@@ -20,44 +16,6 @@ import { makeApp, makeUser } from '../helpers/factories.js';
  * each with its own connection pool and in-process state) on one PostgreSQL database share one
  * budget of LOGIN_MAX_FAILURES evaluated passwords per address. The reservation lives in the database.
  */
-
-class FrozenClock extends TestClock {
-  constructor(private at: number) {
-    super();
-  }
-  override now(): number {
-    return this.at;
-  }
-  override advance(seconds: number): void {
-    this.at += seconds;
-  }
-}
-
-/** See lockout-race.test.ts: blocks every libuv worker thread (argon2) until released. */
-function holdThreadPool(): () => Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-pool-'));
-  const fifo = join(dir, 'hold');
-  execFileSync('mkfifo', [fifo]);
-  const readers = Array.from({ length: Number(process.env.UV_THREADPOOL_SIZE) || 4 }, () => open(fifo, 'r'));
-  let released = false;
-  return async () => {
-    if (released) return;
-    released = true;
-    const writer = openSync(fifo, 'w');
-    for (const handle of await Promise.all(readers)) await handle.close();
-    closeSync(writer);
-    rmSync(dir, { recursive: true, force: true });
-  };
-}
-
-async function eventually(check: () => Promise<boolean>, ms = 5000): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return check();
-}
 
 const timeout = (ms: number) => new Promise<'pending'>((resolve) => setTimeout(() => resolve('pending'), ms));
 

@@ -1,16 +1,11 @@
 import type { LightMyRequestResponse } from 'fastify';
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
-import { execFileSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
 import { epochSeconds } from '../../src/shared/time.js';
 import type { Database } from '../../src/storage/schema.js';
-import { TEST_DIALECT, TestClock, createTestStorage, testConfig, type TestApp } from '../helpers/app.js';
+import { buildTestApp, FrozenClock, TEST_DIALECT, type TestApp } from '../helpers/app.js';
+import { eventually, holdThreadPool } from '../helpers/concurrency.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
 
 /**
@@ -20,32 +15,15 @@ import { makeApp, makeUser } from '../helpers/factories.js';
  * Time only moves through a frozen clock.
  */
 
-class FrozenClock extends TestClock {
-  constructor(private at: number) {
-    super();
-  }
-  override now(): number {
-    return this.at;
-  }
-  override advance(seconds: number): void {
-    this.at += seconds;
-  }
-}
-
 const apps: TestApp[] = [];
 afterEach(async () => {
   for (const t of apps.splice(0)) await t.close();
 });
 
 async function frozenApp(): Promise<TestApp> {
-  const { storage, drop } = await createTestStorage();
   // The per-IP limit is not under test here: every request comes from one address.
-  const config = testConfig({ IP_AUTH_PER_MINUTE: '100000' });
-  const clock = new FrozenClock(epochSeconds());
-  const app = await buildApp(config, { storage, clock, logStream: false });
-  await app.ready();
-  await warmPool(storage.db);
-  const t: TestApp = { app, db: storage.db, clock, config, logs: [], close: async () => (await app.close(), await storage.close(), await drop()) };
+  const t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '100000' }, clock: new FrozenClock(epochSeconds()) });
+  await warmPool(t.db);
   apps.push(t);
   return t;
 }
@@ -53,38 +31,6 @@ async function frozenApp(): Promise<TestApp> {
 /** Opens every PostgreSQL pool connection now, so no request needs a new one while the thread pool is held. */
 async function warmPool(db: Kysely<Database>): Promise<void> {
   if (TEST_DIALECT === 'postgres') await Promise.all(Array.from({ length: 10 }, () => sql`select pg_sleep(0.05)`.execute(db)));
-}
-
-/**
- * Occupies every libuv worker thread — where argon2 hashes — until released: each worker blocks
- * opening a FIFO for reading until a writer opens it. While held, nothing is hashed, so an answer that
- * arrives meanwhile was given without evaluating a password, and requests sent now are truly
- * concurrent with those sent before.
- */
-function holdThreadPool(): () => Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-pool-'));
-  const fifo = join(dir, 'hold');
-  execFileSync('mkfifo', [fifo]);
-  const readers = Array.from({ length: Number(process.env.UV_THREADPOOL_SIZE) || 4 }, () => open(fifo, 'r'));
-  let released = false;
-  return async () => {
-    if (released) return;
-    released = true;
-    const writer = openSync(fifo, 'w');
-    for (const handle of await Promise.all(readers)) await handle.close();
-    closeSync(writer);
-    rmSync(dir, { recursive: true, force: true });
-  };
-}
-
-/** Waits (real time, bounded) until `check` holds; returns whether it did. */
-async function eventually(check: () => Promise<boolean>, ms = 5000): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return check();
 }
 
 const timeout = (ms: number) => new Promise<'pending'>((resolve) => setTimeout(() => resolve('pending'), ms));

@@ -1,10 +1,8 @@
 import type { LightMyRequestResponse } from 'fastify';
 import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, RootOperationNode, UnknownRow } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
-import { epochSeconds } from '../../src/shared/time.js';
 import type { App } from '../../src/storage/repos/apps.js';
-import { TestClock, createTestStorage, testConfig, type TestApp } from '../helpers/app.js';
+import { buildTestApp, FrozenClock, nextWindowStart, type TestApp } from '../helpers/app.js';
 import { bearer } from '../helpers/dev-api.js';
 import { makeApp, makeDeveloper, makeUser } from '../helpers/factories.js';
 import { addMember } from '../helpers/members.js';
@@ -23,19 +21,6 @@ import { Browser, authorizeUrl, makeClient, uniqueEmail, userinfo } from '../hel
  * Each test runs the attack first, then the legitimate path. Time moves only through the app's clock
  * (frozen at an hour boundary here, so the hourly buckets of item 10 are deterministic).
  */
-
-/** A clock that never moves by itself. */
-class FrozenClock extends TestClock {
-  constructor(private at: number) {
-    super();
-  }
-  override now(): number {
-    return this.at;
-  }
-  override advance(seconds: number): void {
-    this.at += seconds;
-  }
-}
 
 /** Records the shape (kind and table) of every statement the app sends, while `on`. */
 class StatementRecorder implements KyselyPlugin {
@@ -78,25 +63,11 @@ afterEach(async () => {
 
 /** The real app on a fresh database, clock frozen at an hour boundary; optionally every statement recorded. */
 async function mailApp(env: Record<string, string> = {}, recorder?: StatementRecorder): Promise<TestApp> {
-  const { storage, drop } = await createTestStorage();
-  const config = testConfig({ IP_AUTH_PER_MINUTE: '100000', MAIL_PER_HOUR: '1000', MAIL_INTERVAL_SECONDS: '0', ...env });
-  const clock = new FrozenClock(Math.floor(epochSeconds() / 3600) * 3600 + 3600);
-  const logs: string[] = [];
-  const db = recorder ? storage.db.withPlugin(recorder) : storage.db;
-  const app = await buildApp(config, { storage: { ...storage, db }, clock, logStream: { write: (line: string) => void logs.push(line) } });
-  await app.ready();
-  const t: TestApp = {
-    app,
-    db: storage.db,
-    clock,
-    config,
-    logs,
-    close: async () => {
-      await app.close();
-      await storage.close();
-      await drop();
-    },
-  };
+  const t = await buildTestApp({
+    env: { IP_AUTH_PER_MINUTE: '100000', MAIL_PER_HOUR: '1000', MAIL_INTERVAL_SECONDS: '0', ...env },
+    clock: new FrozenClock(nextWindowStart(3600)),
+    withDb: recorder ? (db) => db.withPlugin(recorder) : undefined,
+  });
   opened.push(t);
   return t;
 }

@@ -1,12 +1,10 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_FAILED_ADMIN_TOKENS_PER_MINUTE } from '../../src/admin/index.js';
-import { buildApp } from '../../src/app.js';
+import { MAX_FAILED_ADMIN_TOKENS_PER_MINUTE } from '../../src/plugins/admin-token.js';
 import { ConfigError } from '../../src/config.js';
 import { MAX_FAILED_DEVELOPER_KEYS_PER_MINUTE } from '../../src/dev/auth.js';
 import { MAX_FAILED_SECRETS_PER_MINUTE } from '../../src/sign-in/client-auth.js';
-import { epochSeconds } from '../../src/shared/time.js';
-import { TEST_ADMIN_TOKEN, TEST_SECRET_KEY, TestClock, createTestStorage, testConfig, type TestApp } from '../helpers/app.js';
+import { buildTestApp, FrozenClock, nextWindowStart, TEST_ADMIN_TOKEN, TEST_SECRET_KEY, testConfig, type TestApp } from '../helpers/app.js';
 import { adminHeaders, bearer } from '../helpers/dev-api.js';
 import { makeApp, makeDeveloper, makeUser } from '../helpers/factories.js';
 import { makeClient, tokenRequest } from '../helpers/oauth-flows.js';
@@ -22,42 +20,12 @@ import { childEnv, freshDatabaseUrl, runCli } from '../helpers/processes.js';
  * on where the wall clock falls.
  */
 
-/** A clock that never moves by itself. */
-class FrozenClock extends TestClock {
-  constructor(private at: number) {
-    super();
-  }
-  override now(): number {
-    return this.at;
-  }
-  override advance(seconds: number): void {
-    this.at += seconds;
-  }
-}
-
 const WINDOW = 60;
 const apps: TestApp[] = [];
 
 /** buildTestApp with a frozen clock at the start of a one-minute window. */
 async function frozenApp(env: Record<string, string> = {}): Promise<TestApp> {
-  const { storage, drop } = await createTestStorage();
-  const config = testConfig({ IP_AUTH_PER_MINUTE: '10000', ...env });
-  const clock = new FrozenClock(Math.floor(epochSeconds() / WINDOW) * WINDOW + WINDOW);
-  const logs: string[] = [];
-  const app = await buildApp(config, { storage, clock, logStream: { write: (line: string) => void logs.push(line) } });
-  await app.ready();
-  const t: TestApp = {
-    app,
-    db: storage.db,
-    clock,
-    config,
-    logs,
-    close: async () => {
-      await app.close();
-      await storage.close();
-      await drop();
-    },
-  };
+  const t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '10000', ...env }, clock: new FrozenClock(nextWindowStart(WINDOW)) });
   apps.push(t);
   return t;
 }

@@ -10,11 +10,11 @@ import { recordAppSignIn, setAppUserStatus } from '../../src/storage/repos/app-u
 import { grantConsent } from '../../src/storage/repos/consents.js';
 import { insertIdentity } from '../../src/storage/repos/idp.js';
 import { findUserById, type UserRow } from '../../src/storage/repos/users.js';
-import { buildTestApp, TEST_ADMIN_TOKEN, TEST_DIALECT, TEST_SECRET_KEY, type TestApp } from '../helpers/app.js';
+import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
 import { countAll } from '../helpers/db.js';
 import { insertTestUser, makeApp } from '../helpers/factories.js';
 import { Browser, csrfOf, relative, tokenRequest } from '../helpers/oauth-flows.js';
-import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
+import { freshDatabaseUrl, startServer } from '../helpers/processes.js';
 import { MAY_SIGN_IN_CASES } from './policy-cases.js';
 
 import { type ScriptedProvider, startScriptedProvider } from '../helpers/scripted-provider.js';
@@ -375,37 +375,14 @@ describe('a database outage during the exchange', { timeout: 120_000 }, () => {
   let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
   let storage: Storage;
   let port: number;
-  let server: ReturnType<typeof start>;
+  let server: Awaited<ReturnType<typeof startServer>>;
   const children: ChildProcess[] = [];
 
   beforeAll(async () => {
     database = await freshDatabaseUrl();
-    port = await freePort();
-    server = start(
-      ['--import', 'tsx', 'src/server.ts'],
-      childEnv({
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        BASE_URL: `http://127.0.0.1:${port}`,
-        DATA_DIR: database.dataDir,
-        DATABASE_URL: database.url,
-        SECRET_KEY: TEST_SECRET_KEY,
-        ADMIN_TOKEN: TEST_ADMIN_TOKEN,
-        IDP_ISSUER: p.issuer,
-        IDP_CLIENT_ID: CLIENT_ID,
-        IDP_CLIENT_SECRET: CLIENT_SECRET,
-        IP_AUTH_PER_MINUTE: '100000',
-      }),
-    );
+    server = await startServer(database, { IDP_ISSUER: p.issuer, IDP_CLIENT_ID: CLIENT_ID, IDP_CLIENT_SECRET: CLIENT_SECRET, IP_AUTH_PER_MINUTE: '100000' });
+    port = server.port;
     children.push(server.child);
-    let gone = false;
-    void server.done.then(() => (gone = true));
-    for (let i = 0; i < 300 && !gone; i++) {
-      const ready = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false);
-      if (ready) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    if (gone) throw new Error(`server exited: ${server.output().stderr}`);
     storage = createStorage(database.url);
   });
   afterAll(async () => {

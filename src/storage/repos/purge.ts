@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { type Expression, type ExpressionBuilder, type Kysely, type SqlBool, sql } from 'kysely';
 import type { Dialect } from '../connect.js';
 import type { Database } from '../schema.js';
 
@@ -46,219 +46,67 @@ export interface PurgeStep {
   deleteBatch(db: Kysely<Database>, cut: PurgeCutoffs, limit: number): Promise<number>;
 }
 
-const deleted = (result: { numDeletedRows: bigint }) => Number(result.numDeletedRows);
+/** Which rows of a table a rule deletes. */
+type Filter = (eb: ExpressionBuilder<any, any>, cut: PurgeCutoffs) => Expression<SqlBool>;
+
+/** A rule over one table, deleted by primary key in batches. */
+function rule(table: PurgeTable, key: string, description: string, filter: Filter, off?: (cut: PurgeCutoffs) => boolean): PurgeStep {
+  return {
+    table,
+    rule: description,
+    deleteBatch: async (db, cut, limit) => {
+      if (off?.(cut)) return 0;
+      // One generic statement for every table: the rules' columns are checked by the tests, not the types.
+      const any: Kysely<any> = db;
+      const batch = any
+        .selectFrom(table)
+        .select(key)
+        .where((eb) => filter(eb, cut))
+        .limit(limit);
+      const result = await any.deleteFrom(table).where(key, 'in', batch).executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
+  };
+}
+
+const dead = (column: string): Filter => (eb, cut) => eb(column, '<', cut.dead);
+const unlocked = (eb: ExpressionBuilder<any, any>, cut: PurgeCutoffs) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', cut.now)]);
 
 /**
- * Every purge rule, in the order a run applies them. Refresh tokens go before grants: a grant is
- * deleted only once no refresh token references it, so its ON DELETE CASCADE never deletes an
- * unbounded number of token rows in one statement.
+ * Every purge rule, in the order a run applies them; each is a range over an indexed column. Refresh
+ * tokens go before grants: a grant is deleted only once no refresh token references it, so its
+ * ON DELETE CASCADE never deletes an unbounded number of token rows in one statement.
  */
 export const PURGE_STEPS: readonly PurgeStep[] = [
-  {
-    table: 'authorization_codes',
-    rule: 'expired (and consumed, if at all) before the grace',
-    deleteBatch: async (db, cut, limit) =>
-      deleted(
-        await db
-          .deleteFrom('authorization_codes')
-          .where(
-            'code_hash',
-            'in',
-            db
-              .selectFrom('authorization_codes')
-              .select('code_hash')
-              .where('expires_at', '<', cut.dead)
-              .where((eb) => eb.or([eb('consumed_at', 'is', null), eb('consumed_at', '<', cut.dead)]))
-              .limit(limit),
-          )
-          .executeTakeFirst(),
-      ),
-  },
-  {
-    // A refresh token never outlives its grant (expires_at = min(token TTL, grant expiry)).
-    table: 'refresh_tokens',
-    rule: 'expired before the grace',
-    deleteBatch: async (db, cut, limit) =>
-      deleted(
-        await db
-          .deleteFrom('refresh_tokens')
-          .where('token_hash', 'in', db.selectFrom('refresh_tokens').select('token_hash').where('expires_at', '<', cut.dead).limit(limit))
-          .executeTakeFirst(),
-      ),
-  },
-  {
-    table: 'refresh_tokens',
-    rule: 'of a grant revoked before the grace',
-    deleteBatch: async (db, cut, limit) =>
-      deleted(
-        await db
-          .deleteFrom('refresh_tokens')
-          .where(
-            'token_hash',
-            'in',
-            db
-              .selectFrom('grants as g')
-              .innerJoin('refresh_tokens as rt', 'rt.grant_id', 'g.id')
-              .select('rt.token_hash')
-              .where('g.revoked_at', '<', cut.dead)
-              .limit(limit),
-          )
-          .executeTakeFirst(),
-      ),
-  },
-  {
-    table: 'refresh_tokens',
-    rule: 'of a grant expired before the grace',
-    deleteBatch: async (db, cut, limit) =>
-      deleted(
-        await db
-          .deleteFrom('refresh_tokens')
-          .where(
-            'token_hash',
-            'in',
-            db
-              .selectFrom('grants as g')
-              .innerJoin('refresh_tokens as rt', 'rt.grant_id', 'g.id')
-              .select('rt.token_hash')
-              .where('g.expires_at', '<', cut.dead)
-              .limit(limit),
-          )
-          .executeTakeFirst(),
-      ),
-  },
-  {
-    table: 'grants',
-    rule: 'revoked before the grace, with no refresh token left',
-    deleteBatch: async (db, cut, limit) => deleteGrants(db, 'revoked_at', cut.dead, limit),
-  },
-  {
-    table: 'grants',
-    rule: 'expired before the grace, with no refresh token left',
-    deleteBatch: async (db, cut, limit) => deleteGrants(db, 'expires_at', cut.dead, limit),
-  },
-  {
-    table: 'one_time_tokens',
-    rule: 'expired before the grace',
-    deleteBatch: async (db, cut, limit) => deleteOneTimeTokens(db, 'expires_at', cut.dead, limit),
-  },
-  {
-    table: 'one_time_tokens',
-    rule: 'consumed before the grace',
-    deleteBatch: async (db, cut, limit) => deleteOneTimeTokens(db, 'consumed_at', cut.dead, limit),
-  },
-  {
-    table: 'browser_sessions',
-    rule: 'expired before the grace',
-    deleteBatch: async (db, cut, limit) => deleteBrowserSessions(db, 'expires_at', cut.dead, limit),
-  },
-  {
-    table: 'browser_sessions',
-    rule: 'revoked before the grace',
-    deleteBatch: async (db, cut, limit) => deleteBrowserSessions(db, 'revoked_at', cut.dead, limit),
-  },
-  {
-    table: 'throttle_counters',
-    rule: 'untouched for longer than every window, and not locked',
-    deleteBatch: async (db, cut, limit) =>
-      deleted(
-        await db
-          .deleteFrom('throttle_counters')
-          .where(
-            'key',
-            'in',
-            db
-              .selectFrom('throttle_counters')
-              .select('key')
-              .where('updated_at', '<', cut.throttle)
-              .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', cut.now)]))
-              .limit(limit),
-          )
-          .executeTakeFirst(),
-      ),
-  },
-  {
-    table: 'outbox',
-    rule: 'delivered before the retention',
-    deleteBatch: async (db, cut, limit) =>
-      deleted(
-        await db
-          .deleteFrom('outbox')
-          .where('id', 'in', db.selectFrom('outbox').select('id').where('sent_at', '<', cut.outbox).limit(limit))
-          .executeTakeFirst(),
-      ),
-  },
-  {
-    // The sender gives up on a mail 24 h after it was created; the retention is at least a day.
-    table: 'outbox',
-    rule: 'never delivered, created before the retention (abandoned)',
-    deleteBatch: async (db, cut, limit) =>
-      deleted(
-        await db
-          .deleteFrom('outbox')
-          .where(
-            'id',
-            'in',
-            db
-              .selectFrom('outbox')
-              .select('id')
-              .where('sent_at', 'is', null)
-              .where('created_at', '<', cut.outbox)
-              .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', cut.now)]))
-              .limit(limit),
-          )
-          .executeTakeFirst(),
-      ),
-  },
-  {
-    table: 'events',
-    rule: 'older than the retention',
-    deleteBatch: async (db, cut, limit) => {
-      if (cut.events === null) return 0;
-      return deleted(
-        await db
-          .deleteFrom('events')
-          .where('id', 'in', db.selectFrom('events').select('id').where('at', '<', cut.events).limit(limit))
-          .executeTakeFirst(),
-      );
-    },
-  },
+  rule('authorization_codes', 'code_hash', 'expired (and consumed, if at all) before the grace', (eb, cut) =>
+    eb.and([eb('expires_at', '<', cut.dead), eb.or([eb('consumed_at', 'is', null), eb('consumed_at', '<', cut.dead)])]),
+  ),
+  // A refresh token never outlives its grant (expires_at = min(token TTL, grant expiry)).
+  rule('refresh_tokens', 'token_hash', 'expired before the grace', dead('expires_at')),
+  ...(['revoked_at', 'expires_at'] as const).map((column) =>
+    rule('refresh_tokens', 'token_hash', `of a grant whose ${column} is before the grace`, (eb, cut) =>
+      eb('grant_id', 'in', eb.selectFrom('grants').select('id').where(column, '<', cut.dead)),
+    ),
+  ),
+  ...(['revoked_at', 'expires_at'] as const).map((column) =>
+    rule('grants', 'id', `${column} before the grace, with no refresh token left`, (eb, cut) =>
+      eb.and([eb(column, '<', cut.dead), eb.not(eb.exists(eb.selectFrom('refresh_tokens').select('token_hash').whereRef('refresh_tokens.grant_id', '=', 'grants.id')))]),
+    ),
+  ),
+  rule('one_time_tokens', 'id', 'expired before the grace', dead('expires_at')),
+  rule('one_time_tokens', 'id', 'consumed before the grace', dead('consumed_at')),
+  rule('browser_sessions', 'id_hash', 'expired before the grace', dead('expires_at')),
+  rule('browser_sessions', 'id_hash', 'revoked before the grace', dead('revoked_at')),
+  rule('throttle_counters', 'key', 'untouched for longer than every window, and not locked', (eb, cut) =>
+    eb.and([eb('updated_at', '<', cut.throttle), unlocked(eb, cut)]),
+  ),
+  rule('outbox', 'id', 'delivered before the retention', (eb, cut) => eb('sent_at', '<', cut.outbox)),
+  // The sender gives up on a mail 24 h after it was created; the retention is at least a day.
+  rule('outbox', 'id', 'never delivered, created before the retention (abandoned)', (eb, cut) =>
+    eb.and([eb('sent_at', 'is', null), eb('created_at', '<', cut.outbox), unlocked(eb, cut)]),
+  ),
+  rule('events', 'id', 'older than the retention', (eb, cut) => eb('at', '<', cut.events ?? 0), (cut) => cut.events === null),
 ];
-
-async function deleteGrants(db: Kysely<Database>, column: 'revoked_at' | 'expires_at', before: number, limit: number): Promise<number> {
-  return deleted(
-    await db
-      .deleteFrom('grants')
-      .where(
-        'id',
-        'in',
-        db
-          .selectFrom('grants as g')
-          .select('g.id')
-          .where(`g.${column}`, '<', before)
-          .where(({ not, exists, selectFrom }) => not(exists(selectFrom('refresh_tokens as rt').select('rt.token_hash').whereRef('rt.grant_id', '=', 'g.id'))))
-          .limit(limit),
-      )
-      .executeTakeFirst(),
-  );
-}
-
-async function deleteOneTimeTokens(db: Kysely<Database>, column: 'expires_at' | 'consumed_at', before: number, limit: number): Promise<number> {
-  return deleted(
-    await db
-      .deleteFrom('one_time_tokens')
-      .where('id', 'in', db.selectFrom('one_time_tokens').select('id').where(column, '<', before).limit(limit))
-      .executeTakeFirst(),
-  );
-}
-
-async function deleteBrowserSessions(db: Kysely<Database>, column: 'expires_at' | 'revoked_at', before: number, limit: number): Promise<number> {
-  return deleted(
-    await db
-      .deleteFrom('browser_sessions')
-      .where('id_hash', 'in', db.selectFrom('browser_sessions').select('id_hash').where(column, '<', before).limit(limit))
-      .executeTakeFirst(),
-  );
-}
 
 // Two 32-bit keys ('gate', 'purg'): a key space apart from the single 64-bit key of Kysely's migrator.
 const LOCK_KEYS = sql`${sql.lit(0x67617465)}, ${sql.lit(0x70757267)}`;
