@@ -44,11 +44,19 @@ export type ProfileDataResult = { ok: true; patch: ProfilePatch } | { ok: false;
  * - `accepted`: the only fields that may be written (e.g. the app's missing required fields);
  *   a supplied field outside it is a problem, never silently dropped or written;
  * - `required`: fields that must be supplied (the step's form); `allowClear`: an empty value clears
- *   the field (the account page) instead of being invalid.
+ *   the field (the account page) instead of being invalid;
+ * - `current`: the stored values, so restating one outside `accepted` is a no-op rather than an error.
  */
 export function parseProfileData(
   input: Partial<Record<ProfileField, string | undefined>>,
-  rules: { accepted: readonly ProfileField[]; required?: readonly ProfileField[]; allowClear?: boolean; now: number },
+  rules: {
+    accepted: readonly ProfileField[];
+    required?: readonly ProfileField[];
+    allowClear?: boolean;
+    now: number;
+    /** The stored values: a field outside `accepted` that restates its stored value is ignored, not refused. */
+    current?: Partial<Record<ProfileField, string | null>>;
+  },
 ): ProfileDataResult {
   const patch: ProfilePatch = {};
   const problems: ProfileProblem[] = [];
@@ -58,11 +66,12 @@ export function parseProfileData(
       if (rules.required?.includes(field)) problems.push({ field, reason: 'required' });
       continue;
     }
+    const value = normalizeProfileValue(field, raw);
     if (!rules.accepted.includes(field)) {
-      problems.push({ field, reason: 'not_requested' });
+      // Restating what is already stored changes nothing (a retried or concurrent request); anything else is refused.
+      if (rules.current?.[field] !== value) problems.push({ field, reason: 'not_requested' });
       continue;
     }
-    const value = normalizeProfileValue(field, raw);
     if (value === '' && rules.allowClear) patch[field] = null;
     else if (isValidProfileValue(field, value, rules.now)) patch[field] = value;
     else problems.push({ field, reason: value === '' && rules.required?.includes(field) ? 'required' : 'invalid' });

@@ -124,7 +124,7 @@ export class SignIn {
     ctx: RequestContext,
   ): Promise<UserRow> {
     const now = this.deps.clock.now();
-    const parsed = parseProfileData(input.data, { accepted: input.accepted, required: input.required, allowClear: input.allowClear, now });
+    const parsed = parseProfileData(input.data, { accepted: input.accepted, required: input.required, allowClear: input.allowClear, now, current: input.user });
     if (!parsed.ok) {
       throw new AppError('invalid_request', {
         details: parsed.problems.map((p) => ({ path: `${input.pathPrefix ?? ''}${p.field}`, message: PROBLEM_TEXT[p.reason === 'invalid' ? (`invalid_${p.field}` as const) : p.reason] })),

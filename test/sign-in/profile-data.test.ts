@@ -199,4 +199,10 @@ describe('parseProfileData', () => {
     const input = { name: 'Ada', email: 'evil@example.com', status: 'active' } as unknown as Record<ProfileField, string>;
     expect(parseProfileData(input, { accepted: ALL, now: NOW })).toEqual({ ok: true, patch: { name: 'Ada' } });
   });
+
+  it('a field outside the accepted ones that restates its stored value is a no-op; a different value is refused', () => {
+    const current = { name: 'Ada', phone_number: '+14155550100', birthdate: null };
+    expect(parseProfileData({ phone_number: '+1 415 555 0100' }, { accepted: [], now: NOW, current })).toEqual({ ok: true, patch: {} });
+    expect(parseProfileData({ name: 'Mallory' }, { accepted: [], now: NOW, current })).toEqual({ ok: false, problems: [{ field: 'name', reason: 'not_requested' }] });
+  });
 });
