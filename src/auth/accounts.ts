@@ -277,39 +277,64 @@ export class Accounts {
    */
   async requestMagicLink(input: { email: string; locale?: Locale; redirectUri?: string; app?: MailingApp }, ctx: AccountContext): Promise<void> {
     const email = normalizeEmail(input.email);
-    const now = this.clock.now();
     await this.db.transaction().execute(async (trx) => {
       await this.throttle.hitMail(trx, 'magic_link', email);
-      const target = await this.mailTarget(trx, email, input);
-      await voidOneTimeTokensByEmail(trx, KIND.magic, email, now);
-      const token = newSecret('ml');
       const code = newNumericCode(6);
-      const id = newId('ott');
-      await insertOneTimeToken(trx, {
-        id,
-        kind: KIND.magic,
-        token_hash: hashSecret(token),
-        code_hash: this.codeHash(id, code),
-        user_id: target.user?.id ?? null,
-        email,
-        app_id: target.boundTo?.id ?? null,
-        data: JSON.stringify(target.boundTo ? { redirect_uri: target.boundTo.redirectUri } : {}),
-        attempts: 0,
-        created_at: now,
-        expires_at: now + MAGIC_LINK_TTL,
-        consumed_at: null,
-      });
-      const link = target.boundTo ? appendQuery(target.boundTo.redirectUri, { magic_token: token }) : `${this.config.authUrl}/magic-link?${new URLSearchParams({ token })}`;
-      await this.mailer.enqueue(trx, {
-        kind: 'magic_link',
-        to: email,
-        locale: input.locale ?? 'en',
-        template: 'magic_link',
-        params: { link, code, minutes: MAGIC_LINK_TTL / 60, app: input.app?.name ?? '', host: linkDestination(link) },
-        discard: !target.user,
-      });
+      await this.mailLink(trx, email, input, { kind: KIND.magic, prefix: 'ml', param: 'magic_token', hostedPath: '/magic-link', ttl: MAGIC_LINK_TTL, template: 'magic_link', mailKind: 'magic_link', code });
     });
     this.mailer.nudge();
+  }
+
+  /**
+   * Issues a mailed single-use link (and, for magic links, the same grant as a code) to `email`: voids
+   * the older ones of its kind, stores the hashed token, and queues the mail — the same statements
+   * whether or not the address has an account (a stand-in grant with no user and a mail the sender
+   * drops). Returns who it was for.
+   */
+  private async mailLink(
+    trx: Kysely<Database>,
+    email: string,
+    input: { locale?: Locale; redirectUri?: string; app?: MailingApp },
+    link: {
+      kind: (typeof KIND)['magic' | 'reset'];
+      prefix: string;
+      param: string;
+      hostedPath: string;
+      ttl: number;
+      template: 'magic_link' | 'password_reset';
+      mailKind: 'magic_link' | 'reset';
+      code?: string;
+    },
+  ): Promise<{ user?: UserRow; boundTo?: { id: string; redirectUri: string } }> {
+    const now = this.clock.now();
+    const target = await this.mailTarget(trx, email, input);
+    await voidOneTimeTokensByEmail(trx, link.kind, email, now);
+    const token = newSecret(link.prefix);
+    const id = newId('ott');
+    await insertOneTimeToken(trx, {
+      id,
+      kind: link.kind,
+      token_hash: hashSecret(token),
+      code_hash: link.code ? this.codeHash(id, link.code) : null,
+      user_id: target.user?.id ?? null,
+      email,
+      app_id: target.boundTo?.id ?? null,
+      data: JSON.stringify(target.boundTo ? { redirect_uri: target.boundTo.redirectUri } : {}),
+      attempts: 0,
+      created_at: now,
+      expires_at: now + link.ttl,
+      consumed_at: null,
+    });
+    const url = target.boundTo ? appendQuery(target.boundTo.redirectUri, { [link.param]: token }) : `${this.config.authUrl}${link.hostedPath}?${new URLSearchParams({ token })}`;
+    await this.mailer.enqueue(trx, {
+      kind: link.mailKind,
+      to: email,
+      locale: input.locale ?? 'en',
+      template: link.template,
+      params: { link: url, ...(link.code ? { code: link.code } : {}), minutes: link.ttl / 60, app: input.app?.name ?? '', host: linkDestination(url) },
+      discard: !target.user,
+    });
+    return target;
   }
 
   /**
@@ -421,32 +446,7 @@ export class Accounts {
     const now = this.clock.now();
     await this.db.transaction().execute(async (trx) => {
       await this.throttle.hitMail(trx, 'reset', email);
-      const target = await this.mailTarget(trx, email, input);
-      await voidOneTimeTokensByEmail(trx, KIND.reset, email, now);
-      const token = newSecret('pr');
-      await insertOneTimeToken(trx, {
-        id: newId('ott'),
-        kind: KIND.reset,
-        token_hash: hashSecret(token),
-        code_hash: null,
-        user_id: target.user?.id ?? null,
-        email,
-        app_id: target.boundTo?.id ?? null,
-        data: JSON.stringify(target.boundTo ? { redirect_uri: target.boundTo.redirectUri } : {}),
-        attempts: 0,
-        created_at: now,
-        expires_at: now + RESET_TTL,
-        consumed_at: null,
-      });
-      const link = target.boundTo ? appendQuery(target.boundTo.redirectUri, { reset_token: token }) : `${this.config.authUrl}/password/reset?${new URLSearchParams({ token })}`;
-      await this.mailer.enqueue(trx, {
-        kind: 'reset',
-        to: email,
-        locale: input.locale ?? 'en',
-        template: 'password_reset',
-        params: { link, minutes: RESET_TTL / 60, app: input.app?.name ?? '', host: linkDestination(link) },
-        discard: !target.user,
-      });
+      const target = await this.mailLink(trx, email, input, { kind: KIND.reset, prefix: 'pr', param: 'reset_token', hostedPath: '/password/reset', ttl: RESET_TTL, template: 'password_reset', mailKind: 'reset' });
       // Visible to an app's developer only when the link is bound to it (the user is its user): no account is revealed.
       await appendEvent(trx, now, { type: 'password.reset_requested', appId: target.boundTo?.id ?? null, userId: target.user?.id ?? null, ip: ctx.ip, userAgent: ctx.userAgent, data: {} });
     });
