@@ -19,7 +19,7 @@ import {
   RefreshBody,
   RegisterBody,
 } from './schemas.js';
-import { checkRedirectUri, resolveApp } from './service.js';
+import { checkRedirectUri, namedClientId, resolveApp } from './service.js';
 
 /**
  * End-user REST sign-in, `/v1/auth/*` (SPEC 4.7; CONTRACT §5, §14.3–8, §14.11, §14.18–20).
@@ -92,9 +92,7 @@ export default async function authRoutes(scope: FastifyInstance) {
     const body = request.body;
     // The app is optional here (a token mailed to {auth_url} is not bound to one); a token mailed to an
     // app's redirect URI works only with that app's client_id or X-Client-Id (CONTRACT §15.2).
-    const header = request.headers['x-client-id'];
-    const named = body.client_id !== undefined || (typeof header === 'string' && header.length > 0);
-    const client = named ? await resolveApp(app, request, body, naming) : undefined;
+    const client = namedClientId(request, body) !== undefined ? await resolveApp(app, request, body, naming) : undefined;
     await app.accounts.resetPassword({ token: body.reset_token, password: body.password, locale: mailLocale(request) }, { ...requestContext(request), appId: client?.id ?? null });
     return noStore(reply).code(204).send();
   });
@@ -104,7 +102,7 @@ export default async function authRoutes(scope: FastifyInstance) {
     // No client named: the token's own app (a refresh token is bound to exactly one client), which
     // must still authenticate when it is confidential.
     const tokenApp = (await findRefreshToken(app.db, hashSecret(body.refresh_token)))?.app_id;
-    const namesClient = body.client_id !== undefined || request.headers['x-client-id'] !== undefined || request.headers.authorization !== undefined;
+    const namesClient = namedClientId(request, body) !== undefined || request.headers.authorization !== undefined;
     if (tokenApp === undefined && !namesClient) throw new AppError('invalid_grant', { detail: 'unknown refresh token' });
     const client = await resolveApp(app, request, body, { authenticate: true, fallbackClientId: tokenApp });
     const json = await app.tokens.refresh({ refreshToken: body.refresh_token, clientId: client.id, scope: body.scope }, requestContext(request));
@@ -131,9 +129,7 @@ export default async function authRoutes(scope: FastifyInstance) {
 
   app.post('/profile/complete', { schema: { body: ProfileCompleteBody } }, async (request, reply) => {
     const body = request.body;
-    const header = request.headers['x-client-id'];
-    const named = body.client_id ?? (typeof header === 'string' && header ? header : undefined);
-    const claims = await app.tokens.verifySession(body.session, named);
+    const claims = await app.tokens.verifySession(body.session, namedClientId(request, body));
     const client = await resolveApp(app, request, { ...body, client_id: claims.appId }, issuing);
     const grant = await findGrant(app.db, claims.grantId);
     const user = await findUserById(app.db, claims.sub);

@@ -19,12 +19,7 @@ export async function resolveApp(
   body: { client_id?: string; client_secret?: string },
   options: { authenticate: boolean; fallbackClientId?: string },
 ): Promise<App> {
-  const header = request.headers['x-client-id'];
-  const headerId = typeof header === 'string' && header.length > 0 ? header : undefined;
-  if (headerId && body.client_id && headerId !== body.client_id) {
-    throw new AppError('invalid_request', { details: [{ path: 'client_id', message: 'differs from X-Client-Id' }] });
-  }
-  const named = body.client_id ?? headerId;
+  const named = namedClientId(request, body);
   let client: App | undefined;
   if (options.authenticate) {
     const authorization = request.headers.authorization;
@@ -38,6 +33,16 @@ export async function resolveApp(
   }
   if (!client.features.auth) throw new AppError('feature_disabled', { detail: 'app lacks the Auth feature' });
   return client;
+}
+
+/** The app a `/v1/auth` request names: `client_id` in the body or `X-Client-Id` (400 when they differ); undefined when neither. */
+export function namedClientId(request: FastifyRequest, body: { client_id?: string }): string | undefined {
+  const header = request.headers['x-client-id'];
+  const headerId = typeof header === 'string' && header.length > 0 ? header : undefined;
+  if (headerId && body.client_id && headerId !== body.client_id) {
+    throw new AppError('invalid_request', { details: [{ path: 'client_id', message: 'differs from X-Client-Id' }] });
+  }
+  return body.client_id ?? headerId;
 }
 
 const missingClient = () => new AppError('invalid_request', { details: [{ path: 'client_id', message: 'client_id or X-Client-Id is required' }] });
