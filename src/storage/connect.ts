@@ -1,22 +1,26 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
+import { NonBlockingSqliteDialect } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
 export interface Storage {
   db: Kysely<Database>;
   dialect: Dialect;
-  /** True when the database answers a trivial query. */
+  /** True when the database answers a trivial query within a second. */
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
 
 // Stored times are bigint epoch seconds and counts come back as int8: read both as JS numbers.
 pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
+
+/** How long a request waits for another process's SQLite write lock before it answers 503. */
+const SQLITE_BUSY_BUDGET_MS = 5000;
 
 /** Opens the database named by DATABASE_URL: `sqlite:<path>` (`sqlite::memory:` in tests) or `postgres://…`. */
 export function createStorage(url: string): Storage {
@@ -28,8 +32,7 @@ export function createStorage(url: string): Storage {
     database.pragma('journal_mode = WAL');
     database.pragma('synchronous = FULL');
     database.pragma('foreign_keys = ON');
-    database.pragma('busy_timeout = 5000');
-    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+    const db = new Kysely<Database>({ dialect: new NonBlockingSqliteDialect({ database, busyBudgetMs: SQLITE_BUSY_BUDGET_MS }) });
     return { db, dialect: 'sqlite', ping: () => ping(db), close: () => db.destroy() };
   }
   const pool = new pg.Pool({
@@ -49,11 +52,22 @@ export function createStorage(url: string): Storage {
   return { db, dialect: 'postgres', ping: () => ping(db), close: () => db.destroy() };
 }
 
+/** How long readiness waits for the database: an outage shows in `/readyz` within about this long. */
+const PING_TIMEOUT_MS = 800;
+
+/** True when `select 1` answers within PING_TIMEOUT_MS (a pool or queue stuck behind a dead server counts as down). */
 async function ping(db: Kysely<Database>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), PING_TIMEOUT_MS);
+  });
+  const query = sql`select 1`.execute(db).then(
+    () => true,
+    () => false,
+  );
   try {
-    await sql`select 1`.execute(db);
-    return true;
-  } catch {
-    return false;
+    return await Promise.race([query, timeout]);
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -51,4 +51,26 @@ describe('SQLite write lock held by another connection', () => {
     expect((await register('later@example.com')).statusCode).toBe(201);
     expect((await register('blocked@example.com')).statusCode).toBe(201);
   }, 30_000);
+
+  it('keeps the event loop free while it waits for the lock: /healthz answers at once, and a write waiting less than its budget succeeds', async () => {
+    const other = new SQLite(join(dir, 'gatehouse.db'));
+    other.exec('BEGIN EXCLUSIVE');
+    const waiting = register('waited@example.com');
+    const healthTimes: number[] = [];
+    try {
+      // The write above waits for the lock meanwhile; /healthz must not wait with it.
+      for (let i = 0; i < 20; i += 1) {
+        const started = performance.now();
+        expect((await app.inject('/healthz')).statusCode).toBe(200);
+        healthTimes.push(performance.now() - started);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+    // Released after ~1 s, well inside the 5 s budget: the waiting write goes through.
+    expect((await waiting).statusCode).toBe(201);
+    expect(Math.max(...healthTimes)).toBeLessThan(100);
+  }, 30_000);
 });
