@@ -4,6 +4,7 @@ import * as listingIndexesPostgres from './2026-11-21T0100_listing_indexes.postg
 import * as listingIndexesSqlite from './2026-11-21T0100_listing_indexes.sqlite.js';
 import * as pendingSignIns from './2026-11-24T0000_pending_sign_ins.js';
 import * as purgeIndexes from './2026-11-24T0500_purge_indexes.js';
+import * as oneActiveSigningKey from './2026-11-24T1000_one_active_signing_key.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -17,6 +18,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-11-21T0100_listing_indexes': { sqlite: listingIndexesSqlite, postgres: listingIndexesPostgres },
   '2026-11-24T0000_pending_sign_ins': { all: pendingSignIns },
   '2026-11-24T0500_purge_indexes': { all: purgeIndexes },
+  '2026-11-24T1000_one_active_signing_key': { all: oneActiveSigningKey },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

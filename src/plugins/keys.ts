@@ -18,7 +18,7 @@ import type { Kysely } from 'kysely';
 import { SecretBox } from '../shared/crypto.js';
 import type { Clock } from '../shared/time.js';
 import type { Database } from '../storage/schema.js';
-import { insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
+import { insertFirstSigningKeys, insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
 
 /**
  * Signing keys (CONTRACT §3): one active ES256 key (access tokens, sessions) and one active RS256 key
@@ -66,12 +66,12 @@ export class KeyStore {
     this.box = new SecretBox(secretKey, 'signing-keys');
   }
 
-  /** Loads keys, creating the first pair when the database has none. */
+  /** Loads keys, creating the first pair when the database has none (one winner among instances starting at once). */
   async init(): Promise<void> {
     await this.reload();
     const missing = ALGS.filter((alg) => !this.keys.some((k) => k.alg === alg && k.retiredAt === null));
     if (missing.length) {
-      await insertSigningKeys(this.db, await Promise.all(missing.map((alg) => this.generate(alg))));
+      await insertFirstSigningKeys(this.db, await Promise.all(missing.map((alg) => this.generate(alg))));
       await this.reload();
     }
   }

@@ -5,6 +5,15 @@ export async function listSigningKeys(db: Kysely<Database>): Promise<SigningKeyR
   return db.selectFrom('signing_keys').selectAll().orderBy('created_at', 'asc').orderBy('kid', 'asc').execute();
 }
 
+/**
+ * Inserts first keys for algorithms that have no active key, as one statement: the unique index on
+ * the active key per algorithm makes concurrent starts single-winner (a loser's rows are skipped, and
+ * it loads the winner's keys).
+ */
+export async function insertFirstSigningKeys(db: Kysely<Database>, rows: SigningKeyRow[]): Promise<void> {
+  if (rows.length) await db.insertInto('signing_keys').values(rows).onConflict((oc) => oc.doNothing()).execute();
+}
+
 export async function insertSigningKeys(db: Kysely<Database>, rows: SigningKeyRow[]): Promise<void> {
   if (rows.length) await db.insertInto('signing_keys').values(rows).execute();
 }
