@@ -21,7 +21,7 @@ declare module 'fastify' {
 
 /**
  * Wrong keys per IP per minute (SECURITY.md item 68): once an IP has sent this many, every `/v1/dev`
- * request from it answers 429 `rate_limited` until the minute is over, a right key included.
+ * request from it answers 429 `rate_limited` until the oldest of them is a minute old, a right key included.
  */
 export const MAX_FAILED_DEVELOPER_KEYS_PER_MINUTE = 20;
 

@@ -10,7 +10,7 @@ import { safeEqual } from '../shared/ids.js';
 
 /**
  * Wrong tokens per IP per minute: once an IP has sent this many, every admin request from it answers
- * 429 `rate_limited` until the minute is over, the right token included (a limit that let the right
+ * 429 `rate_limited` until the oldest of them is a minute old, the right token included (a limit that let the right
  * token through would tell a guesser when it had won).
  */
 export const MAX_FAILED_ADMIN_TOKENS_PER_MINUTE = 20;

@@ -50,7 +50,7 @@ export function parseBasic(header: string | undefined): BasicCredentials | undef
 
 /**
  * Wrong secrets per app and IP per minute (SECURITY.md item 68): once an IP has sent this many for an
- * app, every secret it sends for that app answers 429 until the minute is over, the right one included
+ * app within a minute, every secret it sends for that app answers 429 until the oldest is a minute old, the right one included
  * (a limit the right secret passed would tell a guesser when it had won). Per app and IP, so nobody can
  * lock an app's own servers out by sending wrong secrets in its name.
  */

@@ -6,16 +6,18 @@ import { AppError } from '../errors.js';
 import type { Clock } from '../shared/time.js';
 import { deleteCounter, findCounter, lockCounterAtCount, reserveCounterSlot, saveCounter } from '../storage/repos/throttle.js';
 import { normalizeEmail } from '../storage/repos/users.js';
+import { decideInRedis, MemoryWindows, type WindowDecision, type WindowRequest } from './sliding-window.js';
 import type { Database } from '../storage/schema.js';
 
 /**
  * Throttling (CONTRACT §5.3, §14.3, §14.19; SECURITY.md items 63–67):
- * - per-IP: IP_AUTH_PER_MINUTE requests per fixed minute window, counted in memory, or in Redis when
- *   REDIS_URL is set (shared by every process). If Redis is unreachable the limiter falls back to the
- *   in-process counters (fail-soft: still limited per process) and logs a warning;
+ * - per-IP: at most IP_AUTH_PER_MINUTE requests in any 60 seconds (a sliding window, see
+ *   sliding-window.ts), counted in memory, or in Redis when REDIS_URL is set (shared by every process).
+ *   If Redis is unreachable the limiter falls back to the in-process counters (fail-soft: still limited
+ *   per process) and logs a warning;
  * - credential guessing per IP (admin token, developer keys, client secrets): `assertUnderLimit` before
- *   the credential is looked at, `hitKey` after a wrong one. Once a key is over its limit every attempt
- *   is refused for the rest of the window, the right credential included: a limit that only counted
+ *   the credential is looked at, `hitKey` after a wrong one. Once a key is at its limit every attempt
+ *   is refused until its oldest failure leaves the window, the right credential included: a limit that only counted
  *   failures would still answer a right guess, so guessing would go on at full speed;
  * - per account: password evaluations keyed by the normalised email (whether or not an account
  *   exists), in the database: each one reserves a slot atomically BEFORE the password is hashed, so at
@@ -37,8 +39,7 @@ const rateLimited = (retryAfter: number, detail: string) =>
   new AppError('rate_limited', { extra: { retry_after: Math.max(1, Math.ceil(retryAfter)) }, detail });
 
 export class Throttle {
-  private readonly memory = new Map<string, { window: number; count: number }>();
-  private lastSweep = 0;
+  private readonly memory = new MemoryWindows();
   private redisWarned = false;
 
   constructor(
@@ -57,68 +58,41 @@ export class Throttle {
     await this.hitKey(`ip:${request.ip}`, this.config.throttle.ipAuthPerMinute, 60);
   }
 
-  /** A generic fixed-window limit (memory or Redis), for other per-IP limits (e.g. legal views). */
+  /**
+   * Counts one event for `key`: at most `limit` in any `windowSeconds` (sliding window, in Redis when
+   * configured, else in memory). Over the limit → 429 rate_limited with retry_after, not counted.
+   */
   async hitKey(key: string, limit: number, windowSeconds: number): Promise<void> {
-    const now = this.clock.now();
-    const window = Math.floor(now / windowSeconds);
-    const retryAfter = (window + 1) * windowSeconds - now;
-    let count: number | null = null;
-    if (this.redis) {
-      try {
-        const redisKey = this.redisKey(key, windowSeconds, window);
-        const result = await this.redis.multi().incr(redisKey).expire(redisKey, windowSeconds + 1).exec();
-        const value = result?.[0]?.[1];
-        if (typeof value === 'number') count = value;
-      } catch (error) {
-        this.warnRedis(error);
-      }
-    }
-    if (count === null) count = this.memoryHit(`${key}:${windowSeconds}`, window, now);
-    if (count > limit) throw rateLimited(retryAfter, `limit ${limit}/${windowSeconds}s for ${key.split(':')[0]}`);
+    const decision = await this.decide({ key, limit, windowSeconds, now: this.clock.now(), record: true });
+    if (!decision.allowed) throw rateLimited(decision.retryAfter, `limit ${limit}/${windowSeconds}s for ${key.split(':')[0]}`);
   }
 
   /**
-   * Refuses (429 rate_limited, retry_after = the rest of the window) while `key` has reached `limit`
-   * in the current window of `hitKey`; counts nothing. Call it before a credential is evaluated and
-   * `hitKey` after a wrong one: then a key over its limit is refused for the rest of the window even
-   * with the right credential. (Requests already past this check when the limit is reached still
+   * Refuses (429 rate_limited, retry_after = until the oldest counted event leaves the window) while
+   * `key` holds `limit` events of `hitKey` within the last `windowSeconds`; counts nothing. Call it
+   * before a credential is evaluated and `hitKey` after a wrong one: then a key at its limit is refused
+   * even with the right credential. (Requests already past this check when the limit is reached still
    * finish; `hitKey` answers their failures with 429 too.)
    */
   async assertUnderLimit(key: string, limit: number, windowSeconds: number): Promise<void> {
-    const now = this.clock.now();
-    const window = Math.floor(now / windowSeconds);
-    const local = this.memory.get(`${key}:${windowSeconds}`);
-    // In-process counts too: they hold the failures counted while Redis was unreachable.
-    let count = local && local.window === window ? local.count : 0;
+    const request = { key, limit, windowSeconds, now: this.clock.now(), record: false };
+    // In-process events too: they hold the failures counted while Redis was unreachable.
+    const local = this.memory.decide(request);
+    const decision = local.allowed ? await this.decide(request) : local;
+    if (!decision.allowed) throw rateLimited(decision.retryAfter, `over ${limit}/${windowSeconds}s for ${key.split(':')[0]}`);
+  }
+
+  /** Redis when configured and reachable (every process shares it); otherwise this process's memory (fail-soft). */
+  private async decide(request: WindowRequest): Promise<WindowDecision> {
     if (this.redis) {
       try {
-        count = Math.max(count, Number((await this.redis.get(this.redisKey(key, windowSeconds, window))) ?? 0));
+        return await decideInRedis(this.redis, request);
       } catch (error) {
-        this.warnRedis(error);
+        if (!this.redisWarned) this.log.warn({ err: error }, 'redis unavailable: per-IP limits fall back to in-process counters');
+        this.redisWarned = true;
       }
     }
-    if (count >= limit) throw rateLimited((window + 1) * windowSeconds - now, `over ${limit}/${windowSeconds}s for ${key.split(':')[0]}`);
-  }
-
-  private redisKey = (key: string, windowSeconds: number, window: number) => `gatehouse:rl:${key}:${windowSeconds}:${window}`;
-
-  private warnRedis(error: unknown): void {
-    if (!this.redisWarned) this.log.warn({ err: error }, 'redis unavailable: per-IP limits fall back to in-process counters');
-    this.redisWarned = true;
-  }
-
-  private memoryHit(key: string, window: number, now: number): number {
-    if (now - this.lastSweep > 60) {
-      for (const [k, v] of this.memory) if (v.window < window - 1) this.memory.delete(k);
-      this.lastSweep = now;
-    }
-    const entry = this.memory.get(key);
-    if (!entry || entry.window !== window) {
-      this.memory.set(key, { window, count: 1 });
-      return 1;
-    }
-    entry.count += 1;
-    return entry.count;
+    return this.memory.decide(request);
   }
 
   // Account lockout --------------------------------------------------------------------------------
