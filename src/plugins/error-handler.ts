@@ -81,7 +81,9 @@ const DATABASE_UNAVAILABLE_CODES = new Set([
 function isDatabaseUnavailable(error: { code?: unknown; message?: unknown } | undefined): boolean {
   if (!error) return false;
   if (typeof error.code === 'string' && DATABASE_UNAVAILABLE_CODES.has(error.code)) return true;
-  return typeof error.message === 'string' && /timeout exceeded when trying to connect|Connection terminated/.test(error.message);
+  // pg's own messages for a connection lost mid-request (no SQLSTATE): while connecting, while a query
+  // ran, and for the rollback that follows on the dead connection.
+  return typeof error.message === 'string' && /timeout exceeded when trying to connect|Connection terminated|not queryable/.test(error.message);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Database as SQLiteDatabase, Statement } from 'better-sqlite3';
 import {
   CompiledQuery,
@@ -17,9 +18,10 @@ import {
  * better-sqlite3 is synchronous: with a long `busy_timeout` a write lock held by another process (a
  * second worker, a backup, `sqlite3` in a shell) stops the whole event loop until it is released. So
  * SQLite itself waits only BUSY_SLICE_MS per attempt, and a busy statement is retried after an
- * asynchronous pause, until `busyBudgetMs` after the request first asked for the connection; then the
- * SQLITE_BUSY error reaches the caller (503 + Retry-After). Meanwhile other requests, `/healthz`
- * included, are served.
+ * asynchronous pause, until `busyBudgetMs` after the HTTP request began (`lockWaitDeadline`; for work
+ * outside a request, after the query asked for the connection); then the SQLITE_BUSY error reaches the
+ * caller (503 + Retry-After). So a request making several queries still answers within its budget,
+ * and meanwhile other requests, `/healthz` included, are served.
  *
  * Retrying a statement is safe because a statement that answered SQLITE_BUSY changed nothing, and
  * transactions start with `BEGIN IMMEDIATE`: the write lock is taken at the start, where a retry has
@@ -31,7 +33,7 @@ import {
  */
 
 /** How long SQLite itself may block the event loop waiting for a lock, per attempt. */
-export const BUSY_SLICE_MS = 20;
+export const BUSY_SLICE_MS = 10;
 const STATEMENT_CACHE_SIZE = 500;
 const MAX_PAUSE_MS = 100;
 
@@ -57,6 +59,12 @@ export class NonBlockingSqliteDialect implements Dialect {
   }
 }
 
+/**
+ * The deadline (a `performance.now()` time) of the HTTP request being served: every query it makes
+ * shares it. Entered per request by the db plugin.
+ */
+export const lockWaitDeadline = new AsyncLocalStorage<number>();
+
 const isBusy = (error: unknown) => {
   const code = (error as { code?: unknown } | null)?.code;
   return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || (typeof code === 'string' && code.startsWith('SQLITE_BUSY_'));
@@ -66,7 +74,8 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 class NonBlockingSqliteDriver implements Driver {
   private readonly connection: NonBlockingSqliteConnection;
-  private queue: Promise<void> = Promise.resolve();
+  private leased = false;
+  private readonly waiting: Array<() => void> = [];
 
   constructor(private readonly options: SqliteDialectOptions) {
     options.database.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
@@ -75,15 +84,30 @@ class NonBlockingSqliteDriver implements Driver {
 
   async init(): Promise<void> {}
 
-  /** Waits for the one connection; the request's lock budget starts now, so time spent queued counts. */
+  /**
+   * Waits for the one connection, but not past the deadline: whoever holds it may itself be waiting
+   * for another process's lock, and a request queued behind it must still answer within its budget.
+   */
   async acquireConnection(): Promise<DatabaseConnection> {
-    const requestedAt = performance.now();
-    const previous = this.queue;
-    let release!: () => void;
-    this.queue = new Promise<void>((resolve) => (release = resolve));
-    await previous;
-    this.connection.lease(release, requestedAt + this.options.busyBudgetMs);
+    const deadline = lockWaitDeadline.getStore() ?? performance.now() + this.options.busyBudgetMs;
+    if (this.leased) await this.turn(deadline);
+    this.leased = true;
+    this.connection.lease(deadline);
     return this.connection;
+  }
+
+  private turn(deadline: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const granted = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.waiting.splice(this.waiting.indexOf(granted), 1);
+        reject(Object.assign(new Error('database is locked: no connection within the lock-wait budget'), { code: 'SQLITE_BUSY' }));
+      }, Math.max(0, deadline - performance.now()));
+      this.waiting.push(granted);
+    });
   }
 
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
@@ -96,7 +120,10 @@ class NonBlockingSqliteDriver implements Driver {
     await connection.executeQuery(CompiledQuery.raw('rollback'));
   }
   async releaseConnection(): Promise<void> {
-    this.connection.release();
+    // Handed straight to the next in line, or left free.
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.leased = false;
   }
   async destroy(): Promise<void> {
     this.options.database.close();
@@ -106,19 +133,12 @@ class NonBlockingSqliteDriver implements Driver {
 class NonBlockingSqliteConnection implements DatabaseConnection {
   private readonly statements = new Map<string, Statement>();
   private deadline = 0;
-  private releaseLease: (() => void) | undefined;
 
   constructor(private readonly database: SQLiteDatabase) {}
 
-  lease(release: () => void, deadline: number): void {
-    this.releaseLease = release;
+  /** The holder's deadline for lock waits (see acquireConnection). */
+  lease(deadline: number): void {
     this.deadline = deadline;
-  }
-
-  release(): void {
-    const release = this.releaseLease;
-    this.releaseLease = undefined;
-    release?.();
   }
 
   async executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {

@@ -9,6 +9,7 @@ describe('toAppError', () => {
     ['too many connections (53300)', Object.assign(new Error('sorry, too many clients already'), { code: '53300' })],
     ['the pool acquire timeout', new Error('timeout exceeded when trying to connect')],
     ['a dropped connection', new Error('Connection terminated unexpectedly')],
+    ['the rollback on a dropped connection', new Error('Client has encountered a connection error and is not queryable')],
     ['SQLite busy', Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })],
   ])('%s → 503 service_unavailable with Retry-After', (_name, error) => {
     const mapped = toAppError(error);
