@@ -15,7 +15,8 @@ export default defineConfig({
         name: dialect,
         env: { TEST_DIALECT: dialect },
         // `*.pg.test.ts` / `*.sqlite.test.ts` test one database's own behaviour: they run with it alone.
-        exclude: [dialect === 'postgres' ? 'test/**/*.sqlite.test.ts' : 'test/**/*.pg.test.ts'],
+        // The fault suite has its own run (`npm run test:faults`, vitest.faults.config.ts).
+        exclude: ['test/faults/**', 'node_modules/**', dialect === 'postgres' ? 'test/**/*.sqlite.test.ts' : 'test/**/*.pg.test.ts'],
       },
     })),
   },
