@@ -1,10 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { buildTestApp } from '../helpers/app.js';
+import { epochSeconds } from '../../src/shared/time.js';
+import { buildTestApp, FrozenClock } from '../helpers/app.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
+
+// Time moves only when a test moves it (a frozen clock): no assertion depends on where the wall clock falls.
+const frozenNow = () => new FrozenClock(epochSeconds());
 
 describe('per-IP and mail limits', () => {
   it('answers 429 with Retry-After past IP_AUTH_PER_MINUTE, and again after the minute', async () => {
-    const t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '5' } });
+    const t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '5' }, clock: frozenNow() });
     try {
       const client = await makeApp(t.db);
       const codes: number[] = [];
@@ -30,7 +34,7 @@ describe('per-IP and mail limits', () => {
   });
 
   it('limits mails per address and kind (interval and hourly), identically for known and unknown addresses; refusals do not count', async () => {
-    const t = await buildTestApp({ env: { MAIL_PER_HOUR: '3', MAIL_INTERVAL_SECONDS: '60' } });
+    const t = await buildTestApp({ env: { MAIL_PER_HOUR: '3', MAIL_INTERVAL_SECONDS: '60' }, clock: frozenNow() });
     try {
       const client = await makeApp(t.db);
       await makeUser(t.app, { email: 'known@example.com', password: 'known passphrase' });
@@ -63,8 +67,8 @@ describe('per-IP and mail limits', () => {
 
   it.skipIf(!process.env.TEST_REDIS_URL)('shares the per-IP counter through Redis (TEST_REDIS_URL)', async () => {
     const env = { IP_AUTH_PER_MINUTE: '3', REDIS_URL: process.env.TEST_REDIS_URL! };
-    const a = await buildTestApp({ env });
-    const b = await buildTestApp({ env });
+    const a = await buildTestApp({ env, clock: frozenNow() });
+    const b = await buildTestApp({ env, clock: frozenNow() });
     try {
       const clientA = await makeApp(a.db);
       const clientB = await makeApp(b.db);
