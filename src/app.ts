@@ -9,13 +9,15 @@ import { migrateToLatest } from './storage/migrator.js';
 import accountsPlugin from './auth/accounts.js';
 import corePlugin from './plugins/db.js';
 import errorHandler from './plugins/error-handler.js';
+import { useJsonBodyParser } from './plugins/json-body.js';
 import keysPlugin from './plugins/keys.js';
 import { loggerOptions } from './plugins/logger.js';
+import errorResponsesPlugin from './plugins/error-responses.js';
 import routeListPlugin from './plugins/route-list.js';
 import throttlePlugin from './throttle/index.js';
 import tokensPlugin from './tokens/index.js';
 import signInPlugin from './sign-in/index.js';
-import { validatorCompiler } from './plugins/validation.js';
+import { serializerCompiler, validatorCompiler } from './plugins/validation.js';
 import mailerPlugin from './mail/index.js';
 import metricsPlugin from './metrics/index.js';
 import maintenancePlugin from './maintenance/index.js';
@@ -37,7 +39,7 @@ import idpPlugin, { idpAdminRoutes } from './idp/index.js';
 import legalRoutes from './legal/index.js';
 import discoveryRoutes from './oauth/discovery-routes.js';
 import oauthRoutes from './oauth/index.js';
-import openapiRoute from './openapi/index.js';
+import openapiPlugin from './openapi/index.js';
 import profileRoutes from './profile/index.js';
 
 export interface BuildOptions {
@@ -66,19 +68,24 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
   });
   app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
   await app.register(routeListPlugin);
+  await app.register(errorResponsesPlugin);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
   });
   // Only JSON and (per route) form bodies are parsed; text/plain bodies get 415.
   app.removeContentTypeParser('text/plain');
+  useJsonBodyParser(app);
 
   const storage = options.storage ?? createStorage(config.databaseUrl);
   if (options.migrate !== false) await migrateToLatest(storage);
 
   await app.register(corePlugin, { config, storage, clock: options.clock ?? systemClock, ownsStorage: !options.storage });
   await app.register(errorHandler, { issuer: config.baseUrl, renderHtmlError });
+  // Before any route: the OpenAPI document is generated from the routes as they are registered.
+  await app.register(openapiPlugin);
   await app.register(formbody);
   await app.register(keysPlugin);
   await app.register(tokensPlugin);
@@ -106,6 +113,5 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes] });
 
   await app.register(healthRoutes);
-  await app.register(openapiRoute);
   return app;
 }

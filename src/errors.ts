@@ -46,6 +46,8 @@ export const ERROR_CATALOGUE = {
   login_required: [400, 'The user must sign in.'],
   consent_required: [400, 'The user must consent.'],
   interaction_required: [400, 'User interaction is required.'],
+  request_not_supported: [400, 'Request objects (the request parameter) are not supported.'],
+  request_uri_not_supported: [400, 'Request objects by reference (the request_uri parameter) are not supported.'],
   insufficient_scope: [403, 'The token lacks the required scope.'],
 } as const satisfies Record<string, readonly [number, string]>;
 

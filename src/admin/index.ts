@@ -1,7 +1,15 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { authenticateAdmin } from '../plugins/admin-token.js';
+import { EXAMPLE } from '../shared/examples.js';
+import { json, shareRouteDocs } from '../shared/responses.js';
 import {
+  AdminUser,
+  AdminUserPage,
   CreateDeveloperBody,
+  CreatedDeveloper,
+  DeveloperList,
+  NoQuery,
+  RotatedKeys,
   UpdateUserBody,
   UserListQuery,
   UserParams,
@@ -22,25 +30,97 @@ export interface AdminApiOptions {
 async function adminRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   const now = () => app.clock.now();
+  const developer = { id: EXAMPLE.developerId, email: 'dev@example.com', name: 'Example developer', created_at: EXAMPLE.time };
+  const user = { id: EXAMPLE.userId, email: EXAMPLE.email, email_verified: true, name: 'Ada Lovelace', phone_number: null, birthdate: null, created_at: EXAMPLE.time, status: 'active', idp_bound: false };
 
-  app.post('/developers', { schema: { body: CreateDeveloperBody } }, async (request, reply) => {
-    reply.code(201);
-    return createDeveloper(app.db, now(), request.body);
-  });
+  app.post(
+    '/developers',
+    {
+      schema: {
+        operationId: 'createDeveloper',
+        summary: 'Create a developer and its API key',
+        body: CreateDeveloperBody,
+        response: { 201: json('The developer, with its API key shown once.', CreatedDeveloper) },
+        errors: { 409: ['conflict'] },
+        examples: {
+          create: {
+            summary: 'A developer',
+            body: { email: 'lin@example.com', name: 'Lin' },
+            status: 201,
+            response: { id: 'dev_01k2v6xe5g7j9l1n3q5s7u9w1y', email: 'lin@example.com', name: 'Lin', created_at: EXAMPLE.time, api_key: 'dk_3mQ8vX1pL6nB9zR4tW7yC2fJ5dG8sH0k' },
+          },
+        },
+      },
+    },
+    async (request, reply) => {
+      reply.code(201);
+      return createDeveloper(app.db, now(), request.body);
+    },
+  );
 
-  app.get('/developers', async () => ({ items: await listDeveloperViews(app.db) }));
+  app.get(
+    '/developers',
+    {
+      schema: {
+        operationId: 'listDevelopers',
+        summary: 'List developers',
+        querystring: NoQuery,
+        response: { 200: json('Every developer.', DeveloperList) },
+        examples: { list: { summary: 'All developers', status: 200, response: { items: [developer] } } },
+      },
+    },
+    async () => ({ items: await listDeveloperViews(app.db) }));
 
-  app.get('/users', { schema: { querystring: UserListQuery } }, async (request) => listUsers(app.db, request.query));
+  app.get(
+    '/users',
+    {
+      schema: {
+        operationId: 'listUsers',
+        summary: 'List end users',
+        querystring: UserListQuery,
+        response: { 200: json('One page of users, newest first.', AdminUserPage) },
+        examples: {
+          search: { summary: 'Search by email', query: { q: 'ada', pageSize: '20' }, status: 200, response: { items: [user], page: 1, pageSize: 20, total: 1 } },
+        },
+      },
+    },
+    async (request) => listUsers(app.db, request.query));
 
-  app.patch('/users/:id', { schema: { params: UserParams, body: UpdateUserBody } }, async (request) =>
+  app.patch(
+    '/users/:id',
+    {
+      schema: {
+        operationId: 'setUserStatus',
+        summary: 'Enable or disable an end user',
+        description: 'Disabling revokes every refresh token, session and grant of the user at once.',
+        params: UserParams,
+        body: UpdateUserBody,
+        response: { 200: json('The user.', AdminUser) },
+        errors: { 404: ['not_found'] },
+        examples: { enable: { summary: 'Enable', params: { id: EXAMPLE.userId }, body: { status: 'active' }, status: 200, response: user } },
+      },
+    },
+    async (request) =>
     setUserStatus(app.db, now(), request.params.id, request.body.status),
   );
 
-  app.post('/keys/rotate', async () => ({ kids: await app.keys.rotate() }));
+  app.post(
+    '/keys/rotate',
+    {
+      schema: {
+        operationId: 'rotateSigningKeys',
+        summary: 'Add new signing keys',
+        description: 'New ES256 and RS256 keys sign from now on; retired public keys stay in the JWKS until every token they signed has expired.',
+        response: { 200: json('The new keys.', RotatedKeys) },
+        examples: { rotate: { summary: 'Rotate', status: 200, response: { kids: ['es256-01k2v6xf', 'rs256-01k2v6xg'] } } },
+      },
+    },
+    async () => ({ kids: await app.keys.rotate() }));
 }
 
 export default async function adminApi(app: FastifyInstance, options: AdminApiOptions) {
   app.addHook('onRequest', authenticateAdmin);
+  app.addHook('onRoute', (route) => shareRouteDocs(route, { tags: ['admin'], security: [{ adminToken: [] }], errors: { 401: ['unauthorized'], 429: ['rate_limited'] } }));
   await app.register(adminRoutes);
   for (const routes of options.routes ?? []) await app.register(routes);
 }

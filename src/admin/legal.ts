@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { DocTypeParams, PublishBody, PublishQuery } from '../legal/schemas.js';
+import { DocTypeParams, LegalVersion, PublishBody, PublishQuery } from '../legal/schemas.js';
+import { EXAMPLE } from '../shared/examples.js';
+import { json } from '../shared/responses.js';
 import { MarkdownRenderer } from '../legal/renderer.js';
 import { PLATFORM_OWNER, publishVersion, toVersionView } from '../legal/service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
@@ -12,7 +14,37 @@ export default async function adminLegalRoutes(scope: FastifyInstance) {
   app.addHook('onClose', async () => renderer.close());
   app.put(
     '/legal/:docType',
-    { schema: { params: DocTypeParams, querystring: PublishQuery, body: PublishBody } },
+    {
+      schema: {
+        operationId: 'publishPlatformLegalDocument',
+        summary: 'Publish a new version of a platform legal document',
+        description: 'Registration asks users to accept the platform `terms` and `privacy`.',
+        params: DocTypeParams,
+        querystring: PublishQuery,
+        body: PublishBody,
+        response: { 201: json('The published version.', LegalVersion) },
+        errors: { 503: ['service_unavailable'] },
+        examples: {
+          terms: {
+            summary: 'Terms of service in English',
+            params: { docType: 'terms' },
+            query: { lang: 'en' },
+            body: { title: 'Terms of service', content: '# Terms\n\nBe kind.' },
+            status: 201,
+            response: {
+              docType: 'terms',
+              lang: 'en',
+              version: 2,
+              title: 'Terms of service',
+              content: '# Terms\n\nBe kind.',
+              content_html: '<h1>Terms</h1>\n<p>Be kind.</p>\n',
+              updated_at: EXAMPLE.time,
+              url: 'http://localhost:3000/legal/platform/terms?lang=en',
+            },
+          },
+        },
+      },
+    },
     async (request, reply) => {
       const version = await publishVersion(app.db, renderer, {
         owner: PLATFORM_OWNER,

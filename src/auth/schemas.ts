@@ -58,3 +58,6 @@ export const ProfileCompleteBody = z.object({
     })
     .default({}),
 });
+
+/** `202` of the mail requests: the same for every address (CONTRACT §5.1). */
+export const MailSent = z.object({ status: z.literal('sent') });

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderPage, VIEWS_DIR } from '../plugins/views.js';
+import { html, shareRouteDocs, text } from '../shared/responses.js';
 import { type App, findApp, listAllApps } from '../storage/repos/apps.js';
 
 /**
@@ -24,24 +25,40 @@ export default async function demo(app: FastifyInstance) {
   }
 
   const routeConfig = { config: { errorStyle: 'html' as const } };
+  app.addHook('onRoute', (route) => shareRouteDocs(route, { tags: ['development'] }));
 
-  app.get('/assets/demo.js', async (_request, reply) =>
+  app.get('/assets/demo.js', { schema: { operationId: 'getDemoScript', summary: 'The script of the demo client', response: { 200: text('The script.', 'text/javascript') } } }, async (_request, reply) =>
     reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send(script),
   );
 
-  app.get('/demo', routeConfig, async (request, reply) => {
-    const client = await demoApp((request.query as Record<string, unknown>).client_id);
-    return renderPage(request, reply, 'demo', {
-      titleKey: 'demo.title',
-      clientId: client?.id,
-      appName: client?.name,
-      type: client?.type,
-      redirectUri: callbackUri,
-      authorizeEndpoint: `${app.config.baseUrl}/oauth/authorize`,
-    });
-  });
+  app.get(
+    '/demo',
+    {
+      ...routeConfig,
+      schema: {
+        operationId: 'demoPage',
+        summary: 'The demo client',
+        description: 'Runs the authorization-code flow with PKCE for the app `demo` (or `?client_id=`, an app with the demo redirect URI).',
+        response: { 200: html('The demo client.') },
+      },
+    },
+    async (request, reply) => {
+      const client = await demoApp((request.query as Record<string, unknown>).client_id);
+      return renderPage(request, reply, 'demo', {
+        titleKey: 'demo.title',
+        clientId: client?.id,
+        appName: client?.name,
+        type: client?.type,
+        redirectUri: callbackUri,
+        authorizeEndpoint: `${app.config.baseUrl}/oauth/authorize`,
+      });
+    },
+  );
 
-  app.get('/demo/callback', routeConfig, async (request, reply) =>
+  app.get(
+    '/demo/callback',
+    { ...routeConfig, schema: { operationId: 'demoCallbackPage', summary: "The demo client's redirect URI", response: { 200: html('Exchanges the code and shows the tokens.') } } },
+    async (request, reply) =>
     renderPage(request, reply, 'demo-callback', {
       titleKey: 'demo.title',
       tokenEndpoint: `${app.config.baseUrl}/oauth/token`,

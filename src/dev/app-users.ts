@@ -8,6 +8,8 @@ import { setAppUserStatus } from '../storage/repos/app-users.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { revokeGrantsOfUser } from '../storage/repos/grants.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
+import { EXAMPLE } from '../shared/examples.js';
+import { json } from '../shared/responses.js';
 
 /**
  * Developer user listing and blocking (SPEC 4.7, CONTRACT §9), inside the authenticated `/v1/dev` scope:
@@ -38,6 +40,32 @@ const AppParams = z.strictObject({ id: z.string().min(1).max(200) });
 const AppUserParams = z.strictObject({ id: z.string().min(1).max(200), userId: z.string().min(1).max(200) });
 const StatusBody = z.strictObject({ status: z.enum(['active', 'blocked']) });
 
+const AppUser = z
+  .object({
+    id: z.string(),
+    email: z.string(),
+    name: z.string().nullable(),
+    status: z.enum(['active', 'blocked', 'disabled']).describe('`blocked` for this app by its developer; `disabled` platform-wide by the admin.'),
+    email_verified: z.boolean(),
+    idp_bound: z.boolean(),
+    created_at: z.string(),
+    last_login_at: z.string().nullable(),
+  })
+  .meta({ id: 'AppUser', description: 'A user who signed in to the app (CONTRACT §9).' });
+
+const AppUserPage = z.object({ items: z.array(AppUser), page: z.number().int(), pageSize: z.number().int(), total: z.number().int() });
+
+const exampleUser = {
+  id: EXAMPLE.userId,
+  email: EXAMPLE.email,
+  name: 'Ada Lovelace',
+  status: 'active',
+  email_verified: true,
+  idp_bound: false,
+  created_at: EXAMPLE.time,
+  last_login_at: EXAMPLE.time,
+};
+
 /** A listing item: exactly the documented fields (no hashes, tokens or other user data). */
 export const toListItem = (r: AppUserListRow) => ({
   id: r.id,
@@ -54,7 +82,26 @@ export default async function devAppUsersRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   app.get(
     '/apps/:id/users',
-    { schema: { params: AppParams, querystring: UserListQuery } },
+    {
+      schema: {
+        operationId: 'listAppUsers',
+        summary: 'List the users of an app',
+        description: 'Newest first. `q` matches a case-insensitive substring of email or name.',
+        params: AppParams,
+        querystring: UserListQuery,
+        response: { 200: json('One page of users.', AppUserPage) },
+        errors: { 404: ['not_found'] },
+        examples: {
+          search: {
+            summary: 'Search by email',
+            params: { id: EXAMPLE.appId },
+            query: { q: 'ada', page: '1', pageSize: '20' },
+            status: 200,
+            response: { items: [exampleUser], page: 1, pageSize: 20, total: 1 },
+          },
+        },
+      },
+    },
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
       const page = request.query.page ?? 1;
@@ -66,7 +113,20 @@ export default async function devAppUsersRoutes(scope: FastifyInstance) {
 
   app.patch(
     '/apps/:id/users/:userId',
-    { schema: { params: AppUserParams, body: StatusBody } },
+    {
+      schema: {
+        operationId: 'setAppUserStatus',
+        summary: 'Block or unblock a user for an app',
+        description: "Blocking revokes the user's refresh tokens and sessions for the app at once.",
+        params: AppUserParams,
+        body: StatusBody,
+        response: { 200: json('The user.', AppUser) },
+        errors: { 404: ['not_found'] },
+        examples: {
+          unblock: { summary: 'Unblock', params: { id: EXAMPLE.appId, userId: EXAMPLE.userId }, body: { status: 'active' }, status: 200, response: exampleUser },
+        },
+      },
+    },
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
       const { userId } = request.params;

@@ -3,6 +3,8 @@ import { z } from 'zod';
 import { isoTime } from '../shared/time.js';
 import { listEventsVisibleToApp } from '../storage/repos/events.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
+import { EXAMPLE } from '../shared/examples.js';
+import { json } from '../shared/responses.js';
 
 /**
  * `GET /v1/dev/apps/{id}/events?type&after&limit` (CONTRACT §9, §11): the app's audit events in
@@ -38,11 +40,48 @@ export const EventsQuery = z.strictObject({
 
 const AppParams = z.strictObject({ id: z.string().min(1).max(200) });
 
+const Event = z
+  .object({
+    id: z.string(),
+    type: z.string().describe('`user.registered`, `user.login_succeeded`, `consent.granted`, … (CONTRACT §11).'),
+    app_id: z.string().nullable(),
+    user_id: z.string().nullable().describe('Only for users of the app.'),
+    ip: z.string().nullable(),
+    user_agent: z.string().nullable(),
+    at: z.string(),
+    data: z.record(z.string(), z.unknown()),
+  })
+  .meta({ id: 'Event', description: 'An audit event (CONTRACT §11).' });
+
+const EventPage = z.object({ items: z.array(Event), next_cursor: z.string().nullable().describe('Pass as `after` for the next page; null at the end.') });
+
 export default async function devEventsRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   app.get(
     '/apps/:id/events',
-    { schema: { params: AppParams, querystring: EventsQuery } },
+    {
+      schema: {
+        operationId: 'listAppEvents',
+        summary: "List an app's audit events",
+        description: 'Oldest first, from the cursor on.',
+        params: AppParams,
+        querystring: EventsQuery,
+        response: { 200: json('One page of events.', EventPage) },
+        errors: { 404: ['not_found'] },
+        examples: {
+          logins: {
+            summary: 'Successful sign-ins',
+            params: { id: EXAMPLE.appId },
+            query: { type: 'user.login_succeeded', limit: '10' },
+            status: 200,
+            response: {
+              items: [{ id: 'evt_01k2v6xd3f5h7k9m1p3r5t7v9x', type: 'user.login_succeeded', app_id: EXAMPLE.appId, user_id: EXAMPLE.userId, ip: '203.0.113.7', user_agent: 'curl/8.5.0', at: EXAMPLE.time, data: { method: 'password' } }],
+              next_cursor: null,
+            },
+          },
+        },
+      },
+    },
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
       const limit = request.query.limit ?? 50;

@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { authenticateDeveloper, requireOwnedApp } from './auth.js';
-import { AppParams, CreateAppBody, UpdateAppBody } from './schemas.js';
+import { EXAMPLE } from '../shared/examples.js';
+import { json, noBody, shareRouteDocs } from '../shared/responses.js';
+import { AppList, AppParams, AppView, CreateAppBody, NoQuery, UpdateAppBody } from './schemas.js';
 import { createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
@@ -17,28 +19,139 @@ export interface DevApiOptions {
 async function appsRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   const now = () => app.clock.now();
+  const example = {
+    id: EXAMPLE.appId,
+    client_id: EXAMPLE.appId,
+    name: 'Example app',
+    type: 'public',
+    redirect_uris: [EXAMPLE.redirectUri],
+    allowed_origins: [],
+    features: { auth: true, profile: true },
+    required_fields: [],
+    disabled: false,
+    created_at: EXAMPLE.time,
+    updated_at: EXAMPLE.time,
+  };
+  const owned = { params: { id: EXAMPLE.appId } };
 
-  app.post('/apps', { schema: { body: CreateAppBody } }, async (request, reply) => {
-    reply.code(201);
-    return createApp(app.db, now(), request.developer.id, request.body);
-  });
+  app.post(
+    '/apps',
+    {
+      schema: {
+        operationId: 'createApp',
+        summary: 'Create an app',
+        body: CreateAppBody,
+        response: { 201: json("The app; a confidential app's client_secret is shown only here.", AppView) },
+        examples: {
+          create: {
+            summary: 'A public app (PKCE)',
+            body: { name: 'Example app', redirect_uris: [EXAMPLE.redirectUri], type: 'public', features: { auth: true, profile: true } },
+            status: 201,
+            response: example,
+          },
+          badRedirect: {
+            summary: 'A redirect URI that is not allowed',
+            body: { name: 'Example app', redirect_uris: ['http://app.example/callback'], type: 'public' },
+            status: 400,
+            response: { code: 'invalid_request', message: 'The request is missing a required field or has a malformed one.', details: [{ path: 'body.redirect_uris.0', message: 'must use https (http only for loopback hosts)' }] },
+          },
+        },
+      },
+    },
+    async (request, reply) => {
+      reply.code(201);
+      return createApp(app.db, now(), request.developer.id, request.body);
+    },
+  );
 
-  app.get('/apps', async (request) => ({ items: await listApps(app.db, request.developer.id) }));
+  app.get(
+    '/apps',
+    {
+      schema: {
+        operationId: 'listApps',
+        summary: "List the developer's apps",
+        querystring: NoQuery,
+        response: { 200: json('The apps.', AppList) },
+        examples: { list: { summary: 'All apps', status: 200, response: { items: [example] } } },
+      },
+    },
+    async (request) => ({ items: await listApps(app.db, request.developer.id) }));
 
-  app.get('/apps/:id', { schema: { params: AppParams } }, async (request) => {
-    return toAppView(await app.requireOwnedApp(request, request.params.id));
-  });
+  app.get(
+    '/apps/:id',
+    {
+      schema: {
+        operationId: 'getApp',
+        summary: 'Read an app',
+        params: AppParams,
+        response: { 200: json('The app.', AppView) },
+        errors: { 404: ['not_found'] },
+        examples: { read: { summary: 'An app', ...owned, status: 200, response: example } },
+      },
+    },
+    async (request) => {
+      return toAppView(await app.requireOwnedApp(request, request.params.id));
+    },
+  );
 
-  app.patch('/apps/:id', { schema: { params: AppParams, body: UpdateAppBody } }, async (request) =>
+  app.patch(
+    '/apps/:id',
+    {
+      schema: {
+        operationId: 'updateApp',
+        summary: 'Change an app',
+        description: 'Only the fields sent change; `type` is fixed at creation.',
+        params: AppParams,
+        body: UpdateAppBody,
+        response: { 200: json('The updated app.', AppView) },
+        errors: { 404: ['not_found'] },
+        examples: { rename: { summary: 'Rename', ...owned, body: { name: 'Example app' }, status: 200, response: example } },
+      },
+    },
+    async (request) =>
     updateApp(app.db, now(), await app.requireOwnedApp(request, request.params.id), request.body),
   );
 
-  app.delete('/apps/:id', { schema: { params: AppParams } }, async (request, reply) => {
-    await removeApp(app.db, await app.requireOwnedApp(request, request.params.id));
-    return reply.code(204).send();
-  });
+  app.delete(
+    '/apps/:id',
+    {
+      schema: {
+        operationId: 'deleteApp',
+        summary: 'Delete an app',
+        description: 'Its grants, codes, consents, app users and profiles go with it.',
+        params: AppParams,
+        response: { 204: noBody('Deleted.') },
+        errors: { 404: ['not_found'] },
+        examples: { remove: { summary: 'Delete', ...owned, status: 204 } },
+      },
+    },
+    async (request, reply) => {
+      await removeApp(app.db, await app.requireOwnedApp(request, request.params.id));
+      return reply.code(204).send();
+    },
+  );
 
-  app.post('/apps/:id/secret', { schema: { params: AppParams } }, async (request) =>
+  app.post(
+    '/apps/:id/secret',
+    {
+      schema: {
+        operationId: 'rotateAppSecret',
+        summary: "Replace a confidential app's client secret",
+        description: 'The old secret stops working at once.',
+        params: AppParams,
+        response: { 200: json('The app with its new client_secret (shown only here).', AppView) },
+        errors: { 400: ['invalid_request'], 404: ['not_found'] },
+        examples: {
+          rotate: {
+            summary: 'A new secret',
+            params: { id: EXAMPLE.confidentialAppId },
+            status: 200,
+            response: { ...example, id: EXAMPLE.confidentialAppId, client_id: EXAMPLE.confidentialAppId, type: 'confidential', client_secret: 'cs_7hV2kQ9mX4pL1nB8zR6tW3yC5fJ0dG2s' },
+          },
+        },
+      },
+    },
+    async (request) =>
     rotateClientSecret(app.db, now(), await app.requireOwnedApp(request, request.params.id)),
   );
 }
@@ -47,6 +160,9 @@ export default async function devApi(app: FastifyInstance, options: DevApiOption
   app.decorateRequest('developer', null as never);
   app.decorate('requireOwnedApp', requireOwnedApp);
   app.addHook('onRequest', authenticateDeveloper);
+  app.addHook('onRoute', (route) =>
+    shareRouteDocs(route, { tags: ['developer'], security: [{ developerKey: [] }], errors: { 401: ['unauthorized'], 429: ['rate_limited'] } }),
+  );
   await app.register(appsRoutes);
   for (const routes of options.routes ?? []) await app.register(routes);
 }

@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
-import { DocTypeParams, PublishBody, PublishQuery } from '../legal/schemas.js';
+import { DocTypeParams, LegalVersion, PublishBody, PublishQuery } from '../legal/schemas.js';
+import { EXAMPLE } from '../shared/examples.js';
+import { json } from '../shared/responses.js';
 import { MarkdownRenderer } from '../legal/renderer.js';
 import { dayOf, publishVersion, toVersionView } from '../legal/service.js';
 import { listLegalViews } from '../storage/repos/legal.js';
@@ -22,6 +24,9 @@ const DAY = z
   .refine((d) => !Number.isNaN(Date.parse(`${d}T00:00:00Z`)) && new Date(`${d}T00:00:00Z`).toISOString().startsWith(d), 'must be a real date');
 const ViewsQuery = z.strictObject({ from: DAY.optional(), to: DAY.optional() });
 const MAX_RANGE_DAYS = 366;
+const ViewCounts = z.object({
+  items: z.array(z.object({ docType: z.string(), lang: z.string(), version: z.number().int(), day: z.string().describe('YYYY-MM-DD (UTC).'), count: z.number().int() })),
+});
 
 export default async function devLegalRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
@@ -30,7 +35,38 @@ export default async function devLegalRoutes(scope: FastifyInstance) {
   app.addHook('onClose', async () => renderer.close());
   app.put(
     '/apps/:id/legal/:docType',
-    { schema: { params: AppDocParams, querystring: PublishQuery, body: PublishBody } },
+    {
+      schema: {
+        operationId: 'publishAppLegalDocument',
+        summary: "Publish a new version of an app's legal document",
+        description: 'The first language published is the default unless a later version sends `default: true`.',
+        params: AppDocParams,
+        querystring: PublishQuery,
+        body: PublishBody,
+        response: { 201: json('The published version.', LegalVersion) },
+        errors: { 404: ['not_found'], 503: ['service_unavailable'] },
+        examples: {
+          privacy: {
+            summary: 'A privacy policy in English',
+            params: { id: EXAMPLE.appId, docType: 'privacy' },
+            query: { lang: 'en' },
+            body: { title: 'Privacy policy', content: '# Privacy\n\nWe keep what you give us.' },
+            status: 201,
+            response: {
+              docType: 'privacy',
+              appId: EXAMPLE.appId,
+              lang: 'en',
+              version: 1,
+              title: 'Privacy policy',
+              content: '# Privacy\n\nWe keep what you give us.',
+              content_html: '<h1>Privacy</h1>\n<p>We keep what you give us.</p>\n',
+              updated_at: EXAMPLE.time,
+              url: `http://localhost:3000/legal/apps/${EXAMPLE.appId}/privacy?lang=en`,
+            },
+          },
+        },
+      },
+    },
     async (request, reply) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
       const version = await publishVersion(app.db, renderer, {
@@ -46,7 +82,20 @@ export default async function devLegalRoutes(scope: FastifyInstance) {
 
   app.get(
     '/apps/:id/legal/views',
-    { schema: { params: AppParams, querystring: ViewsQuery } },
+    {
+      schema: {
+        operationId: 'listAppLegalViews',
+        summary: "Count the views of an app's legal documents",
+        description: 'Per (docType, lang, version, day); the range defaults to the last 30 days and spans at most 366.',
+        params: AppParams,
+        querystring: ViewsQuery,
+        response: { 200: json('View counts.', ViewCounts) },
+        errors: { 404: ['not_found'] },
+        examples: {
+          june: { summary: 'One month', params: { id: EXAMPLE.appId }, query: { from: '2025-06-01', to: '2025-06-30' }, status: 200, response: { items: [{ docType: 'privacy', lang: 'en', version: 1, day: '2025-06-02', count: 3 }] } },
+        },
+      },
+    },
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
       const to = request.query.to ?? dayOf(app.clock.now());

@@ -48,3 +48,25 @@ export const UpdateAppBody = z.strictObject({
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
 
 export const AppParams = z.object({ id: z.string().min(1).max(200) });
+
+export const AppView = z
+  .object({
+    id: z.string().describe('The app id, which is its client_id.'),
+    client_id: z.string(),
+    name: z.string(),
+    type: z.enum(['public', 'confidential']),
+    redirect_uris: z.array(z.string()),
+    allowed_origins: z.array(z.string()),
+    features: z.object({ auth: z.boolean(), profile: z.boolean() }),
+    required_fields: z.array(z.enum(['name', 'phone_number', 'birthdate', 'email_verified'])),
+    disabled: z.boolean(),
+    created_at: z.string(),
+    updated_at: z.string(),
+    client_secret: z.string().optional().describe('Only in the answer that created or rotated it.'),
+  })
+  .meta({ id: 'App', description: 'An app (OAuth client) as its developer sees it (CONTRACT §9).' });
+
+export const AppList = z.object({ items: z.array(AppView) });
+
+/** Listings take only the parameters they name: anything else is a 400, as on every listing. */
+export const NoQuery = z.strictObject({});

@@ -1,10 +1,41 @@
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { ZodTypeProvider } from '../plugins/validation.js';
+import { json } from '../shared/responses.js';
+
+const Live = z.object({ status: z.literal('ok') });
+const Ready = z.object({ status: z.enum(['ok', 'unavailable']), database: z.enum(['ok', 'unreachable']) });
 
 /** Liveness and readiness (CONTRACT §0). */
-export default async function healthRoutes(app: FastifyInstance) {
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
-    const ok = await app.storage.ping();
-    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable', database: ok ? 'ok' : 'unreachable' });
-  });
+export default async function healthRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        operationId: 'getLiveness',
+        tags: ['operations'],
+        summary: 'Liveness: the process is up',
+        response: { 200: json('Up.', Live) },
+        examples: { live: { summary: 'Up', status: 200, response: { status: 'ok' } } },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        operationId: 'getReadiness',
+        tags: ['operations'],
+        summary: 'Readiness: the database is reachable',
+        response: { 200: json('Ready.', Ready), 503: json('The database cannot be reached.', Ready) },
+        examples: { ready: { summary: 'Ready', status: 200, response: { status: 'ok', database: 'ok' } } },
+      },
+    },
+    async (_request, reply) => {
+      const ok = await app.storage.ping();
+      return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable', database: ok ? 'ok' : 'unreachable' });
+    },
+  );
 }

@@ -63,3 +63,33 @@ export const IdpSettingBody = z.strictObject({
   audiences: z.array(z.string().min(1).max(500)).max(20).optional(),
   name: z.string().trim().min(1).max(100),
 });
+
+/** What exchange and resume answer (SPEC 4.3, 4.4; CONTRACT §4.3–4.4, §14.8). */
+export const NativeResult = z
+  .union([
+    z.object({ status: z.literal('ok'), response_mode: z.literal('session'), session: z.string().describe('A session JWT for the app.') }).meta({ id: 'NativeSession' }),
+    z
+      .object({ status: z.literal('ok'), response_mode: z.literal('code'), code: z.string().describe('An authorization code for `/oauth/token` (60 s).'), state: z.string().optional() })
+      .meta({ id: 'NativeCode' }),
+    z
+      .object({
+        status: z.literal('pending'),
+        next_step: z.enum(['consent', 'profile']),
+        session: z.string(),
+        hosted_url: z.string().describe('`{auth_url}/continue?ticket=…`: single use, 10 minutes.'),
+        authorize_params: z.object({ client_id: z.string(), redirect_uri: z.string(), response_mode: z.enum(['session', 'code']) }),
+      })
+      .meta({ id: 'NativePending' }),
+  ])
+  .meta({ id: 'NativeResult', description: 'Result of a native provider sign-in.' });
+
+export const IdpSetting = z
+  .object({
+    issuer: z.string(),
+    client_id: z.string(),
+    audiences: z.array(z.string()),
+    name: z.string(),
+    has_client_secret: z.boolean().describe('The secret itself is never returned.'),
+    source: z.enum(['env', 'settings']).describe('`env`: from IDP_* variables, which the API cannot change.'),
+  })
+  .meta({ id: 'IdpSetting', description: 'The external provider configuration.' });

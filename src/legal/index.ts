@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../errors.js';
 import { findApp } from '../storage/repos/apps.js';
-import { AppDocParams, AppParams, DocTypeParams, LangQuery, ViewBody } from './schemas.js';
+import { EXAMPLE } from '../shared/examples.js';
+import { json, shareRouteDocs } from '../shared/responses.js';
+import { AppDocParams, AppParams, DocTypeParams, LangQuery, LegalCenter, LegalDocument, ViewBody, ViewRecorded } from './schemas.js';
 import {
   countView,
   listDocumentSummaries,
@@ -33,10 +35,31 @@ export default async function legalRoutes(scope: FastifyInstance) {
     return found;
   };
   const cacheable = { 'cache-control': 'public, max-age=60' };
+  app.addHook('onRoute', (route) => shareRouteDocs(route, { tags: ['legal'], errors: { 404: ['not_found'] } }));
+  const terms = {
+    docType: 'terms',
+    lang: 'en',
+    available_langs: ['en'],
+    version: 1,
+    title: 'Terms of service',
+    content: '# Terms\n\nBe kind.',
+    content_html: '<h1>Terms</h1>\n<p>Be kind.</p>\n',
+    updated_at: EXAMPLE.time,
+    url: 'http://localhost:3000/legal/platform/terms?lang=en',
+  };
 
   app.get(
     '/platform/:docType',
-    { schema: { params: DocTypeParams, querystring: LangQuery } },
+    {
+      schema: {
+        operationId: 'getPlatformLegalDocument',
+        summary: 'A platform legal document',
+        params: DocTypeParams,
+        querystring: LangQuery,
+        response: { 200: json('The current version in the resolved language.', LegalDocument) },
+        examples: { terms: { summary: 'The platform terms', params: { docType: 'terms' }, query: { lang: 'en' }, status: 200, response: terms } },
+      },
+    },
     async (request, reply) => {
       const resolved = await resolveDocument(app.db, PLATFORM_OWNER, request.params.docType, request.query.lang);
       reply.headers(cacheable);
@@ -46,7 +69,28 @@ export default async function legalRoutes(scope: FastifyInstance) {
 
   app.get(
     '/apps/:appId',
-    { schema: { params: AppParams, querystring: LangQuery } },
+    {
+      schema: {
+        operationId: 'getLegalCenter',
+        summary: "An app's legal center",
+        params: AppParams,
+        querystring: LangQuery,
+        response: { 200: json("The app's and the platform's documents.", LegalCenter) },
+        examples: {
+          center: {
+            summary: 'Documents of an app',
+            params: { appId: EXAMPLE.appId },
+            status: 200,
+            response: {
+              appId: EXAMPLE.appId,
+              app_name: 'Example app',
+              documents: [],
+              platform: [{ docType: 'terms', title: terms.title, version: 1, langs: ['en'], updated_at: EXAMPLE.time, url: terms.url }],
+            },
+          },
+        },
+      },
+    },
     async (request, reply) => {
       const target = await publicApp(request.params.appId);
       reply.headers(cacheable);
@@ -61,7 +105,15 @@ export default async function legalRoutes(scope: FastifyInstance) {
 
   app.get(
     '/apps/:appId/:docType',
-    { schema: { params: AppDocParams, querystring: LangQuery } },
+    {
+      schema: {
+        operationId: 'getAppLegalDocument',
+        summary: "An app's legal document",
+        params: AppDocParams,
+        querystring: LangQuery,
+        response: { 200: json('The current version in the resolved language.', LegalDocument) },
+      },
+    },
     async (request, reply) => {
       const target = await publicApp(request.params.appId);
       const resolved = await resolveDocument(app.db, target.id, request.params.docType, request.query.lang);
@@ -72,7 +124,17 @@ export default async function legalRoutes(scope: FastifyInstance) {
 
   app.post(
     '/apps/:appId/view',
-    { schema: { params: AppParams, body: ViewBody } },
+    {
+      schema: {
+        operationId: 'recordLegalView',
+        summary: 'Count a view of a legal document',
+        description: 'Counted per (app, docType, lang, version, day); throttled per IP.',
+        params: AppParams,
+        body: ViewBody,
+        response: { 202: json('Counted.', ViewRecorded) },
+        errors: { 429: ['rate_limited'] },
+      },
+    },
     async (request, reply) => {
       await app.throttle.hitKey(`legal-view:${request.ip}`, VIEW_LIMIT_PER_MINUTE, 60);
       const target = await publicApp(request.params.appId);

@@ -8,7 +8,10 @@ export const LANG_TAG = /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8}){0,7}$/;
 export const DocTypeParams = z.strictObject({ docType: z.string().regex(DOC_TYPE, 'must match ^[a-z][a-z0-9-]{0,39}$') });
 export const AppParams = z.strictObject({ appId: z.string().min(1).max(200) });
 export const AppDocParams = z.strictObject({ appId: z.string().min(1).max(200), docType: z.string().regex(DOC_TYPE, 'must match ^[a-z][a-z0-9-]{0,39}$') });
-export const LangQuery = z.object({ lang: z.string().max(64).optional() });
+export const LangQuery = z.object({
+  // Checked when the document is resolved: a tag that is not BCP 47 names no document (404).
+  lang: z.string().max(64).optional().meta({ pattern: LANG_TAG.source, description: "BCP 47 tag; resolved exact → primary subtag → the document's default language." }),
+});
 
 export const ViewBody = z.strictObject({
   docType: z.string().regex(DOC_TYPE, 'must match ^[a-z][a-z0-9-]{0,39}$'),
@@ -27,7 +30,38 @@ export const PublishBody = z.strictObject({
 });
 export type PublishInput = z.infer<typeof PublishBody>;
 /** `?lang=` of a publish (default `en`). */
-export const PublishQuery = z.strictObject({ lang: z.string().min(2).max(64).regex(LANG_TAG, 'must be a BCP 47 language tag').optional() });
+export const PublishQuery = z.strictObject({ lang: z.string().min(2).max(64).regex(LANG_TAG, 'must be a BCP 47 language tag').optional().describe('BCP 47 tag (default `en`).') });
+
+const versionFields = {
+  docType: z.string(),
+  appId: z.string().optional().describe('Absent for platform documents.'),
+  lang: z.string(),
+  version: z.number().int(),
+  title: z.string(),
+  content: z.string().describe('Markdown.'),
+  content_html: z.string().describe('Sanitized HTML rendering of `content`.'),
+  updated_at: z.string().describe('RFC 3339 UTC.'),
+  url: z.string().describe('The hosted HTML page.'),
+};
+
+export const LegalVersion = z.object(versionFields).meta({ id: 'LegalVersion', description: 'A published version of a legal document.' });
+
+export const LegalDocument = z
+  .object({ ...versionFields, available_langs: z.array(z.string()) })
+  .meta({ id: 'LegalDocument', description: 'The current version of a legal document in the resolved language (CONTRACT §8).' });
+
+const LegalSummary = z
+  .object({ docType: z.string(), title: z.string(), version: z.number().int(), langs: z.array(z.string()), updated_at: z.string(), url: z.string() })
+  .meta({ id: 'LegalSummary' });
+
+export const LegalCenter = z.object({
+  appId: z.string(),
+  app_name: z.string(),
+  documents: z.array(LegalSummary).describe("The app's documents."),
+  platform: z.array(LegalSummary).describe('Every published platform document.'),
+});
+
+export const ViewRecorded = z.object({ status: z.literal('recorded'), docType: z.string(), lang: z.string(), version: z.number().int() });
 
 export interface LegalDocumentView {
   docType: string;

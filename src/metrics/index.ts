@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { text } from '../shared/responses.js';
 import { AppError } from '../errors.js';
 
 /**
@@ -62,16 +63,29 @@ async function metricsPlugin(app: FastifyInstance) {
     });
   }
 
-  app.get('/metrics', async (_request, reply) => {
-    if (!app.config.metrics) throw new AppError('not_found', { detail: 'metrics are off (METRICS=1 turns them on)' });
-    const memory = process.memoryUsage();
-    const body = metrics.render({
-      gatehouse_outbox_pending: { help: 'Mails waiting in the outbox for delivery.', value: await app.mailer.pending() },
-      gatehouse_process_uptime_seconds: { help: 'Seconds since the process started.', value: Math.round(process.uptime()) },
-      gatehouse_process_heap_used_bytes: { help: 'V8 heap in use.', value: memory.heapUsed },
-    });
-    return reply.type('text/plain; version=0.0.4; charset=utf-8').header('cache-control', 'no-store').send(body);
-  });
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        operationId: 'getMetrics',
+        tags: ['operations'],
+        summary: 'Prometheus metrics',
+        description: 'Only with METRICS=1; otherwise 404.',
+        response: { 200: text('Prometheus text exposition format 0.0.4.', 'text/plain') },
+        errors: { 404: ['not_found'] },
+      },
+    },
+    async (_request, reply) => {
+      if (!app.config.metrics) throw new AppError('not_found', { detail: 'metrics are off (METRICS=1 turns them on)' });
+      const memory = process.memoryUsage();
+      const body = metrics.render({
+        gatehouse_outbox_pending: { help: 'Mails waiting in the outbox for delivery.', value: await app.mailer.pending() },
+        gatehouse_process_uptime_seconds: { help: 'Seconds since the process started.', value: Math.round(process.uptime()) },
+        gatehouse_process_heap_used_bytes: { help: 'V8 heap in use.', value: memory.heapUsed },
+      });
+      return reply.type('text/plain; version=0.0.4; charset=utf-8').header('cache-control', 'no-store').send(body);
+    },
+  );
 }
 
 /** App-wide (fp), so the request hook sees every route; register it before the features. */

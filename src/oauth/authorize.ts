@@ -12,10 +12,12 @@ import { checkChallenge } from '../sign-in/pkce.js';
 import { duplicatedParams, type Params } from './params.js';
 
 /**
- * GET /oauth/authorize (SPEC 4.1, CONTRACT §4, §14.12) as a pipeline of small named checks, in order:
- * client → redirect_uri (both: HTML 400, never a redirect) → from then on errors redirect back with
- * `error`, `state`, `iss` → parameter hygiene → response_type → PKCE → scope → prompt and the other
- * parameters → who is signed in → blocked/disabled → consent → required profile data → code.
+ * GET /oauth/authorize (SPEC 4.1, CONTRACT §4, §14.12, §15.3) as a pipeline of small named checks, in
+ * order: client → redirect_uri (both: HTML 400, never a redirect) → from then on errors redirect back
+ * with `error`, `state`, `iss` → parameter hygiene → request objects (not supported) → response_type →
+ * PKCE → scope → prompt, max_age and the other parameters → who is signed in, and whether they must
+ * authenticate again → blocked/disabled → consent → required profile data → code.
+ * POST /oauth/authorize (OIDC Core §3.1.2.1) runs the same checks on its form body.
  */
 
 const PROMPTS = new Set(['none', 'login', 'consent']);
@@ -30,6 +32,7 @@ export interface AuthorizeRequest {
   codeChallenge: string | null;
   nonce?: string;
   prompt: Set<string>;
+  maxAge?: number;
   loginHint?: string;
   uiLocales?: string;
   session?: string;
@@ -76,6 +79,12 @@ function checkHygiene(raw: unknown): Params {
   return params;
 }
 
+// OIDC Core §6.1, §6.2: Gatehouse takes its parameters only from the request itself (discovery says so).
+function refuseRequestObjects(params: Params): void {
+  if (params.request !== undefined) throw new AppError('request_not_supported');
+  if (params.request_uri !== undefined) throw new AppError('request_uri_not_supported');
+}
+
 function checkResponseType(params: Params): void {
   if (!params.response_type) throw new AppError('invalid_request', { message: 'The response_type parameter is required.' });
   if (params.response_type !== 'code') throw new AppError('unsupported_response_type');
@@ -106,20 +115,30 @@ function checkPrompt(params: Params): Set<string> {
   return prompt;
 }
 
-/** Validates the whole request (CONTRACT §14.12: before the login step). */
-export async function parseAuthorizeRequest(app: FastifyInstance, request: FastifyRequest): Promise<AuthorizeRequest> {
-  const raw = (request.query ?? {}) as Record<string, unknown>;
+function checkMaxAge(params: Params): number | undefined {
+  if (params.max_age === undefined) return undefined;
+  if (!/^\d{1,9}$/.test(params.max_age)) throw new AppError('invalid_request', { message: 'max_age must be a whole number of seconds.' });
+  return Number(params.max_age);
+}
+
+/** Validates the whole request, from the query (GET) or the form body (POST); CONTRACT §14.12: before the login step. */
+export async function parseAuthorizeRequest(app: FastifyInstance, request: FastifyRequest, input: unknown): Promise<AuthorizeRequest> {
+  const raw = (input ?? {}) as Record<string, unknown>;
   const client = await checkClient(app, raw);
+  // A request object may be what carries redirect_uri: then the refusal can only be the HTML page.
+  if (raw.redirect_uri === undefined) refuseRequestObjects(raw as Params);
   const redirectUri = checkRedirectUri(client, raw);
   // A repeated state is not echoed (which one would be right?); the error says why.
   request.errorRedirect = { redirectUri, state: typeof raw.state === 'string' ? raw.state : undefined };
 
   const params = checkHygiene(raw);
+  refuseRequestObjects(params);
   checkResponseType(params);
   if (!client.features.auth) throw new AppError('unauthorized_client', { message: 'This application cannot sign users in.' });
   const codeChallenge = checkPkce(client, params);
   const scope = checkScope(params);
   const prompt = checkPrompt(params);
+  const maxAge = checkMaxAge(params);
   return {
     app: client,
     redirectUri,
@@ -128,6 +147,7 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
     codeChallenge,
     nonce: params.nonce || undefined,
     prompt,
+    maxAge,
     loginHint: params.login_hint || undefined,
     uiLocales: params.ui_locales || undefined,
     session: params.session || undefined,
@@ -138,7 +158,7 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
 /** The parameters an authorization request may carry that Gatehouse reads; others are ignored (RFC 6749 §3.1) and never stored. */
 const KNOWN_PARAMS = new Set([
   'response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'response_mode', 'nonce', 'code_challenge',
-  'code_challenge_method', 'prompt', 'login_hint', 'ui_locales', 'session', 'consent',
+  'code_challenge_method', 'prompt', 'max_age', 'login_hint', 'ui_locales', 'session', 'consent',
 ]);
 
 /** The authorize query to come back to, minus what must not repeat (a forced login or consent once done). */
@@ -146,6 +166,8 @@ export function resumePath(params: Params, drop: { prompt?: string; session?: bo
   const query = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
     if (!KNOWN_PARAMS.has(k)) continue;
+    // Checked when the request arrived; the authentication it may have demanded is the one the resumed request uses.
+    if (k === 'max_age') continue;
     if (k === 'session' && drop.session) continue;
     if (k === 'prompt' && drop.prompt) {
       const rest = v.split(' ').filter((p) => p && p !== drop.prompt);
@@ -188,15 +210,16 @@ async function writeFlow(app: FastifyInstance, request: FastifyRequest, reply: F
 export async function authorize(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   reply.header('cache-control', 'no-store');
   request.browserSession = await app.browserSessions.load(request);
-  const req = await parseAuthorizeRequest(app, request);
+  const req = await parseAuthorizeRequest(app, request, request.query);
 
-  // Who is signed in (browser session, or a session JWT for this app).
+  // Who is signed in (browser session, or a session JWT for this app), and recently enough.
   let who = await signedInUser(app, request, req);
-  const invalidSessionParam = req.session !== undefined && !who?.viaSessionJwt;
-  if (who && req.prompt.has('login')) who = null;
+  if (who && app.signIn.mustReauthenticate({ promptLogin: req.prompt.has('login'), maxAge: req.maxAge }, who.authTime)) who = null;
   if (!who) {
     if (req.prompt.has('none')) throw new AppError('login_required');
-    const resume = resumePath(req.params, { prompt: 'login', session: invalidSessionParam });
+    // Resumed as the user who signs in now: without prompt=login, and without a session JWT, which
+    // either identified nobody or was not fresh enough.
+    const resume = resumePath(req.params, { prompt: 'login', session: true });
     await writeFlow(app, request, reply, (s) => ({ ...s, resume, consent: undefined, profile: undefined }));
     return reply.redirect(hostedUrl(app, '/login', req, { login_hint: req.loginHint }), 302);
   }
@@ -260,4 +283,18 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   }
   request.log.info({ client_id: req.app.id, user_id: user.id, ...requestContext(request) }, 'authorization code issued');
   return reply.redirect(appendQuery(req.redirectUri, { code, state: req.state, iss: app.config.baseUrl }), 302);
+}
+
+/**
+ * POST /oauth/authorize (OIDC Core §3.1.2.1: the endpoint MUST accept form-serialized POST): the same
+ * checks on the form body, then a 303 to the same request as a GET, with the parameters Gatehouse
+ * reads. The browser follows it as a top-level GET, which carries the SameSite=Lax session cookie a
+ * cross-site POST does not: a signed-in user is recognised exactly as with GET, and no new anonymous
+ * session replaces theirs. Nothing is stored or issued here.
+ */
+export async function authorizeByPost(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  reply.header('cache-control', 'no-store');
+  const req = await parseAuthorizeRequest(app, request, request.body);
+  const query = new URLSearchParams(Object.entries(req.params).filter(([name]) => KNOWN_PARAMS.has(name)));
+  return reply.redirect(`/oauth/authorize?${query.toString()}`, 303);
 }

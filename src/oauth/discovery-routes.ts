@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { answerPreflight, corsOnSend } from '../plugins/cors.js';
 import { discoveryDocument } from './discovery.js';
+import { json, shareRouteDocs } from '../shared/responses.js';
+import { Discovery, Jwks } from './schemas.js';
 
 /**
  * Public metadata: both discovery documents and the JWKS (CONTRACT §4), with CORS for the origins of
@@ -18,13 +20,30 @@ export default async function discoveryRoutes(app: FastifyInstance) {
   app.addHook('onSend', corsOnSend({ unnamed: 'all-apps' }));
   for (const path of [...DISCOVERY_PATHS, JWKS_PATH]) app.options(path, answerPreflight);
 
+  app.addHook('onRoute', (route) => shareRouteDocs(route, { tags: ['oauth'] }));
+  const cached = { 'Cache-Control': { description: '`public, max-age=300`.', type: 'string' } };
+  const operations: Record<string, { operationId: string; summary: string }> = {
+    '/.well-known/openid-configuration': { operationId: 'getOpenidConfiguration', summary: 'OpenID Provider metadata (OIDC Discovery 1.0)' },
+    '/.well-known/oauth-authorization-server': { operationId: 'getAuthorizationServerMetadata', summary: 'Authorization server metadata (RFC 8414)' },
+  };
   for (const path of DISCOVERY_PATHS) {
-    app.get(path, async (_request, reply) => {
+    const schema = {
+      ...operations[path],
+      response: { 200: json('The metadata.', Discovery, cached) },
+      examples: { metadata: { summary: 'The metadata', status: 200, response: document } },
+    };
+    app.get(path, { schema }, async (_request, reply) => {
       reply.header('cache-control', CACHE_CONTROL);
       return document;
     });
   }
-  app.get(JWKS_PATH, async (_request, reply) => {
+  const jwks = {
+    operationId: 'getJwks',
+    summary: 'The JSON Web Key Set (`jwks_uri`)',
+    response: { 200: json('The public keys.', Jwks, cached) },
+    examples: { keys: { summary: 'One ES256 and one RS256 key', status: 200, response: { keys: [{ kty: 'EC', kid: 'es256-01k2v6xf', alg: 'ES256', use: 'sig', crv: 'P-256', x: 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU', y: 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0' }] } } },
+  };
+  app.get(JWKS_PATH, { schema: jwks }, async (_request, reply) => {
     reply.header('cache-control', CACHE_CONTROL);
     return app.keys.jwks();
   });

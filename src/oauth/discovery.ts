@@ -1,3 +1,4 @@
+import { ACR_VALUES_SUPPORTED } from '../shared/acr.js';
 import { SUPPORTED_SCOPES } from '../shared/scopes.js';
 
 /**
@@ -25,10 +26,16 @@ export function discoveryDocument(baseUrl: string) {
     // Introspection is for confidential apps only.
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     scopes_supported: [...SUPPORTED_SCOPES],
-    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'email', 'email_verified', 'name'],
+    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'acr', 'nonce', 'email', 'email_verified', 'name'],
+    // Claims follow the scopes; the `claims` request parameter is ignored (OIDC Core §5.5 lets an OP say so).
+    claims_parameter_supported: false,
+    acr_values_supported: ACR_VALUES_SUPPORTED,
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['RS256', 'ES256'],
     prompt_values_supported: ['none', 'login', 'consent'],
+    // Parameters come only from the request itself (OIDC Core §6): `request` / `request_uri` are refused.
+    request_parameter_supported: false,
+    request_uri_parameter_supported: false,
     ui_locales_supported: ['en', 'zh-CN'],
     authorization_response_iss_parameter_supported: true,
   };

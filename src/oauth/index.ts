@@ -1,10 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { answerPreflight, corsOnSend } from '../plugins/cors.js';
-import { authorize } from './authorize.js';
+import { authorize, authorizeByPost } from './authorize.js';
 import { parseBasic } from '../sign-in/client-auth.js';
 import { firstValue } from './params.js';
 import { introspect, revoke } from './revoke.js';
-import { ParamsBody } from './schemas.js';
+import { json, noBody, OPTIONAL_CLIENT_AUTH, redirect, shareRouteDocs } from '../shared/responses.js';
+import { TokenResponse } from '../shared/schemas.js';
+import { EXAMPLE, EXAMPLE_TOKENS } from '../shared/examples.js';
+import { AuthorizeForm, Introspection, IntrospectParams, RevokeParams, TokenParams, UserinfoClaims, UserinfoForm } from './schemas.js';
 import { token } from './token.js';
 import { userinfo } from './userinfo.js';
 
@@ -18,20 +21,114 @@ export default async function oauth(app: FastifyInstance) {
   const tokenClientId = (request: FastifyRequest) => parseBasic(request.headers.authorization)?.clientId ?? firstValue(request.body, 'client_id');
   const namedClientCors = corsOnSend({ appIdOf: tokenClientId, unnamed: 'none' });
 
+  app.addHook('onRoute', (route) => shareRouteDocs(route, { tags: ['oauth'] }));
+  const authorizeDocs = {
+    summary: 'Authorization endpoint (SPEC 4.1)',
+    description:
+      'Authorization code flow with PKCE (`code_challenge`, `code_challenge_method=S256`; required for public apps). Parameters: `client_id`, `redirect_uri`, `response_type=code`, `scope` (default `openid profile email`), `state`, `nonce`, `prompt` (`none`, `login`, `consent`), `max_age`, `login_hint`, `ui_locales`, `session` (a session JWT, for native apps), `consent=1` (after the hosted consent page), each at most once. client_id and the exact redirect_uri are checked first: if either is wrong, an HTML error page (400) and never a redirect. Then every error redirects to redirect_uri with `error`, `error_description`, `state` and `iss` (RFC 9207).',
+    response: { 302: redirect('the app (`code` or `error`, with `state` and `iss`) or the hosted login, consent or profile page'), 303: redirect('the app or a hosted page') },
+    errors: { 400: ['invalid_client', 'invalid_redirect_uri', 'invalid_request'] },
+  };
   // No automatic HEAD route: a HEAD must not run the flow (it would issue a code nobody receives).
-  app.get('/oauth/authorize', { config: { errorStyle: 'html' }, exposeHeadRoute: false }, (request, reply) => authorize(app, request, reply));
+  app.get('/oauth/authorize', { config: { errorStyle: 'html' }, exposeHeadRoute: false, schema: { operationId: 'authorize', ...authorizeDocs } }, (request, reply) => authorize(app, request, reply));
+  app.post(
+    '/oauth/authorize',
+    { config: { errorStyle: 'html', acceptForm: true }, schema: { operationId: 'authorizeByPost', ...authorizeDocs, summary: 'Authorization endpoint, form-posted (OIDC Core §3.1.2.1)', consumes: ['application/x-www-form-urlencoded'], body: AuthorizeForm } },
+    (request, reply) => authorizeByPost(app, request, reply));
 
   const tokenConfig = { errorStyle: 'oauth' as const, acceptForm: true };
-  app.post('/oauth/token', { config: tokenConfig, schema: { body: ParamsBody }, onSend: namedClientCors }, (request, reply) => token(app, request, reply));
-  app.post('/oauth/revoke', { config: tokenConfig, schema: { body: ParamsBody }, onSend: namedClientCors }, (request, reply) => revoke(app, request, reply));
-  app.post('/oauth/introspect', { config: tokenConfig, schema: { body: ParamsBody } }, (request, reply) => introspect(app, request, reply));
-  app.route({
-    method: ['GET', 'POST'],
-    url: '/oauth/userinfo',
-    config: tokenConfig,
-    onSend: corsOnSend({ unnamed: 'all-apps' }),
-    handler: (request, reply) => userinfo(app, request, reply),
-  });
+  const tokenMedia = ['application/x-www-form-urlencoded', 'application/json'];
+  const clientErrors = { 400: ['invalid_request'], 401: ['invalid_client'], 429: ['rate_limited'] };
+  app.post(
+    '/oauth/token',
+    {
+      config: tokenConfig,
+      schema: {
+        operationId: 'token',
+        summary: 'Token endpoint (SPEC 4.6)',
+        description:
+          'A code is single use: a second redemption fails and revokes the tokens of the first. Refresh tokens rotate; the same token again within REFRESH_REUSE_GRACE gets the identical body, later it revokes its family. After 20 wrong secrets for an app from one IP within a minute, that IP gets 429 for the app until the minute ends.',
+        security: OPTIONAL_CLIENT_AUTH,
+        consumes: tokenMedia,
+        body: TokenParams,
+        response: { 200: json('Tokens (`Cache-Control: no-store`).', TokenResponse) },
+        errors: { ...clientErrors, 400: ['invalid_request', 'invalid_grant', 'invalid_scope', 'unsupported_grant_type', 'unauthorized_client'] },
+        examples: {
+          refresh: {
+            summary: 'Rotate a refresh token',
+            body: { grant_type: 'refresh_token', refresh_token: EXAMPLE.refreshToken, client_id: EXAMPLE.appId },
+            status: 200,
+            response: EXAMPLE_TOKENS,
+          },
+          unsupportedGrant: {
+            summary: 'A grant type the server does not support',
+            body: { grant_type: 'password', client_id: EXAMPLE.appId },
+            status: 400,
+            response: { error: 'unsupported_grant_type', error_description: 'The grant type is not supported.' },
+          },
+        },
+      },
+      onSend: namedClientCors,
+    },
+    (request, reply) => token(app, request, reply));
+  app.post(
+    '/oauth/revoke',
+    {
+      config: tokenConfig,
+      schema: {
+        operationId: 'revoke',
+        summary: 'Revoke a token (RFC 7009)',
+        description: 'A refresh token revokes its family. 200 also for unknown tokens.',
+        security: OPTIONAL_CLIENT_AUTH,
+        consumes: tokenMedia,
+        body: RevokeParams,
+        response: { 200: noBody('Revoked (or nothing to revoke).') },
+        errors: clientErrors,
+        examples: { revoke: { summary: 'Revoke a refresh token', body: { token: EXAMPLE.refreshToken, client_id: EXAMPLE.appId }, status: 200 } },
+      },
+      onSend: namedClientCors,
+    },
+    (request, reply) => revoke(app, request, reply));
+  app.post(
+    '/oauth/introspect',
+    {
+      config: tokenConfig,
+      schema: {
+        operationId: 'introspect',
+        summary: 'Introspect a token (RFC 7662)',
+        description: 'For confidential apps, about their own tokens.',
+        security: [{ clientBasic: [] }, {}],
+        consumes: tokenMedia,
+        body: IntrospectParams,
+        response: { 200: json('The token state.', Introspection) },
+        errors: clientErrors,
+      },
+    },
+    (request, reply) => introspect(app, request, reply));
+  const userinfoCors = corsOnSend({ unnamed: 'all-apps' });
+  const userinfoDocs = {
+    description: 'RFC 6750 errors with `WWW-Authenticate`; the token needs scope `openid`.',
+    security: [{ accessToken: [] }],
+    response: { 200: json('Claims by scope.', UserinfoClaims) },
+    errors: { 401: ['invalid_token'], 403: ['insufficient_scope'] },
+  };
+  app.get(
+    '/oauth/userinfo',
+    {
+      config: tokenConfig,
+      onSend: userinfoCors,
+      schema: {
+        operationId: 'userinfo',
+        summary: 'UserInfo (OIDC Core §5.3)',
+        ...userinfoDocs,
+        examples: { claims: { summary: 'Claims of the token user', status: 200, response: { sub: EXAMPLE.userId, email: EXAMPLE.email, email_verified: true, name: 'Ada Lovelace' } } },
+      },
+    },
+    (request, reply) => userinfo(app, request, reply));
+  app.post(
+    '/oauth/userinfo',
+    { config: tokenConfig, schema: { operationId: 'userinfoByPost', summary: 'UserInfo, posted (the token may be the `access_token` form field)', consumes: tokenMedia, body: UserinfoForm, ...userinfoDocs }, onSend: userinfoCors },
+    (request, reply) => userinfo(app, request, reply));
   for (const url of ['/oauth/token', '/oauth/revoke', '/oauth/userinfo']) {
     app.options(url, { config: { errorStyle: 'oauth' } }, answerPreflight);
   }

@@ -8,17 +8,72 @@ import { z } from 'zod';
 /** Any form or JSON object of parameters; repeated keys arrive as arrays and are refused by the handler. */
 export const ParamsBody = z.record(z.string(), z.unknown()).optional();
 
-export const TokenResponse = z.object({
-  access_token: z.string(),
-  token_type: z.literal('Bearer'),
-  expires_in: z.number().int(),
-  refresh_token: z.string(),
-  scope: z.string(),
-  id_token: z.string().optional(),
-});
+/**
+ * POST /oauth/authorize: the authorization request form-serialized (OIDC Core §3.1.2.1), each value a
+ * string; a repeated parameter arrives as an array and is refused like a repeated query parameter.
+ */
+export const AuthorizeForm = z.record(z.string(), z.union([z.string(), z.array(z.string())])).optional();
+
+/** POST /oauth/userinfo: the access token may come as the `access_token` form field (RFC 6750 §2.2). */
+export const UserinfoForm = z.object({ access_token: z.string().max(8192).optional() }).catchall(z.unknown()).nullish();
+
+/** The token endpoint's body: parameters the handler reads and checks itself, in RFC 6749 order. */
+export const TokenParams = ParamsBody.describe(
+  '`grant_type=authorization_code`: `code`, `redirect_uri`, `client_id`, `code_verifier`; `grant_type=refresh_token`: `refresh_token`, `client_id`, optional narrower `scope`. Confidential apps add `client_secret` (or use Basic). Each parameter at most once; others are ignored.',
+);
+export const RevokeParams = ParamsBody.describe('`token`, optional `token_type_hint`, `client_id` (and `client_secret` for confidential apps, or Basic).');
+export const IntrospectParams = ParamsBody.describe('`token`, optional `token_type_hint`; the confidential app authenticates (Basic or `client_id` + `client_secret`).');
+
+export const Introspection = z
+  .object({
+    active: z.boolean(),
+    token_type: z.enum(['Bearer', 'refresh_token']).optional(),
+    client_id: z.string().optional(),
+    scope: z.string().optional(),
+    sub: z.string().optional(),
+    aud: z.string().optional(),
+    iss: z.string().optional(),
+    iat: z.number().int().optional(),
+    exp: z.number().int().optional(),
+    jti: z.string().optional(),
+    sid: z.string().optional(),
+  })
+  .meta({ id: 'Introspection', description: 'RFC 7662 introspection response; only `active: false` for anything not currently valid or issued to another client.' });
+
+export const UserinfoClaims = z
+  .object({
+    sub: z.string(),
+    email: z.string().optional().describe('With scope `email`.'),
+    email_verified: z.boolean().optional().describe('With scope `email`.'),
+    name: z.string().optional().describe('With scope `profile`, when set.'),
+  })
+  .meta({ id: 'UserinfoClaims', description: 'OpenID Connect UserInfo claims (OIDC Core §5.3).' });
+
+export const Discovery = z
+  .looseObject({
+    issuer: z.string(),
+    authorization_endpoint: z.string(),
+    token_endpoint: z.string(),
+    jwks_uri: z.string(),
+    userinfo_endpoint: z.string(),
+    revocation_endpoint: z.string(),
+    introspection_endpoint: z.string(),
+    response_types_supported: z.array(z.string()),
+    grant_types_supported: z.array(z.string()),
+    code_challenge_methods_supported: z.array(z.string()),
+    token_endpoint_auth_methods_supported: z.array(z.string()),
+    scopes_supported: z.array(z.string()),
+    id_token_signing_alg_values_supported: z.array(z.string()),
+  })
+  .meta({ id: 'Discovery', description: 'Authorization-server metadata (RFC 8414) and OpenID Provider metadata (OIDC Discovery 1.0); further members as those define.' });
+
+export const Jwks = z
+  .object({ keys: z.array(z.looseObject({ kty: z.string(), kid: z.string(), alg: z.string(), use: z.string().optional() })) })
+  .meta({ id: 'JWKS', description: 'The public signing keys (RFC 7517), current and retired-but-still-valid.' });
 
 export const LogoutQuery = z.object({
   client_id: z.string().max(200).optional(),
+  id_token_hint: z.string().max(4096).optional(),
   post_logout_redirect_uri: z.string().max(2000).optional(),
   state: z.string().max(4096).optional(),
   ui_locales: z.string().max(100).optional(),

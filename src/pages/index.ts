@@ -7,6 +7,7 @@ import accountPages from './account.js';
 import authMailPages from './auth-mail.js';
 import consentPages from './consent.js';
 import continuePages from './continue.js';
+import { documentPage } from './docs.js';
 import legalPages from './legal.js';
 import loginPages from './login.js';
 import logoutPages from './logout.js';
@@ -15,8 +16,11 @@ import { localeOf, renderPage, VIEWS_DIR } from '../plugins/views.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** Hosted form route: a POST must carry the session's CSRF token (set for every route in the pages scope). */
-    csrf?: boolean;
+    /**
+     * Hosted form route: a POST must carry the session's CSRF token (set for every route in the pages
+     * scope). A function decides per request, for a route that also takes a request that changes nothing.
+     */
+    csrf?: boolean | ((request: FastifyRequest) => boolean);
   }
 }
 
@@ -39,13 +43,15 @@ function isOwnOrigin(request: FastifyRequest): boolean {
 export default async function hostedPages(app: FastifyInstance) {
   app.addHook('onRoute', (route) => {
     route.config = { errorStyle: 'html', acceptForm: true, csrf: true, ...(route.config ?? {}) };
+    documentPage(route);
   });
   // A cross-site `text/plain` form post must meet the CSRF check (403), not a parser error.
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, _body, done) => done(null, {}));
 
   app.addHook('preHandler', async (request) => {
     request.browserSession = await app.browserSessions.load(request);
-    if (request.method !== 'POST' || !request.routeOptions.config.csrf) return;
+    const { csrf } = request.routeOptions.config;
+    if (request.method !== 'POST' || !(typeof csrf === 'function' ? csrf(request) : csrf)) return;
     const sent = (request.body as Record<string, unknown> | undefined)?.csrf;
     const session = request.browserSession;
     if (!isOwnOrigin(request) || typeof sent !== 'string' || !session || !safeEqual(sent, session.csrf_token)) {

@@ -78,12 +78,16 @@ export class BrowserSessions {
     return (request.browserSession = this.anonymous(value, this.clock.now()));
   }
 
-  /** Signs a user in: the old session id is revoked and a new one issued (session fixation defence). */
+  /**
+   * Signs a user in: the old session id is revoked and a new one issued (session fixation defence).
+   * Page state moves to the new session even when the old one had a user: it holds the authorization
+   * request that sent a signed-in user to authenticate again (prompt=login, max_age). A pending step
+   * in it names its user and is refused to anyone else (pages/consent.ts).
+   */
   async signIn(request: FastifyRequest, reply: FastifyReply, userId: string): Promise<BrowserSessionRow> {
     const previous = request.browserSession;
     if (previous && !this.unsaved.has(previous)) await revokeBrowserSession(this.db, previous.id_hash, this.clock.now());
-    const data = previous && previous.user_id === null ? previous.data : '{}';
-    return (request.browserSession = await this.create(reply, userId, this.clock.now(), data));
+    return (request.browserSession = await this.create(reply, userId, this.clock.now(), previous?.data ?? '{}'));
   }
 
   async signOut(request: FastifyRequest, reply: FastifyReply): Promise<void> {

@@ -34,7 +34,7 @@ export interface ErrorHandlerOptions {
 }
 
 /** RFC 6749 names for our codes where they differ, at the /oauth endpoints. */
-const OAUTH_NAMES: Partial<Record<ErrorCode, string>> = {
+export const OAUTH_NAMES: Partial<Record<ErrorCode, string>> = {
   unauthorized: 'invalid_token',
   internal_error: 'server_error',
   service_unavailable: 'temporarily_unavailable',
@@ -167,9 +167,13 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: App
 
 async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOptions) {
   app.setErrorHandler((error, request, reply) => sendError(request, reply, toAppError(error), options));
-  app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, new AppError('not_found', { detail: `${request.method} ${request.url.split('?')[0]}` }), options),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const detail = `${request.method} ${request.url.split('?')[0]}`;
+    // A known path with another method: 405 with Allow (RFC 9110 §15.5.6, CONTRACT §15.5).
+    const allowed = app.allowedMethods(request.url);
+    if (allowed.length) return sendError(request, reply, new AppError('method_not_allowed', { detail, headers: { allow: allowed.join(', ') } }), options);
+    return sendError(request, reply, new AppError('not_found', { detail }), options);
+  });
 
   // Bodies: JSON everywhere; form bodies only where a route opts in (OAuth endpoints, hosted forms).
   app.addHook('preValidation', async (request) => {
@@ -185,4 +189,4 @@ async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOpt
   });
 }
 
-export default fp(errorHandlerPlugin, { name: 'error-handler' });
+export default fp(errorHandlerPlugin, { name: 'error-handler', dependencies: ['route-list'] });

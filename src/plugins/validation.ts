@@ -1,29 +1,37 @@
-import type { FastifySchemaCompiler, FastifyTypeProvider } from 'fastify';
-import type { input, output, ZodType } from 'zod';
+import fastJsonStringify from 'fast-json-stringify';
+import type { FastifySerializerCompiler } from 'fastify';
+import { z, type ZodType } from 'zod';
 
 /**
- * Route schemas are zod schemas: `schema: { body: Z, querystring: Z, params: Z }`. A failure becomes
- * Fastify's validation error, which the error handler turns into 400 `invalid_request` with `details`.
- * The parsed (and transformed) value replaces the raw input.
+ * Route schemas are zod schemas (fastify-type-provider-zod): `schema: { body, querystring, params,
+ * headers, response }`.
+ * - Input: fastify-type-provider-zod's validator. A failure becomes Fastify's validation error, which the
+ *   error handler turns into 400 `invalid_request` with `details`; the parsed value replaces the input.
+ * - Output: the response schema's JSON Schema (the one the OpenAPI document shows) compiled with
+ *   fast-json-stringify, so no field leaves the service that its schema does not name. A payload that is
+ *   already a string (HTML, YAML, a stored token response) is sent as it is.
  */
-export const validatorCompiler: FastifySchemaCompiler<ZodType> = ({ schema }) => (data) => {
-  const result = schema.safeParse(data);
-  if (result.success) return { value: result.data };
-  const error = Object.assign(new Error('validation failed'), {
-    validation: result.error.issues.map((issue) => ({
-      instancePath: `/${issue.path.join('/')}`,
-      message: issue.message,
-      params: { path: issue.path },
-    })),
-  });
-  return { error };
-};
+export { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 
 /**
- * The matching type provider: `app.withTypeProvider<ZodTypeProvider>()` gives handlers the parsed
- * (output) type of their zod schemas, so no handler casts its input.
+ * Compiled serializers, per zod schema. Shared schemas (the error body, a page) are compiled once per
+ * process, not once per route and app: the test suite builds hundreds of apps.
  */
-export interface ZodTypeProvider extends FastifyTypeProvider {
-  validator: this['schema'] extends ZodType ? output<this['schema']> : unknown;
-  serializer: this['schema'] extends ZodType ? input<this['schema']> : unknown;
+const serializers = new WeakMap<ZodType, (data: unknown) => string>();
+
+/**
+ * The output JSON Schema without component references or annotations: an empty metadata registry
+ * inlines every registered schema, which fast-json-stringify needs.
+ */
+function serializationSchema(schema: ZodType): fastJsonStringify.Schema {
+  return z.toJSONSchema(schema, { io: 'output', target: 'draft-7', unrepresentable: 'any', metadata: z.registry() }) as fastJsonStringify.Schema;
 }
+
+export const serializerCompiler: FastifySerializerCompiler<ZodType> = ({ schema }) => {
+  let serialize = serializers.get(schema);
+  if (!serialize) {
+    serialize = fastJsonStringify(serializationSchema(schema)) as (data: unknown) => string;
+    serializers.set(schema, serialize);
+  }
+  return serialize;
+};

@@ -3,7 +3,9 @@ import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import { type App, findApp } from '../storage/repos/apps.js';
-import { PROFILE_BODY_LIMIT, ProfileParams } from './schemas.js';
+import { EXAMPLE } from '../shared/examples.js';
+import { json, noBody, shareRouteDocs } from '../shared/responses.js';
+import { PROFILE_BODY_LIMIT, ProfileBody, ProfileHeaders, ProfileParams, ProfileResponse } from './schemas.js';
 import { etagOf, parseIfMatch, readProfile, removeProfile, toProfileView, validateProfileBody, writeProfile } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
@@ -59,40 +61,105 @@ export default async function profileRoutes(scope: FastifyInstance) {
 
   // CORS (CONTRACT §14.17): the origins of the app named by X-Client-Id, on answers and errors alike.
   app.addHook('onSend', corsOnSend({ appIdOf: headerClientId, unnamed: 'none' }));
-  const guarded = { onRequest: checkCaller, schema: { params: ProfileParams } };
+  // The caller checks (see checkCaller), in order: 401, 400, 403.
+  app.addHook('onRoute', (route) =>
+    shareRouteDocs(route, {
+      tags: ['profile'],
+      security: [{ accessToken: [] }],
+      errors: { 400: ['invalid_request'], 401: ['unauthorized'], 403: ['client_mismatch', 'feature_disabled', 'forbidden'] },
+    }),
+  );
+  const guarded = { onRequest: checkCaller };
+  const etag = { ETag: { description: 'The version, `"<version>"`.', type: 'string' } };
+  const profileExample = { userId: EXAMPLE.userId, data: { theme: 'dark', favourites: [3, 14] }, updated_at: EXAMPLE.time, version: 1 };
+  const target = { params: { userId: EXAMPLE.userId }, headers: { 'x-client-id': EXAMPLE.appId } };
 
-  app.get('/:userId', guarded, async (request, reply) => {
-    const { app: client, userId } = request.profileCaller!;
-    const profile = await readProfile(app.db, client.id, userId);
-    const etag = etagOf(profile.version);
-    reply.header('etag', etag).header('cache-control', 'no-store');
-    const ifNoneMatch = request.headers['if-none-match'];
-    if (typeof ifNoneMatch === 'string' && ifNoneMatch.split(',').some((t) => t.trim() === etag || t.trim() === '*')) {
-      return reply.code(304).send();
-    }
-    return toProfileView(profile);
-  });
+  app.get(
+    '/:userId',
+    {
+      ...guarded,
+      schema: {
+        operationId: 'getProfile',
+        summary: 'Read the profile document',
+        params: ProfileParams,
+        headers: ProfileHeaders,
+        response: {
+          200: json('The document.', ProfileResponse, etag),
+          304: noBody('Unchanged since the `If-None-Match` entity tag.'),
+        },
+        errors: { 404: ['profile_not_found'] },
+        examples: {
+          read: { summary: 'The stored document', ...target, status: 200, response: profileExample },
+        },
+      },
+    },
+    async (request, reply) => {
+      const { app: client, userId } = request.profileCaller!;
+      const profile = await readProfile(app.db, client.id, userId);
+      const etag = etagOf(profile.version);
+      reply.header('etag', etag).header('cache-control', 'no-store');
+      const ifNoneMatch = request.headers['if-none-match'];
+      if (typeof ifNoneMatch === 'string' && ifNoneMatch.split(',').some((t) => t.trim() === etag || t.trim() === '*')) {
+        return reply.code(304).send();
+      }
+      return toProfileView(profile);
+    },
+  );
 
-  app.put('/:userId', { ...guarded, bodyLimit: PROFILE_BODY_LIMIT }, async (request, reply) => {
-    const { app: client, userId } = request.profileCaller!;
-    const data = validateProfileBody(request.body);
-    const record = await writeProfile(app.db, {
-      appId: client.id,
-      userId,
-      data,
-      at: now(),
-      ifMatch: parseIfMatch(request),
-      ctx: requestContext(request),
-    });
-    reply.header('etag', etagOf(record.version)).header('cache-control', 'no-store');
-    return toProfileView(record);
-  });
+  app.put(
+    '/:userId',
+    {
+      ...guarded,
+      bodyLimit: PROFILE_BODY_LIMIT,
+      schema: {
+        operationId: 'putProfile',
+        summary: 'Replace the profile document',
+        params: ProfileParams,
+        headers: ProfileHeaders,
+        body: ProfileBody,
+        response: { 200: json('The stored document.', ProfileResponse, etag) },
+        errors: { 412: ['precondition_failed'] },
+        examples: {
+          write: { summary: 'Store a document', ...target, body: { data: profileExample.data }, status: 200, response: profileExample },
+        },
+      },
+    },
+    async (request, reply) => {
+      const { app: client, userId } = request.profileCaller!;
+      const data = validateProfileBody(request.body);
+      const record = await writeProfile(app.db, {
+        appId: client.id,
+        userId,
+        data,
+        at: now(),
+        ifMatch: parseIfMatch(request),
+        ctx: requestContext(request),
+      });
+      reply.header('etag', etagOf(record.version)).header('cache-control', 'no-store');
+      return toProfileView(record);
+    },
+  );
 
-  app.delete('/:userId', guarded, async (request, reply) => {
-    const { app: client, userId } = request.profileCaller!;
-    await removeProfile(app.db, { appId: client.id, userId, at: now(), ifMatch: parseIfMatch(request), ctx: requestContext(request) });
-    return reply.code(204).send();
-  });
+  app.delete(
+    '/:userId',
+    {
+      ...guarded,
+      schema: {
+        operationId: 'deleteProfile',
+        summary: 'Delete the profile document',
+        params: ProfileParams,
+        headers: ProfileHeaders,
+        response: { 204: noBody('Deleted (also when there was none).') },
+        errors: { 412: ['precondition_failed'] },
+        examples: { remove: { summary: 'Delete', ...target, status: 204 } },
+      },
+    },
+    async (request, reply) => {
+      const { app: client, userId } = request.profileCaller!;
+      await removeProfile(app.db, { appId: client.id, userId, at: now(), ifMatch: parseIfMatch(request), ctx: requestContext(request) });
+      return reply.code(204).send();
+    },
+  );
 
   app.options('/:userId', answerPreflight);
 }

@@ -16,5 +16,10 @@ export function isValidDisplayName(value: string): boolean {
   return length >= 1 && length <= 100 && !CONTROL_CHARACTER.test(value);
 }
 
-export const EmailAddress = z.string().trim().refine(isValidEmailAddress, 'must be an email address');
-export const DisplayName = z.string().trim().refine(isValidDisplayName, 'must be 1–100 characters without control characters');
+// The refinements are not JSON Schema; their meta says the same for the OpenAPI document.
+export const EmailAddress = z.string().trim().refine(isValidEmailAddress, 'must be an email address').meta({ format: 'email', minLength: 3, maxLength: 254 });
+export const DisplayName = z
+  .string()
+  .trim()
+  .refine(isValidDisplayName, 'must be 1–100 characters without control characters')
+  .meta({ minLength: 1, maxLength: 100, pattern: '^[^\\u0000-\\u001f\\u007f]*$' });

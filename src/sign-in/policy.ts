@@ -71,6 +71,25 @@ export function nextStep(user: Pick<UserRow, 'name' | 'phone_number' | 'birthdat
   return 'done';
 }
 
+/** How recent an authentication an authorization request demands (OIDC Core §3.1.2.1). */
+export interface FreshnessDemand {
+  /** `prompt=login`. */
+  promptLogin: boolean;
+  /** `max_age`, in seconds. */
+  maxAge?: number;
+}
+
+/**
+ * Must a signed-in user authenticate again before the request goes on? `prompt=login` always;
+ * `max_age` when the last authentication (`auth_time`) is older than it allows, and `max_age=0`
+ * always (OIDC Core: it is equivalent to `prompt=login`). The authentication this demands is the one
+ * the resumed request then uses, so a resumed request carries neither demand.
+ */
+export function mustReauthenticate(demand: FreshnessDemand, authTime: number, now: number): boolean {
+  if (demand.promptLogin || demand.maxAge === 0) return true;
+  return demand.maxAge !== undefined && now - authTime > demand.maxAge;
+}
+
 export type CodeBasisProblem = 'consent_revoked' | 'password_changed';
 
 export interface CodeBasis {

@@ -14,9 +14,11 @@ import type { TokenResponse, TokenService } from '../tokens/service.js';
 import {
   type CodeBasisProblem,
   codeBasisProblem,
+  type FreshnessDemand,
   type GrantState,
   maySignIn,
   missingRequiredFields,
+  mustReauthenticate,
   type NextStep,
   nextStep,
   type RefusalStyle,
@@ -76,6 +78,11 @@ export class SignIn {
 
   async nextStep(db: Kysely<Database>, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope'>): Promise<NextStep> {
     return nextStep(user, app, { ...grant, consentedScope: await findConsentedScope(db, app.id, user.id) });
+  }
+
+  /** Whether `prompt=login` or `max_age` sends a signed-in user back to authenticate now (OIDC Core §3.1.2.1). */
+  mustReauthenticate(demand: FreshnessDemand, authTime: number): boolean {
+    return mustReauthenticate(demand, authTime, this.deps.clock.now());
   }
 
   /** Whether an authorization code still stands on what it was issued on (checked inside the redemption). */

@@ -3,6 +3,7 @@ import { decodeProtectedHeader, errors as joseErrors } from 'jose';
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
+import { ACR_SINGLE_FACTOR } from '../shared/acr.js';
 import { SecretBox } from '../shared/crypto.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import { hasScope, isSubsetScope, joinScope, scopeList } from '../shared/scopes.js';
@@ -67,6 +68,25 @@ export interface BearerIdentity {
 
 /** `Authorization: Bearer <b64token>` (RFC 6750 §2.1); the scheme is case-insensitive (RFC 9110 §11.1). */
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
+
+/** The bearer token of a request: the Authorization header, or (where allowed) the form body; never both (RFC 6750 §2). */
+function bearerToken(request: FastifyRequest, allowFormBody: boolean): string {
+  const header = request.headers.authorization;
+  const isForm = (request.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded');
+  const fromBody = allowFormBody && request.method === 'POST' && isForm ? (request.body as Record<string, unknown> | undefined)?.access_token : undefined;
+  if (header !== undefined && fromBody !== undefined) {
+    throw new AppError('invalid_request', {
+      message: 'Send the access token in one place only.',
+      headers: { 'www-authenticate': 'Bearer error="invalid_request"' },
+      detail: 'bearer token in header and body',
+    });
+  }
+  if (typeof fromBody === 'string') return fromBody;
+  if (!header) throw new AppError('unauthorized', { headers: { 'www-authenticate': 'Bearer realm="gatehouse"' }, detail: 'no bearer credential' });
+  const match = BEARER.exec(header);
+  if (!match) throw new AppError('unauthorized', { detail: 'malformed Authorization header' });
+  return match[1]!;
+}
 
 export class TokenService {
   private readonly box: SecretBox;
@@ -163,6 +183,7 @@ export class TokenService {
           sub: input.user.id,
           aud: input.app.id,
           auth_time: input.authTime,
+          acr: ACR_SINGLE_FACTOR,
           ...(input.nonce ? { nonce: input.nonce } : {}),
           ...(hasScope(input.scope, 'email') ? { email: input.user.email, email_verified: input.user.email_verified === 1 } : {}),
           ...(hasScope(input.scope, 'profile') ? { name: input.user.name ?? undefined } : {}),
@@ -302,6 +323,26 @@ export class TokenService {
     return claims;
   }
 
+  /**
+   * An ID token of ours offered back as `id_token_hint` (RP-Initiated Logout 1.0 §2): signature, `typ`
+   * and issuer are checked, expiry is not (as §2 allows), so an app can still sign its user out after
+   * the ID token expired. Null when it is not an ID token this server issued.
+   */
+  async checkIdTokenHint(token: string): Promise<{ sub: string; appId: string } | null> {
+    let payload: Awaited<ReturnType<KeyStore['verify']>>;
+    try {
+      payload = await this.keys.verify(token, { typ: 'JWT', algorithms: ['RS256', 'ES256'] });
+    } catch (error) {
+      // jose checks `exp` after the signature, typ and issuer, so an expired token has passed those.
+      if (error instanceof joseErrors.JWTExpired && error.claim === 'exp') payload = error.payload;
+      else if (error instanceof joseErrors.JOSEError) return null;
+      else throw error;
+    }
+    const { sub, aud } = payload;
+    if (typeof sub !== 'string' || typeof aud !== 'string') return null;
+    return { sub, appId: aud };
+  }
+
   /** Verifies an access token (RFC 9068 profile) and that its grant is still live; null otherwise (as checkSession). */
   async checkAccessToken(token: string): Promise<AccessTokenClaims | null> {
     let payload: Awaited<ReturnType<KeyStore['verify']>>;
@@ -320,14 +361,11 @@ export class TokenService {
 
   /**
    * Authenticates `Authorization: Bearer …` at Gatehouse's own resource endpoints. Access tokens always;
-   * session JWTs only where the contract allows them (`allowSession`). The token never comes from the query.
+   * session JWTs only where the contract allows them (`allowSession`); the `access_token` field of a
+   * form-encoded POST body only where `allowFormBody` (RFC 6750 §2.2). The token never comes from the query.
    */
-  async authenticate(request: FastifyRequest, options: { allowSession?: boolean } = {}): Promise<BearerIdentity> {
-    const header = request.headers.authorization;
-    if (!header) throw new AppError('unauthorized', { headers: { 'www-authenticate': 'Bearer realm="gatehouse"' }, detail: 'no bearer credential' });
-    const match = BEARER.exec(header);
-    if (!match) throw new AppError('unauthorized', { detail: 'malformed Authorization header' });
-    const token = match[1]!;
+  async authenticate(request: FastifyRequest, options: { allowSession?: boolean; allowFormBody?: boolean } = {}): Promise<BearerIdentity> {
+    const token = bearerToken(request, options.allowFormBody === true);
     let typ: unknown;
     try {
       typ = decodeProtectedHeader(token).typ;

@@ -54,10 +54,8 @@ describe('malformed input on a JSON route', () => {
     expectCleanError(await post(payload), 400, 'invalid_request');
   });
 
-  it.each(['{"__proto__":{"isAdmin":true}}', '{"constructor":{"prototype":{"x":1}}}'])('prototype poisoning %s → 400', async (payload) => {
-    const res = await post(payload);
-    expect(res.statusCode).toBe(400);
-    expect(res.json().code).toMatch(/^invalid_(json|request)$/);
+  it.each(['{"__proto__":{"isAdmin":true}}', '{"constructor":{"prototype":{"x":1}}}'])('prototype poisoning %s → 400 invalid_request', async (payload) => {
+    expectCleanError(await post(payload), 400, 'invalid_request');
     expect(({} as Record<string, unknown>).isAdmin).toBeUndefined();
   });
 

@@ -83,3 +83,23 @@ export const CODE_BASIS_CASES: CodeBasisCase[] = [
   { name: 'blocked beats consent withdrawn', userStatus: 'active', membership: 'blocked', scope: ALL, consentedScope: '', passwordChangedOffset: 5, expected: 'user_blocked' },
   { name: 'consent withdrawn beats password changed', userStatus: 'active', membership: 'active', scope: ALL, consentedScope: '', passwordChangedOffset: 5, expected: 'consent_revoked' },
 ];
+
+export interface ReauthenticationCase {
+  name: string;
+  promptLogin: boolean;
+  maxAge?: number;
+  /** Seconds since the user last authenticated. */
+  sinceAuth: number;
+  expected: boolean;
+}
+
+export const REAUTHENTICATION_CASES: ReauthenticationCase[] = [
+  { name: 'no demand', promptLogin: false, sinceAuth: 86_400, expected: false },
+  { name: 'prompt=login, just signed in', promptLogin: true, sinceAuth: 0, expected: true },
+  { name: 'max_age not yet reached', promptLogin: false, maxAge: 60, sinceAuth: 59, expected: false },
+  { name: 'max_age exactly reached', promptLogin: false, maxAge: 60, sinceAuth: 60, expected: false },
+  { name: 'max_age exceeded by a second', promptLogin: false, maxAge: 60, sinceAuth: 61, expected: true },
+  { name: 'max_age=1 two seconds after sign-in', promptLogin: false, maxAge: 1, sinceAuth: 2, expected: true },
+  { name: 'max_age=0 is prompt=login, even in the same second', promptLogin: false, maxAge: 0, sinceAuth: 0, expected: true },
+  { name: 'prompt=login wins over a fresh enough max_age', promptLogin: true, maxAge: 3600, sinceAuth: 5, expected: true },
+];

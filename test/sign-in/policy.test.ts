@@ -5,12 +5,13 @@ import {
   codeBasisProblem,
   maySignIn,
   missingRequiredFields,
+  mustReauthenticate,
   nextStep,
   type RefusalStyle,
   refusalError,
   type SignInRefusal,
 } from '../../src/sign-in/policy.js';
-import { CODE_BASIS_CASES, MAY_SIGN_IN_CASES, NEXT_STEP_CASES } from './policy-cases.js';
+import { CODE_BASIS_CASES, MAY_SIGN_IN_CASES, NEXT_STEP_CASES, REAUTHENTICATION_CASES } from './policy-cases.js';
 
 /** The pure sign-in policy (src/sign-in/policy.ts), held to the tables every door is held to. */
 
@@ -19,6 +20,13 @@ const membershipOf = (m: 'none' | 'active' | 'blocked') => (m === 'none' ? undef
 describe('maySignIn', () => {
   it.each(MAY_SIGN_IN_CASES)('$name → $expected', ({ userStatus, membership, expected }) => {
     expect(maySignIn({ status: userStatus }, membershipOf(membership))).toBe(expected);
+  });
+});
+
+describe('mustReauthenticate (prompt=login, max_age)', () => {
+  const NOW = 1_700_000_000;
+  it.each(REAUTHENTICATION_CASES)('$name → $expected', ({ promptLogin, maxAge, sinceAuth, expected }) => {
+    expect(mustReauthenticate({ promptLogin, maxAge }, NOW - sinceAuth, NOW)).toBe(expected);
   });
 });
 

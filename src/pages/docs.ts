@@ -1,0 +1,83 @@
+import type { RouteOptions } from 'fastify';
+import { html, redirect, shareRouteDocs, text } from '../shared/responses.js';
+
+/**
+ * The hosted pages in the OpenAPI document (CONTRACT §12): every page route must have an entry here
+ * (the pages scope refuses to register one without). A GET renders the page; a POST is a form
+ * (`application/x-www-form-urlencoded`, field names of CONTRACT §14.16, with the session's `csrf`)
+ * that redirects (303) on success and renders the page again, with its message and the status of the
+ * error, when it fails. Pages render errors as HTML.
+ */
+
+interface PageDoc {
+  operationId: string;
+  summary: string;
+  description?: string;
+  /** A GET that answers with a redirect instead of a page. */
+  redirects?: string;
+  /** Statuses other than 200 at which the page itself is rendered, by the codes that cause them. */
+  errors?: Record<number, string[]>;
+}
+
+const form = (operationId: string, summary: string, errors: Record<number, string[]>, description?: string): PageDoc => ({ operationId, summary, errors, description });
+const signInForm = { 400: ['invalid_request'], 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked'], 429: ['rate_limited'] };
+
+const PAGES: Record<string, PageDoc> = {
+  'GET /assets/gatehouse.css': { operationId: 'getPagesStylesheet', summary: 'The stylesheet of the hosted pages' },
+  'GET /error': { operationId: 'errorPage', summary: 'The generic error page', errors: { 400: ['invalid_request'] } },
+  'GET /login': { operationId: 'loginPage', summary: 'Sign-in page', description: 'Password, magic link, or "Continue with {IDP_NAME}". Carries the authorization request in its query.' },
+  'POST /login': form('submitLogin', 'Sign in', signInForm, '`action`: `login`, `send_magic_link` or `idp`.'),
+  'GET /register': { operationId: 'registerPage', summary: 'Registration page' },
+  'POST /register': form('submitRegister', 'Register', { 400: ['invalid_request', 'weak_password'], 409: ['email_taken'], 429: ['rate_limited'] }, 'Fields `email`, `password`, `name`, `accept_terms`.'),
+  'GET /consent': { operationId: 'consentPage', summary: 'Consent page', description: 'App name, scopes and legal documents, with Allow and Deny.' },
+  'POST /consent': form('submitConsent', 'Allow or deny', {}, '`action`: `allow` or `deny`; both redirect (deny: to the app with `access_denied`).'),
+  'GET /profile': { operationId: 'profilePage', summary: 'Required profile data page' },
+  'POST /profile': form('submitProfile', 'Supply required profile data', { 400: ['invalid_request'] }),
+  'GET /oauth/logout': { operationId: 'logoutPage', summary: 'RP-initiated logout', description: 'Confirmation page, or a redirect to the whitelisted `post_logout_redirect_uri`.', redirects: 'the `post_logout_redirect_uri`' },
+  'POST /oauth/logout': form('submitLogout', 'Sign out', { 400: ['invalid_request'] }),
+  'GET /legal/platform/{docType}': { operationId: 'platformLegalPage', summary: 'A platform legal document, as a page', errors: { 404: ['not_found'] } },
+  'GET /legal/apps/{appId}/{docType}': { operationId: 'appLegalPage', summary: "An app's legal document, as a page", errors: { 404: ['not_found'] } },
+  'GET /continue': { operationId: 'continuePage', summary: 'Finish a native pending step, or bind first', errors: { 400: ['invalid_token'] } },
+  'POST /continue': form('submitContinue', 'Continue', { ...signInForm, 400: ['invalid_request', 'invalid_token'] }, '`action`: `continue`, `bind`, `login` or `cancel`.'),
+  'GET /account': { operationId: 'accountPage', summary: 'Account page', description: 'Profile, provider binding, password, sessions, connected apps. Signed out: the sign-in form.' },
+  'POST /account': form('submitAccount', 'Sign in on the account page', signInForm),
+  'POST /account/idp': form('submitAccountProvider', 'Bind or unbind the provider account', { 403: ['forbidden'] }, '`action`: `bind` (redirects to the provider) or `unbind`.'),
+  'POST /account/profile': form('submitAccountProfile', 'Change profile data', { 400: ['invalid_request'] }),
+  'POST /account/password': form('submitAccountPassword', 'Change the password', { 400: ['weak_password'], 403: ['invalid_credentials'], 429: ['rate_limited'] }),
+  'POST /account/apps': form('submitAccountApps', 'Disconnect an app', {}),
+  'GET /magic-link/request': { operationId: 'magicLinkRequestPage', summary: 'Ask for a magic link' },
+  'POST /magic-link/request': form('submitMagicLinkRequest', 'Mail a magic link', { 400: ['invalid_request'], 429: ['rate_limited'] }),
+  'GET /magic-link': { operationId: 'magicLinkPage', summary: 'Magic-link landing page', description: 'A button, not an automatic sign-in: mail scanners fetch links.' },
+  'POST /magic-link': form('submitMagicLink', 'Sign in with a magic link or code', { 400: ['invalid_token', 'invalid_code', 'code_expired'], 403: ['user_disabled', 'user_blocked'], 429: ['rate_limited'] }),
+  'GET /password/forgot': { operationId: 'forgotPasswordPage', summary: 'Ask for a password reset' },
+  'POST /password/forgot': form('submitForgotPassword', 'Mail a reset link', { 400: ['invalid_request'], 429: ['rate_limited'] }),
+  'GET /password/reset': { operationId: 'resetPasswordPage', summary: 'Set a new password', errors: { 400: ['invalid_token'] } },
+  'POST /password/reset': form('submitResetPassword', 'Set the new password', { 400: ['invalid_token', 'weak_password'], 429: ['rate_limited'] }),
+  'GET /verify-email': { operationId: 'verifyEmailPage', summary: 'Email verification page' },
+  'POST /verify-email': form('submitVerifyEmail', 'Send or check an email code', { 400: ['invalid_code', 'code_expired'], 401: ['unauthorized'], 429: ['rate_limited'] }),
+};
+
+/** Fastify `/a/:id` → OpenAPI `/a/{id}`. */
+const openapiPath = (url: string) => url.replace(/:(\w+)/g, '{$1}');
+
+export function documentPage(route: RouteOptions): void {
+  const methods = [route.method].flat().filter((method) => method !== 'HEAD' && method !== 'OPTIONS');
+  if (methods.length === 0) return;
+  const key = `${methods.join(',')} ${openapiPath(route.url)}`;
+  const page = PAGES[key];
+  if (!page) throw new Error(`hosted page ${key} has no entry in src/pages/docs.ts`);
+  const schema = (route.schema ??= {});
+  schema.operationId = page.operationId;
+  schema.summary = page.summary;
+  if (page.description) schema.description = page.description;
+  const isForm = methods.includes('POST');
+  if (isForm) schema.consumes = ['application/x-www-form-urlencoded'];
+  const rendered = route.url === '/assets/gatehouse.css' ? text('The stylesheet.', 'text/css') : html(isForm ? 'The page again, with a message.' : 'The page.');
+  schema.response = {
+    ...(schema.response as object | undefined),
+    ...(route.url === '/error' ? {} : { 200: rendered }),
+    ...(isForm ? { 303: redirect('the next step, the app, or the page itself') } : {}),
+    ...(page.redirects ? { 302: redirect(page.redirects), 303: redirect(page.redirects) } : {}),
+  };
+  shareRouteDocs(route, { tags: ['pages'], errors: { ...page.errors, ...(isForm ? { 403: ['forbidden'] } : {}) } });
+}

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+
+/**
+ * Response objects that more than one feature answers with (CONTRACT §3, §5). Each is registered
+ * with an id, so the OpenAPI document shows it once, as a component.
+ */
+
+export const RequiredField = z.enum(['name', 'phone_number', 'birthdate', 'email_verified']);
+
+export const PublicUser = z
+  .object({
+    id: z.string().describe('Stable user id (`usr_…`), the `sub` of every token.'),
+    email: z.string(),
+    email_verified: z.boolean(),
+    name: z.string().nullable(),
+    phone_number: z.string().nullable().describe('E.164.'),
+    birthdate: z.string().nullable().describe('YYYY-MM-DD.'),
+    created_at: z.string().describe('RFC 3339 UTC.'),
+  })
+  .meta({ id: 'PublicUser', description: 'What apps see of an end user (CONTRACT §5).' });
+
+const tokenFields = {
+  access_token: z.string().describe('A JWT (RFC 9068), `ACCESS_TOKEN_TTL` seconds.'),
+  token_type: z.literal('Bearer'),
+  expires_in: z.number().int().describe('Seconds until the access token expires.'),
+  refresh_token: z.string().describe('Opaque (`rt_…`); rotated on every use.'),
+  scope: z.string(),
+  id_token: z.string().optional().describe('With scope `openid`.'),
+};
+
+export const TokenResponse = z.object(tokenFields).meta({ id: 'TokenResponse', description: 'Token response (CONTRACT §3), sent with `Cache-Control: no-store`.' });
+
+export const SignInResult = z
+  .union([
+    z.object({ status: z.literal('ok'), user: PublicUser, ...tokenFields }).meta({ id: 'SignInComplete', description: 'Signed in: the user and tokens.' }),
+    z
+      .object({
+        status: z.literal('pending'),
+        next_step: z.enum(['profile', 'verify_email']),
+        session: z.string().describe('A session JWT for finishing the step (`POST /v1/auth/profile/complete`, `/v1/email_verify/*`).'),
+        required_fields: z.array(RequiredField),
+      })
+      .meta({ id: 'SignInPending', description: 'The app requires data the user lacks; finish the step with the session.' }),
+  ])
+  .meta({ id: 'SignInResult', description: 'Sign-in result of register, login, magic-link verify and profile complete (CONTRACT §5).' });

@@ -1,0 +1,53 @@
+import { existsSync } from 'node:fs';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
+import { freePort } from '../helpers/processes.js';
+
+/**
+ * `/docs`, the API reference (Swagger UI served from the swagger-ui-dist package), rendered by
+ * Chromium under the service's own CSP: every operation of the document is listed, nothing is fetched
+ * from another origin, and the page's CSP is not violated. The page needs no database: SQLite only.
+ */
+describe.skipIf(!existsSync('/usr/bin/chromium') || TEST_DIALECT !== 'sqlite')('the API reference page /docs', () => {
+  let t: TestApp;
+  let base: string;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    t = await buildTestApp({ env: { BASE_URL: base } });
+    await t.app.listen({ port, host: '127.0.0.1' });
+    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  it('renders the operation list from /openapi.json, same-origin only, within the CSP', async () => {
+    const page = await browser.newPage();
+    const foreign: string[] = [];
+    const violations: string[] = [];
+    page.on('request', (request) => {
+      if (!request.url().startsWith(base) && !request.url().startsWith('data:')) foreign.push(request.url());
+    });
+    page.on('console', (message) => {
+      if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
+    });
+    const res = await page.goto(`${base}/docs`);
+    expect(res?.status()).toBe(200);
+    expect(res?.headers()['content-security-policy']).toContain("script-src 'self'");
+
+    const operations = Object.values(t.app.openapi().document.paths).reduce((count, item) => count + Object.keys(item).length, 0);
+    await page.waitForSelector('.opblock', { timeout: 20_000 });
+    const rendered = await page.locator('.opblock').count();
+    expect(rendered).toBe(operations);
+    await expect(page.locator('.opblock-summary-path', { hasText: '/oauth/token' }).first().isVisible()).resolves.toBe(true);
+    expect(await page.locator('.info .title').textContent()).toContain('Gatehouse');
+    expect(foreign).toEqual([]);
+    expect(violations).toEqual([]);
+  }, 60_000);
+});
