@@ -13,29 +13,42 @@ import {
 } from 'kysely';
 
 /**
- * Kysely over better-sqlite3 without freezing the process on a lock (issue 11; SECURITY.md item 98).
+ * Kysely over better-sqlite3, built for a server (issues 11 and 13; SECURITY.md items 94 and 98).
  *
- * better-sqlite3 is synchronous: with a long `busy_timeout` a write lock held by another process (a
- * second worker, a backup, `sqlite3` in a shell) stops the whole event loop until it is released. So
- * SQLite itself waits only BUSY_SLICE_MS per attempt, and a busy statement is retried after an
- * asynchronous pause, until `busyBudgetMs` after the HTTP request began (`lockWaitDeadline`; for work
- * outside a request, after the query asked for the connection); then the SQLITE_BUSY error reaches the
- * caller (503 + Retry-After). So a request making several queries still answers within its budget,
- * and meanwhile other requests, `/healthz` included, are served.
+ * **Never freezing the process on a lock.** better-sqlite3 is synchronous: with a long `busy_timeout`
+ * a write lock held by another process (a second worker, a backup, `sqlite3` in a shell) stops the
+ * whole event loop until it is released. So SQLite itself waits only BUSY_SLICE_MS per attempt, and a
+ * busy statement is retried after an asynchronous pause, until `busyBudgetMs` after the HTTP request
+ * began (`lockWaitDeadline`; for work outside a request, after the query asked for the connection);
+ * then the SQLITE_BUSY error reaches the caller (503 + Retry-After). A request queued for the
+ * connection gives up at the same deadline. Meanwhile other requests, `/healthz` included, are served.
+ *
+ * **Group commit.** With `synchronous=FULL` every COMMIT waits for the disk (about half a millisecond
+ * here), which would cap the whole server at a few thousand commits a second. So writes share physical
+ * transactions: the first write opens one (`BEGIN IMMEDIATE`), each Kysely transaction runs inside it
+ * as a savepoint (a failed one rolls back alone), and the physical COMMIT happens when nobody else is
+ * waiting for the connection (after the current turn of the event loop) or the batch is full. No
+ * caller sees its result before the COMMIT that made it durable has returned: a lease that ran any
+ * statement inside an open batch waits for that batch's commit when it is released (Kysely awaits the
+ * release before handing back the result) — reads too, so nothing is ever answered from data that
+ * could still be lost. A failed COMMIT fails every member (503), and none of them was acknowledged.
  *
  * Retrying a statement is safe because a statement that answered SQLITE_BUSY changed nothing, and
- * transactions start with `BEGIN IMMEDIATE`: the write lock is taken at the start, where a retry has
- * no earlier work to lose, and a transaction never meets SQLITE_BUSY_SNAPSHOT half-way (a deferred
- * transaction that read first and then wants to write cannot be saved by retrying the statement).
+ * batches start with `BEGIN IMMEDIATE`: the write lock is taken at the start, where a retry has no
+ * earlier work to lose, and never meets SQLITE_BUSY_SNAPSHOT half-way.
  *
- * One connection per process, as Kysely's own SqliteDriver: callers queue on a mutex. Prepared
- * statements are kept (up to STATEMENT_CACHE_SIZE) instead of being compiled again on every query.
+ * One connection per process, as Kysely's own SqliteDriver. Prepared statements are kept (up to
+ * STATEMENT_CACHE_SIZE) instead of being compiled again on every query.
  */
 
 /** How long SQLite itself may block the event loop waiting for a lock, per attempt. */
 export const BUSY_SLICE_MS = 10;
 const STATEMENT_CACHE_SIZE = 500;
 const MAX_PAUSE_MS = 100;
+/** A batch commits once it has this many members or is this old, even while others wait to join. */
+const MAX_BATCH_MEMBERS = 64;
+const MAX_BATCH_MS = 20;
+const SAVEPOINT = 'gh_tx';
 
 export interface SqliteDialectOptions {
   database: SQLiteDatabase;
@@ -72,14 +85,31 @@ const isBusy = (error: unknown) => {
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** One physical transaction shared by the leases that wrote (or read) while it was open. */
+class Batch {
+  readonly openedAt = performance.now();
+  members = 0;
+  readonly durable: Promise<void>;
+  resolve!: () => void;
+  reject!: (error: unknown) => void;
+  constructor() {
+    this.durable = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    this.durable.catch(() => undefined); // awaited by the members; nobody else must see a rejection
+  }
+}
+
 class NonBlockingSqliteDriver implements Driver {
-  private readonly connection: NonBlockingSqliteConnection;
-  private leased = false;
+  private readonly statements = new Map<string, Statement>();
+  private holder: Lease | null = null;
   private readonly waiting: Array<() => void> = [];
+  private batch: Batch | null = null;
+  private commitScheduled = false;
 
   constructor(private readonly options: SqliteDialectOptions) {
     options.database.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
-    this.connection = new NonBlockingSqliteConnection(options.database);
   }
 
   async init(): Promise<void> {}
@@ -89,11 +119,10 @@ class NonBlockingSqliteDriver implements Driver {
    * for another process's lock, and a request queued behind it must still answer within its budget.
    */
   async acquireConnection(): Promise<DatabaseConnection> {
-    const deadline = lockWaitDeadline.getStore() ?? performance.now() + this.options.busyBudgetMs;
-    if (this.leased) await this.turn(deadline);
-    this.leased = true;
-    this.connection.lease(deadline);
-    return this.connection;
+    const lease = new Lease(this, lockWaitDeadline.getStore() ?? performance.now() + this.options.busyBudgetMs);
+    if (this.holder) await this.turn(lease.deadline);
+    this.holder = lease;
+    return lease;
   }
 
   private turn(deadline: number): Promise<void> {
@@ -111,66 +140,139 @@ class NonBlockingSqliteDriver implements Driver {
   }
 
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+    const lease = connection as Lease;
+    await this.joinBatch(lease);
+    this.exec(`savepoint ${SAVEPOINT}`);
+    lease.inTransaction = true;
   }
+
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('commit'));
+    (connection as Lease).inTransaction = false;
+    this.exec(`release ${SAVEPOINT}`);
   }
+
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('rollback'));
+    (connection as Lease).inTransaction = false;
+    // An I/O or disk-full error may have rolled the whole physical transaction back already.
+    if (!this.options.database.inTransaction) return this.failBatch(new Error('the transaction was rolled back by SQLite'));
+    this.exec(`rollback to ${SAVEPOINT}`);
+    this.exec(`release ${SAVEPOINT}`);
   }
-  async releaseConnection(): Promise<void> {
-    // Handed straight to the next in line, or left free.
+
+  /** Hands the connection on, then waits until what this lease saw or wrote is committed. */
+  async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    const lease = connection as Lease;
+    if (this.holder !== lease) return;
+    this.holder = null;
+    const batch = lease.batch;
+    if (this.batch && (this.batch.members >= MAX_BATCH_MEMBERS || performance.now() - this.batch.openedAt >= MAX_BATCH_MS)) this.commit();
     const next = this.waiting.shift();
     if (next) next();
-    else this.leased = false;
+    else if (this.batch) this.scheduleCommit();
+    if (batch) await batch.durable;
   }
+
   async destroy(): Promise<void> {
+    if (this.batch) this.commit();
     this.options.database.close();
   }
-}
 
-class NonBlockingSqliteConnection implements DatabaseConnection {
-  private readonly statements = new Map<string, Statement>();
-  private deadline = 0;
-
-  constructor(private readonly database: SQLiteDatabase) {}
-
-  /** The holder's deadline for lock waits (see acquireConnection). */
-  lease(deadline: number): void {
-    this.deadline = deadline;
+  /** Runs one statement for `lease`; a write outside any batch opens one, anything inside one joins it. */
+  async execute<R>(lease: Lease, { sql, parameters }: CompiledQuery): Promise<QueryResult<R>> {
+    const statement = this.prepare(sql);
+    if (!lease.batch && (this.batch || !statement.reader)) await this.joinBatch(lease);
+    return this.retryingBusy(lease.deadline, () => {
+      if (statement.reader) return { rows: statement.all(parameters) as R[] };
+      const { changes, lastInsertRowid } = statement.run(parameters);
+      return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
+    });
   }
 
-  async executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        return this.run<R>(compiledQuery);
-      } catch (error) {
-        if (!isBusy(error) || performance.now() >= this.deadline) throw error;
-        await pause(Math.min(MAX_PAUSE_MS, 5 * 2 ** attempt, Math.max(1, this.deadline - performance.now())));
-      }
+  stream(sql: string, parameters: readonly unknown[]): IterableIterator<unknown> {
+    return this.prepare(sql).iterate(parameters);
+  }
+
+  private async joinBatch(lease: Lease): Promise<void> {
+    if (lease.batch) return;
+    if (!this.batch) {
+      await this.retryingBusy(lease.deadline, () => this.exec('begin immediate'));
+      this.batch = new Batch();
+    }
+    lease.batch = this.batch;
+    this.batch.members += 1;
+  }
+
+  private scheduleCommit(): void {
+    if (this.commitScheduled) return;
+    this.commitScheduled = true;
+    // After this turn of the event loop: requests whose I/O is ready now may still join the batch.
+    setImmediate(() => {
+      this.commitScheduled = false;
+      if (!this.holder && this.batch) this.commit();
+    });
+  }
+
+  private commit(): void {
+    const batch = this.batch!;
+    this.batch = null;
+    try {
+      this.exec('commit');
+      batch.resolve();
+    } catch (error) {
+      if (this.options.database.inTransaction) this.exec('rollback');
+      batch.reject(error);
     }
   }
 
-  private run<R>({ sql, parameters }: CompiledQuery): QueryResult<R> {
-    const statement = this.prepare(sql);
-    if (statement.reader) return { rows: statement.all(parameters) as R[] };
-    const { changes, lastInsertRowid } = statement.run(parameters);
-    return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
+  private failBatch(error: unknown): void {
+    const batch = this.batch;
+    this.batch = null;
+    batch?.reject(error);
+  }
+
+  private exec(sql: string): void {
+    this.prepare(sql).run();
+  }
+
+  private async retryingBusy<T>(deadline: number, work: () => T): Promise<T> {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        return work();
+      } catch (error) {
+        if (!isBusy(error) || performance.now() >= deadline) throw error;
+        await pause(Math.min(MAX_PAUSE_MS, 5 * 2 ** attempt, Math.max(1, deadline - performance.now())));
+      }
+    }
   }
 
   private prepare(sql: string): Statement {
     let statement = this.statements.get(sql);
     if (!statement) {
-      statement = this.database.prepare(sql);
+      statement = this.options.database.prepare(sql);
       // Oldest first out: Map keeps insertion order.
       if (this.statements.size >= STATEMENT_CACHE_SIZE) this.statements.delete(this.statements.keys().next().value!);
       this.statements.set(sql, statement);
     }
     return statement;
   }
+}
+
+/** One caller's turn with the connection (a query, a transaction, or `db.connection()`). */
+class Lease implements DatabaseConnection {
+  inTransaction = false;
+  /** The batch this lease ran statements in: its commit is awaited when the lease is released. */
+  batch: Batch | null = null;
+
+  constructor(
+    private readonly driver: NonBlockingSqliteDriver,
+    readonly deadline: number,
+  ) {}
+
+  executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
+    return this.driver.execute<R>(this, compiledQuery);
+  }
 
   async *streamQuery<R>(compiledQuery: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
-    for (const row of this.prepare(compiledQuery.sql).iterate(compiledQuery.parameters)) yield { rows: [row as R] };
+    for (const row of this.driver.stream(compiledQuery.sql, compiledQuery.parameters)) yield { rows: [row as R] };
   }
 }

@@ -1,0 +1,82 @@
+import SQLite from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStorage, type Storage } from '../../src/storage/connect.js';
+
+// SQLite only. Group commit (src/storage/sqlite-driver.ts): concurrent writers share physical
+// transactions, yet no caller sees its result before the COMMIT that made it durable, a failed
+// transaction rolls back alone, and a read that ran inside an open batch waits for its commit too.
+// "Durable" is checked from a second connection to the same file, which sees committed data only.
+describe('SQLite group commit', () => {
+  let dir: string;
+  let storage: Storage;
+  let observer: SQLite.Database;
+  const db = () => storage.db.withTables<{ items: { id: number; owner: string } }>();
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gh-group-'));
+    const file = join(dir, 'gatehouse.db');
+    storage = createStorage(`sqlite:${file}`);
+    await sql`create table items (id integer primary key, owner text not null unique)`.execute(storage.db);
+    observer = new SQLite(file, { readonly: true });
+  });
+  afterAll(async () => {
+    observer.close();
+    await storage.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const committed = (owner: string) => observer.prepare('select count(*) as n from items where owner = ?').get(owner) as { n: number };
+
+  it('answers each transaction only after it is committed, and commits them together', async () => {
+    const commitsBefore = (observer.prepare('pragma data_version').get() as { data_version: number }).data_version;
+    const seenAtAnswer = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        db()
+          .transaction()
+          .execute(async (trx) => {
+            await trx.insertInto('items').values({ id: i + 1, owner: `tx-${i}` }).execute();
+            await trx.selectFrom('items').select('id').where('owner', '=', `tx-${i}`).executeTakeFirstOrThrow();
+          })
+          .then(() => committed(`tx-${i}`).n),
+      ),
+    );
+    expect(seenAtAnswer).toEqual(seenAtAnswer.map(() => 1));
+    // data_version moves once per commit seen from another connection: far fewer commits than transactions.
+    const commits = (observer.prepare('pragma data_version').get() as { data_version: number }).data_version - commitsBefore;
+    expect(commits).toBeGreaterThan(0);
+    expect(commits).toBeLessThan(200);
+  });
+
+  it('rolls a failed transaction back alone; the others in its batch commit', async () => {
+    const results = await Promise.allSettled(
+      ['ok-1', 'tx-0' /* duplicate owner: fails */, 'ok-2'].map((owner, i) =>
+        db()
+          .transaction()
+          .execute(async (trx) => {
+            await trx.insertInto('items').values({ id: 1000 + i, owner: `${owner}-pre` }).execute();
+            await trx.insertInto('items').values({ id: 2000 + i, owner }).execute();
+          }),
+      ),
+    );
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect([committed('ok-1').n, committed('ok-1-pre').n, committed('ok-2').n]).toEqual([1, 1, 1]);
+    expect(committed('tx-0-pre').n).toBe(0);
+  });
+
+  it('answers a single write, and a read that ran inside an open batch, only once that batch is committed', async () => {
+    const writer = db()
+      .transaction()
+      .execute(async (trx) => {
+        await trx.insertInto('items').values({ id: 3000, owner: 'batched' }).execute();
+      });
+    const single = db().insertInto('items').values({ id: 3001, owner: 'single' }).execute().then(() => committed('single').n);
+    const reader = db().selectFrom('items').select('owner').where('owner', '=', 'batched').execute().then((rows) => [rows.length, committed('batched').n]);
+    await writer;
+    expect(await single).toBe(1);
+    expect(await reader).toEqual([1, 1]);
+  });
+});
