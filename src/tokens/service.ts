@@ -8,21 +8,22 @@ import { SecretBox } from '../shared/crypto.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import { hasScope, isSubsetScope, joinScope, scopeList } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
-import { type App, findApp } from '../storage/repos/apps.js';
+import type { App } from '../storage/repos/apps.js';
 import { appendEvent } from '../storage/repos/events.js';
 import {
-  consumeRefreshToken,
   findGrant,
+  findRefreshFamily,
   findRefreshToken,
   insertAuthorizationCode,
   insertGrant,
   insertRefreshToken,
   isGrantLive,
-  recordRefreshSuccessor,
   revokeGrant,
+  rotateRefreshToken,
 } from '../storage/repos/grants.js';
-import { findUserById, type UserRow } from '../storage/repos/users.js';
-import type { Database } from '../storage/schema.js';
+import type { UserRow } from '../storage/repos/users.js';
+import type { Database, RefreshTokensTable } from '../storage/schema.js';
+import type { Insertable } from 'kysely';
 import type { KeyStore } from '../plugins/keys.js';
 import type { RequestContext } from '../shared/request-context.js';
 
@@ -66,6 +67,24 @@ export interface BearerIdentity {
   grantId: string;
 }
 
+/** What a token response is minted from: the grant it belongs to, its user and app. */
+export interface MintInput {
+  app: App;
+  user: UserRow;
+  grantId: string;
+  grantExpiresAt: number;
+  scope: string;
+  refreshScope: string;
+  authTime: number;
+  nonce: string | null;
+}
+
+/** A token response ready to send, and the refresh-token row that must be committed before it is. */
+export interface PreparedTokens {
+  response: TokenResponse;
+  refreshRow: Insertable<RefreshTokensTable>;
+}
+
 /** `Authorization: Bearer <b64token>` (RFC 6750 §2.1); the scheme is case-insensitive (RFC 9110 §11.1). */
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
 
@@ -100,13 +119,16 @@ export class TokenService {
     this.box = new SecretBox(config.secretKey, 'refresh-replay');
   }
 
-  /** Starts a grant: one sign-in of a user to an app. Tokens and session JWTs reference it as `sid`. */
+  /**
+   * Starts a grant: one sign-in of a user to an app. Tokens and session JWTs reference it as `sid`.
+   * `id` may be chosen beforehand (tokens signed before the transaction that stores the grant).
+   */
   async createGrant(
     db: Kysely<Database>,
-    input: { appId: string; userId: string; scope: string; authTime: number; nonce?: string | null; awaitingCompletion?: boolean },
+    input: { id?: string; appId: string; userId: string; scope: string; authTime: number; nonce?: string | null; awaitingCompletion?: boolean; expiresAt?: number },
   ): Promise<string> {
     const now = this.clock.now();
-    const id = newId('grt');
+    const id = input.id ?? newId('grt');
     await insertGrant(db, {
       id,
       app_id: input.appId,
@@ -115,7 +137,7 @@ export class TokenService {
       auth_time: input.authTime,
       nonce: input.nonce ?? null,
       created_at: now,
-      expires_at: now + this.config.ttl.refreshFamily,
+      expires_at: input.expiresAt ?? now + this.config.ttl.refreshFamily,
       revoked_at: null,
       revoked_reason: null,
       awaiting_completion: input.awaitingCompletion ? 1 : 0,
@@ -131,32 +153,73 @@ export class TokenService {
     db: Kysely<Database>,
     input: { app: App; user: UserRow; scope: string; authTime: number; nonce?: string | null; grantId?: string },
   ): Promise<{ response: TokenResponse; grantId: string }> {
-    const grantId = input.grantId ?? (await this.createGrant(db, { appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, nonce: input.nonce }));
-    const grant = await findGrant(db, grantId);
+    if (input.grantId === undefined) {
+      const prepared = await this.prepareGrantTokens(input);
+      await prepared.store(db);
+      return { response: prepared.response, grantId: prepared.grantId };
+    }
+    const grant = await findGrant(db, input.grantId);
     if (!grant) throw new Error('grant vanished while issuing tokens');
     const { response } = await this.mint(db, {
       app: input.app,
       user: input.user,
-      grantId,
+      grantId: grant.id,
       grantExpiresAt: grant.expires_at,
       scope: joinScope(scopeList(input.scope)),
       refreshScope: grant.scope,
       authTime: input.authTime,
       nonce: input.nonce ?? null,
     });
-    return { response, grantId };
+    return { response, grantId: grant.id };
   }
 
-  private async mint(
-    db: Kysely<Database>,
-    input: { app: App; user: UserRow; grantId: string; grantExpiresAt: number; scope: string; refreshScope: string; authTime: number; nonce: string | null },
-  ): Promise<{ response: TokenResponse; refreshHash: string }> {
+  /**
+   * Tokens for a new grant, signed now, without touching the database; `store` records the grant and
+   * its refresh token (call it inside the transaction that decides the sign-in, before answering).
+   */
+  async prepareGrantTokens(input: {
+    app: App;
+    user: UserRow;
+    scope: string;
+    authTime: number;
+    nonce?: string | null;
+  }): Promise<{ response: TokenResponse; grantId: string; store(db: Kysely<Database>): Promise<void> }> {
+    const grantId = newId('grt');
+    const expiresAt = this.clock.now() + this.config.ttl.refreshFamily;
+    const scope = joinScope(scopeList(input.scope));
+    const { response, refreshRow } = await this.prepareTokens({
+      app: input.app,
+      user: input.user,
+      grantId,
+      grantExpiresAt: expiresAt,
+      scope,
+      refreshScope: scope,
+      authTime: input.authTime,
+      nonce: input.nonce ?? null,
+    });
+    const store = async (db: Kysely<Database>) => {
+      await this.createGrant(db, { id: grantId, appId: input.app.id, userId: input.user.id, scope, authTime: input.authTime, nonce: input.nonce, expiresAt });
+      await insertRefreshToken(db, refreshRow);
+    };
+    return { response, grantId, store };
+  }
+
+  private async mint(db: Kysely<Database>, input: MintInput): Promise<{ response: TokenResponse; refreshHash: string }> {
+    const prepared = await this.prepareTokens(input);
+    await insertRefreshToken(db, prepared.refreshRow);
+    return { response: prepared.response, refreshHash: prepared.refreshRow.token_hash };
+  }
+
+  /**
+   * Signs a token response without touching the database. Hot paths call it before their transaction,
+   * so the one SQLite connection is never held while a JWT is signed; they store `refreshRow` inside it.
+   */
+  async prepareTokens(input: MintInput): Promise<PreparedTokens> {
     const now = this.clock.now();
     const ttl = this.config.ttl;
     const refreshToken = newSecret('rt');
-    const refreshHash = hashSecret(refreshToken);
-    await insertRefreshToken(db, {
-      token_hash: refreshHash,
+    const refreshRow = {
+      token_hash: hashSecret(refreshToken),
       grant_id: input.grantId,
       app_id: input.app.id,
       scope: input.refreshScope,
@@ -165,33 +228,34 @@ export class TokenService {
       consumed_at: null,
       successor_response: null,
       successor_hash: null,
-    });
-    const accessToken = await this.keys.sign(
+    };
+    const accessToken = this.keys.sign(
       { sub: input.user.id, aud: input.app.id, client_id: input.app.id, scope: input.scope, jti: newId('at'), sid: input.grantId },
       { alg: 'ES256', typ: 'at+jwt', expiresIn: ttl.accessToken },
     );
+    const idToken = hasScope(input.scope, 'openid')
+      ? this.keys.sign(
+          {
+            sub: input.user.id,
+            aud: input.app.id,
+            auth_time: input.authTime,
+            acr: ACR_SINGLE_FACTOR,
+            ...(input.nonce ? { nonce: input.nonce } : {}),
+            ...(hasScope(input.scope, 'email') ? { email: input.user.email, email_verified: input.user.email_verified === 1 } : {}),
+            ...(hasScope(input.scope, 'profile') ? { name: input.user.name ?? undefined } : {}),
+          },
+          { alg: 'RS256', typ: 'JWT', expiresIn: ttl.accessToken },
+        )
+      : undefined;
     const response: TokenResponse = {
-      access_token: accessToken,
+      access_token: await accessToken,
       token_type: 'Bearer',
       expires_in: ttl.accessToken,
       refresh_token: refreshToken,
       scope: input.scope,
     };
-    if (hasScope(input.scope, 'openid')) {
-      response.id_token = await this.keys.sign(
-        {
-          sub: input.user.id,
-          aud: input.app.id,
-          auth_time: input.authTime,
-          acr: ACR_SINGLE_FACTOR,
-          ...(input.nonce ? { nonce: input.nonce } : {}),
-          ...(hasScope(input.scope, 'email') ? { email: input.user.email, email_verified: input.user.email_verified === 1 } : {}),
-          ...(hasScope(input.scope, 'profile') ? { name: input.user.name ?? undefined } : {}),
-        },
-        { alg: 'RS256', typ: 'JWT', expiresIn: ttl.accessToken },
-      );
-    }
-    return { response, refreshHash };
+    if (idToken) response.id_token = await idToken;
+    return { response, refreshRow };
   }
 
   /**
@@ -199,39 +263,38 @@ export class TokenService {
    * from the same client inside the grace window gets the identical response (returned as the exact
    * JSON text); after the window, or once the successor itself was used, it revokes the family.
    */
-  async refresh(input: { refreshToken: string; clientId: string; scope?: string }, ctx: RequestContext): Promise<string> {
+  async refresh(input: { refreshToken: string; client: App; scope?: string }, ctx: RequestContext): Promise<string> {
     const now = this.clock.now();
     const hash = hashSecret(input.refreshToken);
-    const row = await findRefreshToken(this.db, hash);
-    if (!row) throw new AppError('invalid_grant', { detail: 'unknown refresh token' });
-    if (row.app_id !== input.clientId) throw new AppError('invalid_grant', { detail: 'refresh token of another client' });
+    const family = await findRefreshFamily(this.db, hash);
+    if (!family) throw new AppError('invalid_grant', { detail: 'unknown refresh token' });
+    const { token: row, grant, user } = family;
+    if (row.app_id !== input.client.id) throw new AppError('invalid_grant', { detail: 'refresh token of another client' });
     if (input.scope !== undefined && !isSubsetScope(input.scope, row.scope)) throw new AppError('invalid_scope', { detail: 'scope wider than granted' });
 
     if (row.consumed_at === null) {
       if (row.expires_at <= now) throw new AppError('invalid_grant', { detail: 'refresh token expired' });
-      if (!(await isGrantLive(this.db, row.grant_id, now))) throw new AppError('invalid_grant', { detail: 'grant revoked or expired' });
-      const app = await findApp(this.db, row.app_id);
-      const grant = await findGrant(this.db, row.grant_id);
-      const user = grant && (await findUserById(this.db, grant.user_id));
-      if (!app || app.disabled || !grant || !user) throw new AppError('invalid_grant', { detail: 'app or user gone' });
+      // The grant must be live (as isGrantLive): not revoked, not past its lifetime, its user active.
+      if (grant.revoked_at !== null || grant.expires_at <= now || user.status !== 'active') throw new AppError('invalid_grant', { detail: 'grant revoked or expired' });
       const scope = input.scope !== undefined ? joinScope(scopeList(input.scope)) : row.scope;
-      const body = await this.db.transaction().execute(async (trx) => {
-        if (!(await consumeRefreshToken(trx, hash, now))) return null;
-        const { response, refreshHash } = await this.mint(trx, {
-          app,
-          user,
-          grantId: grant.id,
-          grantExpiresAt: grant.expires_at,
-          scope,
-          refreshScope: row.scope,
-          authTime: grant.auth_time,
-          nonce: null,
-        });
-        const json = JSON.stringify(response);
-        await recordRefreshSuccessor(trx, hash, this.box.seal(json), refreshHash);
-        return json;
+      // Signed before the transaction; the conditional UPDATE decides the one winner.
+      const { response, refreshRow } = await this.prepareTokens({
+        app: input.client,
+        user,
+        grantId: grant.id,
+        grantExpiresAt: grant.expires_at,
+        scope,
+        refreshScope: row.scope,
+        authTime: grant.auth_time,
+        nonce: null,
       });
-      if (body !== null) return body;
+      const json = JSON.stringify(response);
+      const won = await this.db.transaction().execute(async (trx) => {
+        if (!(await rotateRefreshToken(trx, hash, now, this.box.seal(json), refreshRow.token_hash))) return false;
+        await insertRefreshToken(trx, refreshRow);
+        return true;
+      });
+      if (won) return json;
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
     const settled = await findRefreshToken(this.db, hash);

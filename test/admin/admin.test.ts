@@ -159,13 +159,13 @@ describe('admin API (/v1/admin)', () => {
       expect(grants).toEqual([{ revoked_at: expect.any(Number), revoked_reason: 'user_disabled' }]);
       const session = await t.db.selectFrom('browser_sessions').select('revoked_at').where('id_hash', '=', sessionHash).executeTakeFirstOrThrow();
       expect(session.revoked_at).not.toBeNull();
-      await expect(t.app.tokens.refresh({ refreshToken: response.refresh_token, clientId: app.id }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
+      await expect(t.app.tokens.refresh({ refreshToken: response.refresh_token, client: app }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
       expect(await t.app.tokens.checkAccessToken(response.access_token)).toBeNull();
 
       const enabled = await t.app.inject({ method: 'PATCH', url: `/v1/admin/users/${user.id}`, headers: adminHeaders, payload: { status: 'active' } });
       expect(enabled.json()).toMatchObject({ status: 'active' });
       // Revoked grants stay revoked.
-      await expect(t.app.tokens.refresh({ refreshToken: response.refresh_token, clientId: app.id }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
+      await expect(t.app.tokens.refresh({ refreshToken: response.refresh_token, client: app }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
     });
 
     it('PATCH of an unknown user → 404; a bad status → 400', async () => {

@@ -6,6 +6,7 @@ import { hashSecret } from '../../shared/ids.js';
 import type { App } from '../../storage/repos/apps.js';
 import { appendEvent } from '../../storage/repos/events.js';
 import {
+  type AuthorizationCodeRow,
   consumeAuthorizationCode,
   findAuthorizationCode,
   findGrant,
@@ -15,6 +16,19 @@ import {
 import { findUserById } from '../../storage/repos/users.js';
 import { required, type Params } from '../params.js';
 import { isValidVerifier, verifyPkce } from '../../sign-in/pkce.js';
+
+/** Why a code cannot be redeemed by this request, judged from the code row alone (null when it can). */
+function codeCheckFailure(row: AuthorizationCodeRow, now: number, redirectUri: string, verifier: string | undefined): string | null {
+  if (row.expires_at <= now) return 'code expired';
+  if (row.redirect_uri !== redirectUri) return 'redirect_uri differs from the authorization request';
+  if (row.code_challenge !== null) {
+    if (verifier === undefined) return 'code_verifier missing for a code with a challenge';
+    if (!verifyPkce(verifier, row.code_challenge)) return 'code_verifier does not match';
+  } else if (verifier !== undefined) {
+    return 'code_verifier sent for a code without a challenge (downgrade)';
+  }
+  return null;
+}
 
 /**
  * grant_type=authorization_code (RFC 6749 §4.1.3, RFC 7636 §4.6, CONTRACT §3):
@@ -38,31 +52,24 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   if (row.app_id !== client.id) throw new AppError('invalid_grant', { detail: 'code issued to another client' });
 
   const now = app.clock.now();
+  // Checks that need nothing but the request and the code row; a failure still burns the code below.
+  const failure = codeCheckFailure(row, now, redirectUri, verifier);
+  // Tokens are signed before the transaction, so the database is never held while a JWT is signed;
+  // the transaction decides whether they are stored and answered.
+  const signer = failure ? undefined : await findUserById(app.db, row.user_id);
+  const prepared = signer && (await app.tokens.prepareGrantTokens({ app: client, user: signer, scope: row.scope, authTime: row.auth_time, nonce: row.nonce }));
   type Outcome = { ok: TokenResponse } | { fail: string } | { replay: true };
   const outcome = await app.db.transaction().execute(async (trx): Promise<Outcome> => {
     if (!(await consumeAuthorizationCode(trx, codeHash, now))) return { replay: true };
-    if (row.expires_at <= now) return { fail: 'code expired' };
-    if (row.redirect_uri !== redirectUri) return { fail: 'redirect_uri differs from the authorization request' };
-    if (row.code_challenge !== null) {
-      if (verifier === undefined) return { fail: 'code_verifier missing for a code with a challenge' };
-      if (!verifyPkce(verifier, row.code_challenge)) return { fail: 'code_verifier does not match' };
-    } else if (verifier !== undefined) {
-      return { fail: 'code_verifier sent for a code without a challenge (downgrade)' };
-    }
+    if (failure) return { fail: failure };
     const user = await findUserById(trx, row.user_id);
-    if (!user) return { fail: 'user gone' };
+    if (!user || !prepared) return { fail: 'user gone' };
     // The basis the code was issued on must still hold (sign-in/policy.ts: codeBasisProblem).
     const problem = await app.signIn.codeBasisProblem(trx, row, user);
     if (problem) return { fail: `grant basis gone: ${problem}` };
-    const { response, grantId } = await app.tokens.issueTokens(trx, {
-      app: client,
-      user,
-      scope: row.scope,
-      authTime: row.auth_time,
-      nonce: row.nonce,
-    });
-    await setAuthorizationCodeGrant(trx, codeHash, grantId);
-    return { ok: response };
+    await prepared.store(trx);
+    await setAuthorizationCodeGrant(trx, codeHash, prepared.grantId);
+    return { ok: prepared.response };
   });
 
   if ('ok' in outcome) return outcome.ok;

@@ -15,5 +15,5 @@ export async function refreshTokenGrant(app: FastifyInstance, request: FastifyRe
   if (refreshToken.length > 512) throw new AppError('invalid_grant', { detail: 'refresh token too long' });
   const scope = params.scope === undefined || params.scope.trim() === '' ? undefined : params.scope;
   if (scope !== undefined && unknownScopes(scope).length) throw new AppError('invalid_scope');
-  return app.tokens.refresh({ refreshToken, clientId: client.id, scope }, requestContext(request));
+  return app.tokens.refresh({ refreshToken, client, scope }, requestContext(request));
 }

@@ -1,5 +1,5 @@
 import type { Insertable, Kysely } from 'kysely';
-import type { AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable } from '../schema.js';
+import type { AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
 
 export type { GrantRow, RefreshTokenRow };
 
@@ -63,19 +63,60 @@ export async function findRefreshToken(db: Kysely<Database>, tokenHash: string):
   return db.selectFrom('refresh_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
 }
 
-/** Marks a refresh token rotated. Exactly one caller wins; returns whether it was this one. */
-export async function consumeRefreshToken(db: Kysely<Database>, tokenHash: string, at: number): Promise<boolean> {
+/** A refresh token with its grant and the grant's user: everything a rotation reads, in one query. */
+export interface RefreshFamily {
+  token: RefreshTokenRow;
+  grant: GrantRow;
+  user: UserRow;
+}
+
+export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string): Promise<RefreshFamily | undefined> {
+  const row = await db
+    .selectFrom('refresh_tokens as t')
+    .innerJoin('grants as g', 'g.id', 't.grant_id')
+    .innerJoin('users as u', 'u.id', 'g.user_id')
+    .select([
+      't.token_hash', 't.grant_id', 't.app_id', 't.scope', 't.created_at', 't.expires_at', 't.consumed_at', 't.successor_response', 't.successor_hash',
+      'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.nonce as g_nonce',
+      'g.created_at as g_created_at', 'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.revoked_reason as g_revoked_reason',
+      'g.awaiting_completion as g_awaiting_completion',
+      'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
+      'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
+      'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
+    ])
+    .where('t.token_hash', '=', tokenHash)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    token: {
+      token_hash: row.token_hash, grant_id: row.grant_id, app_id: row.app_id, scope: row.scope, created_at: row.created_at, expires_at: row.expires_at,
+      consumed_at: row.consumed_at, successor_response: row.successor_response, successor_hash: row.successor_hash,
+    },
+    grant: {
+      id: row.grant_id, app_id: row.g_app_id, user_id: row.g_user_id, scope: row.g_scope, auth_time: row.g_auth_time, nonce: row.g_nonce,
+      created_at: row.g_created_at, expires_at: row.g_expires_at, revoked_at: row.g_revoked_at, revoked_reason: row.g_revoked_reason,
+      awaiting_completion: row.g_awaiting_completion,
+    },
+    user: {
+      id: row.g_user_id, email: row.u_email, email_verified: row.u_email_verified, password_hash: row.u_password_hash, name: row.u_name,
+      phone_number: row.u_phone_number, birthdate: row.u_birthdate, status: row.u_status, password_changed_at: row.u_password_changed_at,
+      created_at: row.u_created_at, updated_at: row.u_updated_at,
+    },
+  };
+}
+
+/**
+ * Rotates a refresh token in one statement: marks it consumed and records its successor (and the sealed
+ * response replayed inside the grace window). Exactly one caller wins; returns whether it was this one.
+ */
+export async function rotateRefreshToken(db: Kysely<Database>, tokenHash: string, at: number, sealedResponse: string, successorHash: string): Promise<boolean> {
   const result = await db
     .updateTable('refresh_tokens')
-    .set({ consumed_at: at })
+    .set({ consumed_at: at, successor_response: sealedResponse, successor_hash: successorHash })
     .where('token_hash', '=', tokenHash)
     .where('consumed_at', 'is', null)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
-}
-
-export async function recordRefreshSuccessor(db: Kysely<Database>, tokenHash: string, sealedResponse: string, successorHash: string): Promise<void> {
-  await db.updateTable('refresh_tokens').set({ successor_response: sealedResponse, successor_hash: successorHash }).where('token_hash', '=', tokenHash).execute();
 }
 
 // Authorization codes --------------------------------------------------------------------------------
