@@ -104,7 +104,8 @@ class Batch {
 class NonBlockingSqliteDriver implements Driver {
   private readonly statements = new Map<string, Statement>();
   private holder: Lease | null = null;
-  private readonly waiting: Array<() => void> = [];
+  /** Leases queued for the connection, each with the function that hands it over. */
+  private readonly waiting: Array<{ lease: Lease; grant: () => void }> = [];
   private batch: Batch | null = null;
   private commitScheduled = false;
 
@@ -120,22 +121,31 @@ class NonBlockingSqliteDriver implements Driver {
    */
   async acquireConnection(): Promise<DatabaseConnection> {
     const lease = new Lease(this, lockWaitDeadline.getStore() ?? performance.now() + this.options.busyBudgetMs);
-    if (this.holder) await this.turn(lease.deadline);
-    this.holder = lease;
+    if (this.holder) await this.turn(lease);
+    else this.holder = lease;
     return lease;
   }
 
-  private turn(deadline: number): Promise<void> {
+  /**
+   * Queues `lease` until the holder hands the connection over. The handover makes it the holder at
+   * once (releaseConnection), not when its continuation runs: in between, another caller must not
+   * find the connection free, or two leases would interleave statements in one transaction.
+   */
+  private turn(lease: Lease): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const granted = () => {
-        clearTimeout(timer);
-        resolve();
+      const waiter = {
+        lease,
+        grant: () => {
+          clearTimeout(timer);
+          this.holder = lease;
+          resolve();
+        },
       };
       const timer = setTimeout(() => {
-        this.waiting.splice(this.waiting.indexOf(granted), 1);
+        this.waiting.splice(this.waiting.indexOf(waiter), 1);
         reject(Object.assign(new Error('database is locked: no connection within the lock-wait budget'), { code: 'SQLITE_BUSY' }));
-      }, Math.max(0, deadline - performance.now()));
-      this.waiting.push(granted);
+      }, Math.max(0, lease.deadline - performance.now()));
+      this.waiting.push(waiter);
     });
   }
 
@@ -167,7 +177,7 @@ class NonBlockingSqliteDriver implements Driver {
     const batch = lease.batch;
     if (this.batch && (this.batch.members >= MAX_BATCH_MEMBERS || performance.now() - this.batch.openedAt >= MAX_BATCH_MS)) this.commit();
     const next = this.waiting.shift();
-    if (next) next();
+    if (next) next.grant();
     else if (this.batch) this.scheduleCommit();
     if (batch) await batch.durable;
   }
@@ -179,6 +189,7 @@ class NonBlockingSqliteDriver implements Driver {
 
   /** Runs one statement for `lease`; a write outside any batch opens one, anything inside one joins it. */
   async execute<R>(lease: Lease, { sql, parameters }: CompiledQuery): Promise<QueryResult<R>> {
+    if (this.holder !== lease) throw new Error('a statement on a connection lease that is not the holder');
     const statement = this.prepare(sql);
     if (!lease.batch && (this.batch || !statement.reader)) await this.joinBatch(lease);
     return this.retryingBusy(lease.deadline, () => {

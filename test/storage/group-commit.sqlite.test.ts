@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
+import { NonBlockingSqliteDialect } from '../../src/storage/sqlite-driver.js';
 
 // SQLite only. Group commit (src/storage/sqlite-driver.ts): concurrent writers share physical
 // transactions, yet no caller sees its result before the COMMIT that made it durable, a failed
@@ -78,5 +79,61 @@ describe('SQLite group commit', () => {
     await writer;
     expect(await single).toBe(1);
     expect(await reader).toEqual([1, 1]);
+  });
+
+  it('keeps every answered transaction and none of the failed ones under a mixed concurrent load', async () => {
+    // Transactions (some failing half-way), single writes and reads, all at once and in waves, so the
+    // connection is handed over while others queue: each answered write must be committed, each
+    // failed transaction must have left nothing.
+    const outcomes: Array<{ owner: string; ok: boolean }> = [];
+    for (let wave = 0; wave < 20; wave++) {
+      await Promise.all(
+        Array.from({ length: 30 }, async (_, i) => {
+          const owner = `mix-${wave}-${i}`;
+          const fail = i % 5 === 0;
+          try {
+            if (i % 3 === 0) {
+              await db().insertInto('items').values({ id: 10_000 + wave * 100 + i, owner }).execute();
+            } else {
+              await db()
+                .transaction()
+                .execute(async (trx) => {
+                  await trx.insertInto('items').values({ id: 10_000 + wave * 100 + i, owner }).execute();
+                  // Work between statements that leaves the event loop (as signing a JWT does).
+                  if (i % 2 === 0) await new Promise((resolve) => setImmediate(resolve));
+                  await trx.selectFrom('items').select('id').where('owner', 'like', `mix-${wave}-%`).execute();
+                  if (fail) await trx.insertInto('items').values({ id: 10_000 + wave * 100 + i, owner: `${owner}-dup` }).execute();
+                });
+            }
+            outcomes.push({ owner, ok: committed(owner).n === 1 });
+          } catch {
+            outcomes.push({ owner, ok: committed(owner).n === 0 && fail });
+          }
+          await db().selectFrom('items').select('id').where('owner', '=', owner).execute();
+        }),
+      );
+    }
+    expect(outcomes.filter((o) => !o.ok)).toEqual([]);
+    expect(outcomes).toHaveLength(600);
+  });
+
+  it('hands the connection to the next in line at once: nobody else finds it free in between', async () => {
+    const driver = new NonBlockingSqliteDialect({ database: new SQLite(':memory:'), busyBudgetMs: 1000 }).createDriver();
+    const first = await driver.acquireConnection();
+    const second = driver.acquireConnection();
+    void driver.releaseConnection(first);
+    // Asks in the very turn the connection is handed to `second`, before `second` has resumed.
+    let thirdGranted = false;
+    const third = driver.acquireConnection().then((connection) => {
+      thirdGranted = true;
+      return connection;
+    });
+    const secondLease = await second;
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(thirdGranted).toBe(false);
+    await driver.releaseConnection(secondLease);
+    await driver.releaseConnection(await third);
+    expect(thirdGranted).toBe(true);
+    await driver.destroy();
   });
 });
