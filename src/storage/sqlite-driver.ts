@@ -206,11 +206,14 @@ class NonBlockingSqliteDriver implements Driver {
   private async joinBatch(lease: Lease): Promise<void> {
     if (lease.batch) return;
     if (!this.batch) {
-      await this.retryingBusy(lease.deadline, () => this.exec('begin immediate'));
-      this.batch = new Batch();
+      // The batch exists from the moment BEGIN succeeds, with no await in between.
+      await this.retryingBusy(lease.deadline, () => {
+        this.exec('begin immediate');
+        this.batch = new Batch();
+      });
     }
-    lease.batch = this.batch;
-    this.batch.members += 1;
+    lease.batch = this.batch!;
+    lease.batch.members += 1;
   }
 
   private scheduleCommit(): void {
