@@ -31,8 +31,6 @@ async function corePlugin(app: FastifyInstance, options: CorePluginOptions) {
   app.decorate('db', options.storage.db);
   app.decorate('dialect', options.storage.dialect);
   app.decorate('clock', options.clock);
-  // One lock-wait budget per request (SQLite), however many queries it makes.
-  app.addHook('onRequest', (_request, _reply, done) => options.storage.withinLockBudget(done));
   if (options.ownsStorage) app.addHook('onClose', async () => options.storage.close());
 }
 

@@ -4,15 +4,13 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
-import { lockWaitDeadline, NonBlockingSqliteDialect } from './sqlite-driver.js';
+import { NonBlockingSqliteDialect } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
 export interface Storage {
   db: Kysely<Database>;
   dialect: Dialect;
-  /** Runs `next` with one lock-wait budget for every query it makes (SQLite; a no-op on PostgreSQL, whose statement_timeout bounds each statement). */
-  withinLockBudget(next: () => void): void;
   /** True when the database answers a trivial query within a second. */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -35,8 +33,7 @@ export function createStorage(url: string): Storage {
     database.pragma('synchronous = FULL');
     database.pragma('foreign_keys = ON');
     const db = new Kysely<Database>({ dialect: new NonBlockingSqliteDialect({ database, busyBudgetMs: SQLITE_BUSY_BUDGET_MS }) });
-    const withinLockBudget = (next: () => void) => lockWaitDeadline.run(performance.now() + SQLITE_BUSY_BUDGET_MS, next);
-    return { db, dialect: 'sqlite', withinLockBudget, ping: () => ping(db), close: () => db.destroy() };
+    return { db, dialect: 'sqlite', ping: () => ping(db), close: () => db.destroy() };
   }
   const pool = new pg.Pool({
     connectionString: url,
@@ -52,7 +49,7 @@ export function createStorage(url: string): Storage {
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  return { db, dialect: 'postgres', withinLockBudget: (next) => next(), ping: () => ping(db), close: () => db.destroy() };
+  return { db, dialect: 'postgres', ping: () => ping(db), close: () => db.destroy() };
 }
 
 /** How long readiness waits for the database: an outage shows in `/readyz` within about this long. */
