@@ -1,10 +1,10 @@
-import { existsSync } from 'node:fs';
 import * as oidc from 'openid-client';
-import { type Browser as PwBrowser, chromium } from 'playwright-core';
+import type { Browser as PwBrowser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeClient, PASSWORD, type TestClient, uniqueEmail } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
+import { haveChromium, launchChromium } from '../helpers/browser.js';
 
 /**
  * End to end: a real listening Gatehouse, `openid-client` v6 as the app (discovery, PKCE + nonce +
@@ -14,7 +14,7 @@ import { freePort } from '../helpers/processes.js';
 
 const APP_CALLBACK = 'https://app.e2e.test/callback';
 
-describe.skipIf(!existsSync('/usr/bin/chromium'))('OAuth code flow end to end (openid-client + Chromium)', () => {
+describe.skipIf(!haveChromium)('OAuth code flow end to end (openid-client + Chromium)', () => {
   let t: TestApp;
   let base: string;
   let browser: PwBrowser;
@@ -26,10 +26,7 @@ describe.skipIf(!existsSync('/usr/bin/chromium'))('OAuth code flow end to end (o
     t = await buildTestApp({ env: { BASE_URL: base } });
     await t.app.listen({ port, host: '127.0.0.1' });
     client = await makeClient(t, { name: 'E2E App', redirectUris: [APP_CALLBACK] });
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

@@ -1,13 +1,14 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { decodeJwt } from 'jose';
-import { type Browser as PwBrowser, chromium } from 'playwright-core';
+import type { Browser as PwBrowser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeClient, PASSWORD, refresh, type TestClient, uniqueEmail, userinfo } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
+import { haveChromium, launchChromium } from '../helpers/browser.js';
 
 /**
  * End to end with `oidc-client-ts` (CONTRACT §15.3, issue 12): the library's own browser build, used
@@ -26,7 +27,7 @@ const spaPage = (settings: Record<string, unknown>) => `<!doctype html>
 <script>window.mgr = new oidc.UserManager(${JSON.stringify(settings)});</script>
 </head><body>spa</body></html>`;
 
-describe.skipIf(!existsSync('/usr/bin/chromium'))('oidc-client-ts in Chromium against Gatehouse', () => {
+describe.skipIf(!haveChromium)('oidc-client-ts in Chromium against Gatehouse', () => {
   let t: TestApp;
   let base: string;
   let spaOrigin: string;
@@ -60,10 +61,7 @@ describe.skipIf(!existsSync('/usr/bin/chromium'))('oidc-client-ts in Chromium ag
     });
     await new Promise<void>((resolve) => spaServer.listen(spaPort, '127.0.0.1', resolve));
 
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

@@ -1,7 +1,6 @@
-import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/shared/ids.js';
 import { DEFAULT_SCOPE } from '../../src/shared/scopes.js';
@@ -10,6 +9,7 @@ import { findIdentity, insertIdentity } from '../../src/storage/repos/idp.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
 import { startProvider, type TestProvider } from '../helpers/oidc-provider.js';
+import { haveChromium, launchChromium } from '../helpers/browser.js';
 
 const REDIRECT = 'com.example.app://cb';
 const pkce = () => {
@@ -25,7 +25,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-describe.skipIf(!existsSync('/usr/bin/chromium'))('provider sign-in in a real browser (path B, bind-first, pending → /continue → resume)', () => {
+describe.skipIf(!haveChromium)('provider sign-in in a real browser (path B, bind-first, pending → /continue → resume)', () => {
   let t: TestApp;
   let p: TestProvider;
   let browser: Browser;
@@ -39,7 +39,7 @@ describe.skipIf(!existsSync('/usr/bin/chromium'))('provider sign-in in a real br
     t = await buildTestApp({ env: { BASE_URL: base, IDP_ISSUER: p.issuer, IDP_CLIENT_ID: p.clientId, IDP_CLIENT_SECRET: p.clientSecret, IDP_NAME: 'TestIdP' } });
     await t.app.listen({ port, host: '127.0.0.1' });
     clientId = (await makeApp(t.db, { redirectUris: [REDIRECT] })).id;
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

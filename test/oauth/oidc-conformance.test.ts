@@ -1,11 +1,11 @@
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import * as oidc from 'openid-client';
-import { type Browser as PwBrowser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser as PwBrowser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeClient, PASSWORD, type TestClient, uniqueEmail } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
+import { haveChromium, launchChromium } from '../helpers/browser.js';
 
 /**
  * OpenID Connect conformance (issue 12, CONTRACT §15.3), driven the way a relying party drives it:
@@ -19,7 +19,7 @@ import { freePort } from '../helpers/processes.js';
 
 const RP_NAME = 'Conformance RP';
 
-describe.skipIf(!existsSync('/usr/bin/chromium'))('OpenID Connect conformance (openid-client + Chromium)', () => {
+describe.skipIf(!haveChromium)('OpenID Connect conformance (openid-client + Chromium)', () => {
   let t: TestApp;
   let base: string;
   let rpOrigin: string;
@@ -51,10 +51,7 @@ describe.skipIf(!existsSync('/usr/bin/chromium'))('OpenID Connect conformance (o
     client = await makeClient(t, { name: RP_NAME, redirectUris: [callbackUri, logoutUri] });
     other = await makeClient(t, { name: 'Other RP', redirectUris: ['https://other.example/cb'] });
     config = await oidc.discovery(new URL(base), client.app.id, undefined, oidc.None(), { execute: [oidc.allowInsecureRequests] });
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

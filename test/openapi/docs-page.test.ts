@@ -1,15 +1,15 @@
-import { existsSync } from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/processes.js';
+import { haveChromium, launchChromium } from '../helpers/browser.js';
 
 /**
  * `/docs`, the API reference (Swagger UI served from the swagger-ui-dist package), rendered by
  * Chromium under the service's own CSP: every operation of the document is listed, nothing is fetched
  * from another origin, and the page's CSP is not violated. The page needs no database: SQLite only.
  */
-describe.skipIf(!existsSync('/usr/bin/chromium') || TEST_DIALECT !== 'sqlite')('the API reference page /docs', () => {
+describe.skipIf(!haveChromium || TEST_DIALECT !== 'sqlite')('the API reference page /docs', () => {
   let t: TestApp;
   let base: string;
   let browser: Browser;
@@ -19,7 +19,7 @@ describe.skipIf(!existsSync('/usr/bin/chromium') || TEST_DIALECT !== 'sqlite')('
     base = `http://127.0.0.1:${port}`;
     t = await buildTestApp({ env: { BASE_URL: base } });
     await t.app.listen({ port, host: '127.0.0.1' });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {
