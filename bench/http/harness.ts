@@ -1,0 +1,863 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import {
+  codeBody,
+  exchangeCode,
+  type GatehouseEnv,
+  type GatehouseSetup,
+  logPath,
+  type MintStats,
+  mintCode,
+  mintPool,
+  refreshBody,
+  refreshOnce,
+  setupGatehouse,
+  startGatehouse,
+  withRetry,
+} from './gatehouse.js';
+import type { LoadJob, LoadResult } from './load.js';
+import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, sampleRss, type ServerProcess, startServer } from './proc.js';
+import { formatSummary, summarizeProfile, windowFileOf } from './profile-summary.js';
+
+/** `npm run bench -- http [options]` (issue 13); `--help` prints this. */
+const USAGE = `\`npm run bench -- http [options]\` (issue 13): the hot paths of the production build over HTTP,
+against references measured in the same run. See bench/RESULTS.md ("http") for what it prints.
+
+  --duration S       seconds of each measured run (default 10)
+  --rounds N         rounds, each with fresh server processes; the median is quoted (default 3)
+  --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1)
+  --connections N    autocannon connections (default 16)
+  --only sqlite|postgres|refs   run one target only (refs = the references)
+  --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, healthz
+  --no-refs          skip the references
+  --pool N           largest pool of one-use codes/refresh tokens per run (default 60000); after
+                     round 1, pools are sized from the best rate seen (1.6 × rate × (warm-up + run) + 2000)
+  --mint-seconds S   time box for minting one Gatehouse refresh-token pool (default 60); tokens a run
+                     never took are carried to the next round, so later rounds mint little
+  --users N          Gatehouse users (default 16)
+  --profile SCENARIO run only that scenario on Gatehouse (SQLite unless --only postgres), one round, under
+                     \`node --cpu-prof\`; prints where the .cpuprofile landed and its top self-time functions
+  --profile-dir DIR  where profiles go (default <tmp>/gatehouse-cpuprof/<time>-<scenario>-<db>)
+  --no-build         do not run \`npm run build\` first
+  --write / --no-write   write bench/RESULTS.md (default: only for a full run: duration ≥ 10, rounds ≥ 3,
+                     every scenario, both databases, references, not --profile)
+  --keep             keep the temp dir (server logs, pools)
+PostgreSQL: a fresh database next to BENCH_DATABASE_URL or TEST_DATABASE_URL, dropped afterwards
+(skipped with a message when neither is set).
+`;
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const LOAD_SCRIPT = join(ROOT, 'bench', 'http', 'load.ts');
+
+type ScenarioKey = 'refresh' | 'refresh-id' | 'code' | 'profile' | 'login' | 'healthz';
+type Target = 'sqlite' | 'postgres' | 'ref';
+
+const SCENARIOS: Array<{ key: ScenarioKey; label: string; ref: string }> = [
+  { key: 'refresh', label: '`refresh_token` grant, rotation, no id_token', ref: '`oidc-provider`' },
+  { key: 'refresh-id', label: '`refresh_token` grant with id_token', ref: '`oidc-provider`' },
+  { key: 'code', label: '`authorization_code` + PKCE grant', ref: '`oidc-provider`' },
+  { key: 'profile', label: 'bearer read `GET /v1/profile/{userId}`', ref: 'bare Fastify + jose ES256 + SQLite SELECT' },
+  { key: 'login', label: 'password login (argon2id)', ref: 'bare Fastify + `argon2.verify`, same parameters' },
+  { key: 'healthz', label: '`GET /healthz`', ref: 'bare Fastify hello' },
+];
+
+interface Options {
+  duration: number;
+  rounds: number;
+  warmup: number;
+  connections: number;
+  only?: Target | 'refs';
+  scenarios: ScenarioKey[];
+  refs: boolean;
+  pool: number;
+  mintSeconds: number;
+  users: number;
+  profile?: ScenarioKey;
+  profileDir?: string;
+  build: boolean;
+  write?: boolean;
+  keep: boolean;
+}
+
+function parseOptions(args: string[]): Options {
+  const value = (name: string): string | undefined => {
+    const i = args.indexOf(`--${name}`);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const num = (name: string, fallback: number) => {
+    const v = value(name);
+    if (v === undefined) return fallback;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a number`);
+    return n;
+  };
+  const known = new Set(SCENARIOS.map((s) => s.key));
+  const scenarios = (value('scenarios')?.split(',').map((s) => s.trim()).filter(Boolean) ?? [...known]) as ScenarioKey[];
+  for (const s of scenarios) if (!known.has(s)) throw new Error(`unknown scenario ${s} (${[...known].join(', ')})`);
+  let only = value('only') as Options['only'];
+  if (only === ('refs' as string)) only = 'ref';
+  if (only && !['sqlite', 'postgres', 'ref'].includes(only)) throw new Error('--only must be sqlite, postgres or refs');
+  const profile = value('profile') as ScenarioKey | undefined;
+  if (profile && !known.has(profile)) throw new Error(`--profile: unknown scenario ${profile}`);
+  return {
+    duration: num('duration', 10),
+    rounds: Math.max(1, Math.floor(num('rounds', 3))),
+    warmup: num('warmup', 1),
+    connections: Math.max(1, Math.floor(num('connections', 16))),
+    only,
+    scenarios: profile ? [profile] : scenarios,
+    refs: !args.includes('--no-refs'),
+    pool: Math.max(100, Math.floor(num('pool', 60_000))),
+    mintSeconds: num('mint-seconds', 60),
+    users: Math.max(1, Math.floor(num('users', 16))),
+    profile,
+    profileDir: value('profile-dir'),
+    build: !args.includes('--no-build'),
+    write: args.includes('--write') ? true : args.includes('--no-write') ? false : undefined,
+    keep: args.includes('--keep'),
+  };
+}
+
+// Results ---------------------------------------------------------------------------------------------
+
+interface RunRecord {
+  round: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  rssMax: number;
+  non2xx: number;
+  statusCodes: Record<string, number>;
+  errors: number;
+  timeouts: number;
+  warmupNon2xx: number;
+  poolSize?: number;
+  poolUsed?: number;
+  dryAt?: number;
+  logBytes: number;
+  total: number;
+  seconds: number;
+  mint?: MintStats;
+  /** Average cores over the load generator's life (start-up, warm-up and run). */
+  cpu: CpuShare;
+  /** Error lines in the server's log during the run. */
+  serverErrors: { count: number; kinds: string[] };
+}
+
+const results = new Map<string, RunRecord[]>();
+const keyOf = (scenario: ScenarioKey, target: Target) => `${scenario}|${target}`;
+function record(scenario: ScenarioKey, target: Target, run: RunRecord): void {
+  const k = keyOf(scenario, target);
+  results.set(k, [...(results.get(k) ?? []), run]);
+}
+const median = (xs: number[]): number => {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+/** Pool size for the next run: round 1 the cap, later 1.6 × the best rate seen × (warm-up + run) + 2000. */
+function poolTarget(opts: Options, scenario: ScenarioKey, target: Target): number {
+  const runs = results.get(keyOf(scenario, target)) ?? [];
+  const rates = runs.filter((r) => r.dryAt === undefined && r.seconds > 0).map((r) => r.total / r.seconds);
+  if (!rates.length) return opts.pool;
+  return Math.min(opts.pool, Math.ceil(1.6 * Math.max(...rates) * (opts.warmup + opts.duration)) + 2000);
+}
+
+// Load runs ---------------------------------------------------------------------------------------------
+
+const live = new Set<ServerProcess>();
+/** What must be undone however the run ends (the PostgreSQL database). */
+const cleanups = new Set<() => Promise<void>>();
+let workDir = '';
+let jobCounter = 0;
+
+async function track<T extends ServerProcess>(p: Promise<T>): Promise<T> {
+  const s = await p;
+  live.add(s);
+  return s;
+}
+async function stop(server: ServerProcess): Promise<void> {
+  await server.stop();
+  live.delete(server);
+}
+
+type JobSpec = Omit<LoadJob, 'url' | 'resultFile' | 'connections' | 'duration' | 'warmup' | 'poolFile'> & { pool?: string[] };
+
+/** Runs autocannon in its own process against `server`, sampling the server's RSS meanwhile. */
+type Driven = { result: LoadResult; rssMax: number; logBytes: number; cpu: CpuShare; serverErrors: { count: number; kinds: string[] } };
+
+async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promise<Driven> {
+  const id = ++jobCounter;
+  const { pool, ...rest } = spec;
+  let poolFile: string | undefined;
+  if (pool) {
+    poolFile = join(workDir, `pool-${id}.txt`);
+    writeFileSync(poolFile, pool.join('\n') + '\n');
+  }
+  const job: LoadJob = {
+    ...rest,
+    url: server.url,
+    connections: opts.connections,
+    duration: opts.duration,
+    warmup: opts.warmup,
+    poolFile,
+    resultFile: join(workDir, `result-${id}.json`),
+  };
+  const jobFile = join(workDir, `job-${id}.json`);
+  writeFileSync(jobFile, JSON.stringify(job));
+  const logBefore = fileSize(server.logFile);
+  const cpuBefore = cpuSnapshot();
+  const rss = sampleRss(server.pid);
+  const child = spawn(process.execPath, ['--import', 'tsx', LOAD_SCRIPT, jobFile], {
+    cwd: ROOT,
+    env: { ...process.env, NODE_ENV: 'production' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
+  const rssMax = rss.stop();
+  const cpuAfter = cpuSnapshot();
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  const result = JSON.parse(readFileSync(job.resultFile, 'utf8')) as LoadResult;
+  const cpu = cpuShare(cpuBefore, cpuAfter, server.pid, result.cpuSeconds ?? 0);
+  if (server.proc.exitCode !== null || server.proc.signalCode !== null) throw new Error(`${server.name} died during the run; see ${server.logFile}`);
+  if (poolFile) rmSync(poolFile, { force: true });
+  // What the server logged as errors during the run (warm-up included): says what the non-2xx were.
+  const serverErrors = loggedErrors(server.logFile, logBefore);
+  return { result, rssMax, logBytes: fileSize(server.logFile) - logBefore, cpu, serverErrors };
+}
+
+function toRecord(round: number, r: Driven, mint?: MintStats): RunRecord {
+  const run = r.result.run;
+  return {
+    round,
+    rps: run.rps,
+    p50: run.latency.p50,
+    p99: run.latency.p99,
+    rssMax: r.rssMax,
+    non2xx: run.non2xx,
+    statusCodes: run.statusCodes,
+    errors: run.errors,
+    timeouts: run.timeouts,
+    warmupNon2xx: r.result.warmup?.non2xx ?? 0,
+    poolSize: r.result.poolSize,
+    poolUsed: r.result.poolUsed,
+    dryAt: r.result.dryAt,
+    logBytes: r.logBytes,
+    total: run.total,
+    seconds: run.seconds,
+    mint,
+    cpu: r.cpu,
+    serverErrors: r.serverErrors,
+  };
+}
+
+function describe(scenario: ScenarioKey, target: Target, rec: RunRecord): string {
+  const codes = Object.entries(rec.statusCodes).map(([c, n]) => `${c}:${n}`).join(' ');
+  const pool = rec.poolSize !== undefined ? ` pool ${rec.poolUsed}/${rec.poolSize}${rec.dryAt !== undefined ? ` DRY at ${rec.dryAt.toFixed(1)} s` : ''}` : '';
+  const mint = rec.mint ? ` (minted ${rec.mint.made} in ${rec.mint.seconds.toFixed(1)} s${rec.mint.stoppedBy === 'time' ? ', time box' : ''}${rec.mint.failures ? `, ${rec.mint.failures} mint requests failed with 5xx and were retried` : ''})` : '';
+  const errs = rec.errors || rec.timeouts ? ` errors ${rec.errors} timeouts ${rec.timeouts}` : '';
+  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} 2xx/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB, non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)}, database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
+}
+
+// Gatehouse -------------------------------------------------------------------------------------------
+
+interface GatehouseTarget {
+  target: 'sqlite' | 'postgres';
+  env: GatehouseEnv;
+  setup: GatehouseSetup;
+  /** Per user: an access token (refreshed each round: they live 15 minutes). */
+  accessTokens: string[];
+  /** Refresh-token request bodies minted but never taken by a run: still one-use, carried to the next round. */
+  leftover: Partial<Record<ScenarioKey, string[]>>;
+  cleanup(): Promise<void>;
+}
+
+let serverCounter = 0;
+async function gatehouse(t: { target: string; env: GatehouseEnv }, role: string, cpuProfDir?: string): Promise<ServerProcess> {
+  const name = `gatehouse-${t.target}-${++serverCounter}-${role}`;
+  return track(startGatehouse(t.env, { port: await freePort(), logFile: logPath(workDir, name), name, cpuProfDir }));
+}
+
+async function prepareTarget(opts: Options, target: 'sqlite' | 'postgres'): Promise<GatehouseTarget | undefined> {
+  let databaseUrl: string;
+  let cleanup: () => Promise<void>;
+  const dataDir = join(workDir, `data-${target}`);
+  mkdirSync(dataDir, { recursive: true });
+  if (target === 'sqlite') {
+    databaseUrl = `sqlite:${join(dataDir, 'gatehouse.db')}`;
+    cleanup = async () => {};
+  } else {
+    const adminUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+    if (!adminUrl) {
+      console.log('PostgreSQL skipped: set TEST_DATABASE_URL (or BENCH_DATABASE_URL), e.g. postgres://root@127.0.0.1:5432/test');
+      return undefined;
+    }
+    const name = `gh_bench_http_${randomBytes(4).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const url = new URL(adminUrl);
+    url.pathname = `/${name}`;
+    databaseUrl = url.toString();
+    cleanup = async () => {
+      const a = new pg.Client({ connectionString: adminUrl });
+      await a.connect();
+      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await a.end();
+    };
+    cleanups.add(cleanup);
+    console.log(`PostgreSQL database ${name} (dropped at the end)`);
+  }
+  const t = { target, env: { root: ROOT, databaseUrl, dataDir } };
+  const started = Date.now();
+  const server = await gatehouse(t, 'setup');
+  try {
+    const setup = await setupGatehouse(server.url, opts.users);
+    await sanityCheck(server.url, setup);
+    console.log(`${target}: app ${setup.clientId}, ${setup.users.length} users registered and signed in (hosted login) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    return { target, env: t.env, setup, accessTokens: [], leftover: {}, cleanup };
+  } finally {
+    await stop(server);
+  }
+}
+
+/** One of each: a refresh without openid has no id_token, with openid has one, a used token fails. */
+async function sanityCheck(url: string, setup: GatehouseSetup): Promise<void> {
+  const user = setup.users[0]!;
+  const plain = await exchangeCode(url, setup, await mintCode(url, setup, user, 'profile email'));
+  const r1 = await refreshOnce(url, setup, plain.refresh_token);
+  if (r1.id_token) throw new Error('refresh of a token without openid answered an id_token');
+  const withId = await exchangeCode(url, setup, await mintCode(url, setup, user, 'openid profile email'));
+  const r2 = await refreshOnce(url, setup, withId.refresh_token);
+  if (!r2.id_token) throw new Error('refresh of an openid token answered no id_token');
+}
+
+const mintConcurrency = 32;
+
+/** Attaches what a prep server logged as errors to the pools it minted (when minting saw server errors). */
+function noteMintErrors(prep: ServerProcess, stats: Array<MintStats | undefined>): void {
+  if (!stats.some((s) => s?.failures)) return;
+  const { kinds } = loggedErrors(prep.logFile, 0, 4);
+  if (kinds.length) console.log(`  the prep server logged: ${kinds.join('; ')}`);
+  for (const s of stats) if (s?.failures) s.serverErrors = kinds;
+}
+
+async function gatehouseRound(opts: Options, t: GatehouseTarget, round: number): Promise<void> {
+  const { setup } = t;
+  const want = (s: ScenarioKey) => opts.scenarios.includes(s);
+  const tokenHeaders = { authorization: setup.basic, 'content-type': 'application/x-www-form-urlencoded' };
+  const pools: Partial<Record<ScenarioKey, { items: string[]; stats: MintStats }>> = {};
+
+  // Pools of refresh tokens (and fresh access tokens for the profile read), minted by a prep server.
+  if (want('refresh') || want('refresh-id') || want('profile')) {
+    const prep = await gatehouse(t, `r${round}-prep`);
+    try {
+      for (const [key, scope] of [['refresh', 'profile email'], ['refresh-id', 'openid profile email']] as const) {
+        if (!want(key)) continue;
+        const n = poolTarget(opts, key, t.target);
+        const carried = t.leftover[key] ?? [];
+        process.stdout.write(`  ${key} pool on ${t.target}: target ${n}, ${carried.length} never used from the last round; minting ${Math.max(0, n - carried.length)} (${scope})… `);
+        const minted = await mintPool(Math.max(0, n - carried.length), opts.mintSeconds, mintConcurrency, setup.users, async (user) => {
+          const tokens = await exchangeCode(prep.url, setup, await mintCode(prep.url, setup, user, scope));
+          return refreshBody(tokens.refresh_token);
+        });
+        pools[key] = { items: [...carried, ...minted.items], stats: minted.stats };
+        t.leftover[key] = [];
+        const s = minted.stats;
+        console.log(`${s.made} in ${s.seconds.toFixed(1)} s (${s.seconds > 0 ? (s.made / s.seconds).toFixed(0) : '–'}/s)${s.stoppedBy === 'time' ? ' [time box]' : ''}${s.failures ? ` — ${s.failures} server errors retried, first: ${s.firstFailure}` : ''}`);
+      }
+      if (want('profile')) {
+        t.accessTokens = await parallel(setup.users.length, 8, (i) => withRetry('access token', async () => {
+          const user = setup.users[i]!;
+          const tokens = await exchangeCode(prep.url, setup, await mintCode(prep.url, setup, user, 'openid profile email'));
+          if (round === 1) {
+            const res = await fetch(`${prep.url}/v1/profile/${user.id}`, {
+              method: 'PUT',
+              headers: { authorization: `Bearer ${tokens.access_token}`, 'x-client-id': setup.clientId, 'content-type': 'application/json' },
+              body: JSON.stringify({ data: { theme: 'dark', favourites: [3, 14], n: i } }),
+            });
+            if (res.status !== 200) throw new Error(`PUT profile → ${res.status} ${await res.text()}`);
+          }
+          return tokens.access_token;
+        }));
+      }
+    } finally {
+      await stop(prep);
+      noteMintErrors(prep, [pools.refresh?.stats, pools['refresh-id']?.stats]);
+    }
+  }
+
+  const runOne = async (key: ScenarioKey, spec: JobSpec, mint?: MintStats) => {
+    const cpuProfDir = opts.profile === key ? profileDir(opts, t.target) : undefined;
+    const server = await gatehouse(t, `r${round}-${key}`, cpuProfDir);
+    let r: Awaited<ReturnType<typeof drive>>;
+    try {
+      r = await drive(opts, server, spec);
+      // Bodies the run never took (it pops them in order) were never sent: still good for the next round.
+      if ((key === 'refresh' || key === 'refresh-id') && spec.pool && r.result.poolUsed !== undefined) t.leftover[key] = spec.pool.slice(r.result.poolUsed);
+      const rec = toRecord(round, r, mint);
+      record(key, t.target, rec);
+      console.log(describe(key, t.target, rec));
+    } finally {
+      await stop(server);
+    }
+    // The profile is written when the server exits: note the measured run's window beside it.
+    if (cpuProfDir && r.result.runStartUs !== undefined) {
+      for (const f of readdirSync(cpuProfDir).filter((x) => x.endsWith('.cpuprofile'))) {
+        const file = join(cpuProfDir, f);
+        if (!existsSync(windowFileOf(file))) writeFileSync(windowFileOf(file), JSON.stringify({ fromUs: r.result.runStartUs, toUs: r.result.runEndUs, scenario: key, target: t.target }));
+      }
+    }
+  };
+
+  for (const key of ['refresh', 'refresh-id'] as const) {
+    if (!want(key)) continue;
+    await runOne(key, { method: 'POST', path: '/oauth/token', headers: tokenHeaders, pool: pools[key]!.items }, pools[key]!.stats);
+  }
+  if (want('profile')) {
+    await runOne('profile', {
+      method: 'GET',
+      path: `/v1/profile/${setup.users[0]!.id}`,
+      headers: {},
+      variants: setup.users.map((u, i) => ({ path: `/v1/profile/${u.id}`, headers: { authorization: `Bearer ${t.accessTokens[i]}`, 'x-client-id': setup.clientId } })),
+    });
+  }
+  if (want('login')) {
+    await runOne('login', {
+      method: 'POST',
+      path: '/v1/auth/login',
+      headers: { authorization: setup.basic, 'content-type': 'application/json' },
+      variants: setup.users.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password, client_id: setup.clientId }) })),
+    });
+  }
+  if (want('healthz')) await runOne('healthz', { method: 'GET', path: '/healthz', headers: {} });
+
+  // Codes live 60 s: minted right before their run, time-boxed so that every code is still valid at the end.
+  if (want('code')) {
+    const box = Math.min(40, 60 - opts.warmup - opts.duration - 12);
+    if (box < 5) {
+      console.log('  code scenario skipped: codes live 60 s, so it needs warm-up + duration ≤ 43 s');
+      return;
+    }
+    const prep = await gatehouse(t, `r${round}-prep-code`);
+    let pool: { items: string[]; stats: MintStats } | undefined;
+    try {
+      const n = poolTarget(opts, 'code', t.target);
+      process.stdout.write(`  minting ${n} codes on ${t.target} (time box ${box} s)… `);
+      pool = await mintPool(n, box, mintConcurrency, setup.users, async (user) => codeBody(await mintCode(prep.url, setup, user, 'openid profile email')));
+      console.log(`${pool.stats.made} in ${pool.stats.seconds.toFixed(1)} s (${(pool.stats.made / pool.stats.seconds).toFixed(0)}/s)${pool.stats.stoppedBy === 'time' ? ' [time box]' : ''}${pool.stats.failures ? ` — ${pool.stats.failures} server errors retried, first: ${pool.stats.firstFailure}` : ''}`);
+    } finally {
+      await stop(prep);
+      noteMintErrors(prep, [pool?.stats]);
+    }
+    await runOne('code', { method: 'POST', path: '/oauth/token', headers: tokenHeaders, pool: pool!.items }, pool!.stats);
+  }
+}
+
+// References ------------------------------------------------------------------------------------------
+
+async function startRef(kind: 'oidc-provider' | 'hello' | 'jose' | 'argon2', round: number): Promise<ServerProcess> {
+  const port = await freePort();
+  const name = `ref-${kind}-${++serverCounter}-r${round}`;
+  const dataDir = join(workDir, 'data-ref');
+  mkdirSync(dataDir, { recursive: true });
+  const script = kind === 'oidc-provider' ? join(ROOT, 'bench', 'http', 'ref-oidc-provider.ts') : join(ROOT, 'bench', 'http', 'ref-fastify.ts');
+  const args = kind === 'oidc-provider' ? ['--import', 'tsx', script, String(port)] : ['--import', 'tsx', script, kind, String(port), dataDir];
+  return track(
+    startServer({
+      name,
+      command: process.execPath,
+      args,
+      cwd: ROOT,
+      port,
+      logFile: logPath(workDir, name),
+      readyPath: '/__bench/ready',
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production' },
+    }),
+  );
+}
+
+async function refRound(opts: Options, round: number): Promise<void> {
+  const want = (s: ScenarioKey) => opts.scenarios.includes(s);
+  const opKinds: Array<[ScenarioKey, string]> = [['refresh', 'refresh'], ['refresh-id', 'refresh-openid'], ['code', 'code']];
+  for (const [key, kind] of opKinds) {
+    if (!want(key)) continue;
+    if (key === 'code' && opts.warmup + opts.duration > 43) continue; // as for Gatehouse: codes live 60 s
+    const server = await startRef('oidc-provider', round);
+    try {
+      const setupInfo = (await (await fetch(`${server.url}/__bench/setup`)).json()) as { client: { id: string; secret: string; redirectUri: string }; pkce: { verifier: string } };
+      const n = poolTarget(opts, key, 'ref');
+      const started = Date.now();
+      const items = (await (await fetch(`${server.url}/__bench/mint?kind=${kind}&n=${n}`, { method: 'POST' })).json()) as string[];
+      const mint: MintStats = { made: items.length, seconds: (Date.now() - started) / 1000, stoppedBy: 'count' };
+      const basic = `Basic ${Buffer.from(`${encodeURIComponent(setupInfo.client.id)}:${encodeURIComponent(setupInfo.client.secret)}`).toString('base64')}`;
+      const pool =
+        key === 'code'
+          ? items.map((code) => new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: setupInfo.client.redirectUri, code_verifier: setupInfo.pkce.verifier }).toString())
+          : items.map((rt) => new URLSearchParams({ grant_type: 'refresh_token', refresh_token: rt }).toString());
+      const headers = { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' };
+      // One item checks the setup (and is dropped from the pool): an id_token exactly when openid was granted.
+      const probe = await fetch(`${server.url}/token`, { method: 'POST', headers, body: pool.shift() });
+      const answer = (await probe.json()) as { access_token?: string; id_token?: string; error?: string };
+      if (probe.status !== 200 || !answer.access_token || !!answer.id_token !== (key !== 'refresh')) {
+        throw new Error(`oidc-provider ${key} probe: ${probe.status} ${JSON.stringify(answer).slice(0, 300)}`);
+      }
+      const r = await drive(opts, server, { method: 'POST', path: '/token', headers, pool });
+      const rec = toRecord(round, r, mint);
+      record(key, 'ref', rec);
+      console.log(describe(key, 'ref', rec));
+    } finally {
+      await stop(server);
+    }
+  }
+  const fastifyRefs: Array<[ScenarioKey, 'jose' | 'argon2' | 'hello']> = [['profile', 'jose'], ['login', 'argon2'], ['healthz', 'hello']];
+  for (const [key, kind] of fastifyRefs) {
+    if (!want(key)) continue;
+    const server = await startRef(kind, round);
+    try {
+      const info = (await (await fetch(`${server.url}/__bench/setup`)).json()) as { users?: Array<{ userId?: string; token?: string; email?: string; password?: string }> };
+      let spec: JobSpec;
+      if (kind === 'jose') {
+        spec = { method: 'GET', path: '/profile/x', headers: {}, variants: info.users!.map((u) => ({ path: `/profile/${u.userId}`, headers: { authorization: `Bearer ${u.token}` } })) };
+      } else if (kind === 'argon2') {
+        spec = { method: 'POST', path: '/login', headers: { 'content-type': 'application/json' }, variants: info.users!.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password }) })) };
+      } else {
+        spec = { method: 'GET', path: '/hello', headers: {} };
+      }
+      const rec = toRecord(round, await drive(opts, server, spec));
+      record(key, 'ref', rec);
+      console.log(describe(key, 'ref', rec));
+    } finally {
+      await stop(server);
+    }
+  }
+}
+
+// Report ----------------------------------------------------------------------------------------------
+
+const fmt = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en') : '–');
+const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(2)}×` : '–');
+
+function stat(scenario: ScenarioKey, target: Target) {
+  const runs = results.get(keyOf(scenario, target)) ?? [];
+  // A run whose pool ran dry measured less than its full time under load: left out of the medians.
+  const full = runs.filter((r) => r.dryAt === undefined);
+  return {
+    runs,
+    rps: median(full.map((r) => r.rps)),
+    p99: median(full.map((r) => r.p99)),
+    rss: runs.length ? Math.max(...runs.map((r) => r.rssMax)) : NaN,
+    non2xx: runs.reduce((s, r) => s + r.non2xx + r.warmupNon2xx, 0),
+    dry: runs.filter((r) => r.dryAt !== undefined).length,
+    errors: runs.reduce((s, r) => s + r.errors + r.timeouts, 0),
+  };
+}
+
+function mainTable(opts: Options): string {
+  const lines = [
+    '| scenario | Gatehouse SQLite req/s | Gatehouse PostgreSQL req/s | reference req/s | ratio SQLite / PostgreSQL |',
+    '|---|---:|---:|---|---|',
+  ];
+  for (const s of SCENARIOS.filter((x) => opts.scenarios.includes(x.key))) {
+    const a = stat(s.key, 'sqlite');
+    const b = stat(s.key, 'postgres');
+    const r = stat(s.key, 'ref');
+    lines.push(`| ${s.label} | ${fmt(a.rps)} | ${fmt(b.rps)} | ${s.ref} ${fmt(r.rps)} | ${ratio(a.rps, r.rps)} / ${ratio(b.rps, r.rps)} |`);
+  }
+  if (opts.scenarios.includes('login')) {
+    const a = stat('login', 'sqlite');
+    const b = stat('login', 'postgres');
+    const r = stat('login', 'ref');
+    lines.push('', `Password login p99 latency (median of rounds): SQLite ${fmt(a.p99)} ms, PostgreSQL ${fmt(b.p99)} ms, reference ${fmt(r.p99)} ms.`);
+  }
+  return lines.join('\n');
+}
+
+function detailTable(opts: Options): string {
+  const lines = [
+    '| scenario | target | 2xx req/s per round | p99 ms (median) | max RSS MB | non-2xx (all rounds, incl. warm-up) | pool used / size per round | log MB per run | CPU cores: server / db / load gen. (median) | other CPU, cores (max) |',
+    '|---|---|---|---:|---:|---:|---|---:|---|---:|',
+  ];
+  const names: Record<Target, string> = { sqlite: 'Gatehouse SQLite', postgres: 'Gatehouse PostgreSQL', ref: 'reference' };
+  for (const s of SCENARIOS.filter((x) => opts.scenarios.includes(x.key))) {
+    for (const target of ['sqlite', 'postgres', 'ref'] as const) {
+      const st = stat(s.key, target);
+      if (!st.runs.length) continue;
+      const codes: Record<string, number> = {};
+      for (const r of st.runs) for (const [c, n] of Object.entries(r.statusCodes)) if (!c.startsWith('2')) codes[c] = (codes[c] ?? 0) + n;
+      const codeText = Object.keys(codes).length ? ` (${Object.entries(codes).map(([c, n]) => `${c}: ${n}`).join(', ')})` : '';
+      const pools = st.runs.some((r) => r.poolSize !== undefined)
+        ? st.runs.map((r) => `${fmt(r.poolUsed ?? 0)} / ${fmt(r.poolSize ?? 0)}${r.dryAt !== undefined ? ' **dry**' : ''}`).join('; ')
+        : '–';
+      const errs = st.errors ? `; ${st.errors} socket errors/timeouts` : '';
+      const logged = st.runs.reduce((n, r) => n + r.serverErrors.count, 0);
+      const loggedText = logged ? `; server logged ${logged} errors` : '';
+      lines.push(
+        `| ${s.key} | ${names[target]} | ${st.runs.map((r) => fmt(r.rps)).join(', ')} | ${fmt(st.p99)} | ${fmt(st.rss / 2 ** 20)} | ${st.non2xx}${codeText}${errs}${loggedText} | ${pools} | ${(median(st.runs.map((r) => r.logBytes)) / 2 ** 20).toFixed(1)} | ${(['server', 'database', 'loadGenerator'] as const).map((k) => median(st.runs.map((r) => r.cpu[k])).toFixed(2)).join(' / ')} | ${Math.max(...st.runs.map((r) => r.cpu.foreign)).toFixed(2)} |`,
+      );
+    }
+  }
+  return lines.join('\n');
+}
+
+function errorNotes(): string {
+  const notes: string[] = [];
+  for (const s of SCENARIOS) {
+    for (const target of ['sqlite', 'postgres', 'ref'] as const) {
+      const runs = results.get(keyOf(s.key, target)) ?? [];
+      const kinds = new Map<string, number>();
+      for (const r of runs) for (const k of r.serverErrors.kinds) {
+        const m = /^(\d+)× (.*)$/s.exec(k);
+        if (m) kinds.set(m[2]!, (kinds.get(m[2]!) ?? 0) + Number(m[1]));
+      }
+      if (kinds.size) notes.push(`- ${s.key} @ ${target}: ${[...kinds.entries()].map(([k, n]) => `${n}× ${k}`).join('; ')}`);
+    }
+  }
+  return notes.length ? notes.join('\n') : '- none';
+}
+
+function mintNotes(): string {
+  const notes: string[] = [];
+  for (const s of SCENARIOS) {
+    for (const target of ['sqlite', 'postgres', 'ref'] as const) {
+      const mints = (results.get(keyOf(s.key, target)) ?? []).map((r) => r.mint).filter((m): m is MintStats => !!m);
+      if (!mints.length) continue;
+      const text = mints.map((m) => `${fmt(m.made)} in ${m.seconds.toFixed(1)} s${m.stoppedBy === 'time' ? ' (time box)' : ''}${m.failures ? `, ${m.failures} server errors retried` : ''}`).join('; ');
+      const first = mints.find((m) => m.firstFailure)?.firstFailure;
+      const logged = mints.find((m) => m.serverErrors?.length)?.serverErrors;
+      notes.push(`- ${s.key} @ ${target}: ${text}${first ? ` — first error: ${first}` : ''}${logged ? ` (server log, first round with errors: ${logged.join('; ')})` : ''}`);
+    }
+  }
+  return notes.join('\n');
+}
+
+function machine(): { text: string } {
+  const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  let pgVersion = '';
+  const sqliteVersion = (() => {
+    try {
+      const r = spawnSync(process.execPath, ['-e', "const D=require('better-sqlite3');const d=new D(':memory:');console.log(d.prepare('select sqlite_version() v').get().v)"], { cwd: ROOT, encoding: 'utf8' });
+      return r.stdout.trim();
+    } catch {
+      return '?';
+    }
+  })();
+  pgVersion = pgVersionText;
+  return { text: `${cpus().length} cores (\`nproc\`: ${nproc()}), ${cpu}; Node ${process.version}; SQLite ${sqliteVersion} (better-sqlite3)${pgVersion ? `; ${pgVersion}` : ''}` };
+}
+let pgVersionText = '';
+function nproc(): string {
+  const r = spawnSync('nproc', { encoding: 'utf8' });
+  return r.stdout.trim() || '?';
+}
+
+/** The measured source: HEAD's commit, and whether src/ or migrations/ had uncommitted changes (read-only git). */
+function sourceVersion(): string {
+  const head = spawnSync('git', ['log', '-1', '--format=%h %s'], { cwd: ROOT, encoding: 'utf8' });
+  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src', 'migrations'], { cwd: ROOT, encoding: 'utf8' });
+  if (head.status !== 0) return 'unknown (no git)';
+  const [sha, ...subject] = head.stdout.trim().split(' ');
+  const text = subject.join(' ');
+  return `commit ${sha} ("${text.length > 80 ? `${text.slice(0, 77)}…` : text}")${dirty.stdout.trim() ? ', with uncommitted changes in src/ or migrations/' : ''}`;
+}
+let measuredSource = '';
+
+function disturbanceNote(): string {
+  const runs = [...results.values()].flat();
+  const disturbed = runs.filter((r) => r.cpu.foreign > 0.2).length;
+  if (!disturbed) return '';
+  const worst = Math.max(...runs.map((r) => r.cpu.foreign));
+  return `\n**Disturbed:** ${disturbed} of ${runs.length} runs shared the machine with other work (over 0.2 cores of "other CPU", up to ${worst.toFixed(2)}); read the ratios with that in mind.\n`;
+}
+
+function writeResults(opts: Options, args: string[], minutes: number, load: string, table: string, details: string): void {
+  const file = join(ROOT, 'bench', 'RESULTS.md');
+  const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  const command = `${process.env.TEST_DATABASE_URL ? `TEST_DATABASE_URL=${process.env.TEST_DATABASE_URL} ` : ''}npm run bench -- http${args.length ? ` ${args.join(' ')}` : ''}`;
+  const section = `## http — the hot paths over HTTP, against references in the same run (issue 13)
+
+Command (from the repository root; builds first with \`npm run build\`; PostgreSQL gets a fresh database next
+to the given URL, dropped afterwards):
+
+\`\`\`
+${command}
+\`\`\`
+
+Measured ${now} (${minutes.toFixed(0)} min) on ${measuredSource}; machine: ${machine().text}. Load average at start: ${load}.
+
+Setup: the production build (\`node dist/src/server.js\`, \`NODE_ENV=production\`, default settings except
+\`IP_AUTH_PER_MINUTE\` raised and a fixed \`SECRET_KEY\`/\`ADMIN_TOKEN\`; logs at the default level to a file),
+on a fresh SQLite file and a fresh PostgreSQL database. autocannon in its own process, ${opts.connections}
+connections, ${opts.warmup} s warm-up then ${opts.duration} s measured, ${opts.rounds} rounds, a fresh server
+process for every run; the median of the rounds is quoted (req/s = 2xx answers per second). One confidential
+app (client_secret_basic), ${opts.users} users; one-use codes and refresh tokens come from pools minted
+before each run through the server's own flows (hosted sign-in once per user, then \`/oauth/authorize\` and
+\`/oauth/token\`), never sent twice. References, each in its own process with \`NODE_ENV=production\`:
+\`oidc-provider\` ${providerVersion()} (its memory adapter over a larger LRU, ES256 JWT access tokens via a
+default resource, RS256 ID tokens, rotation on, PKCE, client_secret_basic; pools minted through its models),
+and bare Fastify routes (hello; jose ES256 verify + one better-sqlite3 SELECT by primary key; argon2.verify
+with Gatehouse's \`ARGON2_OPTIONS\`).
+
+${table}
+${disturbanceNote()}
+Per target (all rounds). CPU columns are average cores over the load generator's life (its start-up,
+warm-up and run): the server process, PostgreSQL's processes, autocannon, and everything else on the
+machine ("other": work that was not part of the run; near 0 for an undisturbed run).
+
+${details}
+
+Errors the servers logged during the runs (warm-up included):
+
+${errorNotes()}
+
+Pool minting (before each run, not timed):
+
+${mintNotes()}
+`;
+  let text = readFileSync(file, 'utf8');
+  const start = text.indexOf('\n## http — ');
+  if (start >= 0) {
+    const next = text.indexOf('\n## ', start + 1);
+    text = text.slice(0, start + 1) + section + (next >= 0 ? text.slice(next) : '');
+  } else {
+    text = text.trimEnd() + '\n\n' + section;
+  }
+  writeFileSync(file, text);
+  console.log(`\nwrote the "http" section of ${file}`);
+}
+
+function providerVersion(): string {
+  try {
+    return JSON.parse(readFileSync(join(ROOT, 'node_modules', 'oidc-provider', 'package.json'), 'utf8')).version as string;
+  } catch {
+    return '';
+  }
+}
+
+// Profile -------------------------------------------------------------------------------------------
+
+let profileDirPath: string | undefined;
+function profileDir(opts: Options, target: string): string {
+  if (!profileDirPath) {
+    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+    profileDirPath = opts.profileDir ? resolve(opts.profileDir) : join(tmpdir(), 'gatehouse-cpuprof', `${stamp}-${opts.profile}-${target}`);
+    mkdirSync(profileDirPath, { recursive: true });
+  }
+  return profileDirPath;
+}
+
+// Main ------------------------------------------------------------------------------------------------
+
+export async function main(args: string[]): Promise<void> {
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(USAGE);
+    return;
+  }
+  const opts = parseOptions(args);
+  const startedAt = Date.now();
+  const load = loadavg().map((l) => l.toFixed(2)).join(' ');
+  if (opts.profile) {
+    opts.rounds = 1;
+    opts.refs = false;
+    if (opts.only !== 'postgres') opts.only = 'sqlite';
+  }
+  console.log(`http bench: ${opts.rounds} round(s), ${opts.warmup} s warm-up + ${opts.duration} s runs, ${opts.connections} connections; node ${process.version}; load average ${load}`);
+
+  if (opts.build) {
+    console.log('building: npm run build');
+    const b = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8' });
+    if (b.status !== 0) {
+      console.error(b.stdout + b.stderr);
+      throw new Error(`npm run build failed (exit ${b.status}): the production build does not compile, so there is no server to measure`);
+    }
+  }
+  if (!existsSync(join(ROOT, 'dist', 'src', 'server.js'))) throw new Error('dist/src/server.js missing after the build');
+  measuredSource = sourceVersion();
+  console.log(`measuring ${measuredSource}${opts.build ? '' : ' (as last built: --no-build)'}`);
+
+  workDir = mkdtempSync(join(tmpdir(), 'gh-http-bench-'));
+  const targets: GatehouseTarget[] = [];
+  let interrupted = false;
+  const onSignal = () => {
+    interrupted = true;
+    console.error('\ninterrupted: stopping servers, dropping the PostgreSQL database');
+    for (const s of live) s.proc.kill('SIGKILL');
+    void Promise.allSettled([...cleanups].map((c) => c())).then(() => {
+      if (!opts.keep) rmSync(workDir, { recursive: true, force: true });
+      process.exit(130);
+    });
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    if (process.env.TEST_DATABASE_URL || process.env.BENCH_DATABASE_URL) {
+      try {
+        const c = new pg.Client({ connectionString: process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL });
+        await c.connect();
+        const v = (await c.query('SHOW server_version')).rows[0].server_version as string;
+        pgVersionText = `PostgreSQL ${v.split(' ')[0]} on the same host`;
+        await c.end();
+      } catch {
+        // reported when the database is created
+      }
+    }
+    const runGatehouse = opts.only === undefined || opts.only === 'sqlite' || opts.only === 'postgres';
+    if (runGatehouse) {
+      for (const target of ['sqlite', 'postgres'] as const) {
+        if (opts.only && opts.only !== target) continue;
+        const t = await prepareTarget(opts, target);
+        if (t) targets.push(t);
+      }
+    }
+    const runRefs = opts.refs && (opts.only === undefined || opts.only === 'ref');
+    for (let round = 1; round <= opts.rounds; round++) {
+      console.log(`\n== round ${round}/${opts.rounds}`);
+      for (const t of targets) await gatehouseRound(opts, t, round);
+      if (runRefs) await refRound(opts, round);
+    }
+
+    const minutes = (Date.now() - startedAt) / 60_000;
+    const table = mainTable(opts);
+    const details = detailTable(opts);
+    console.log(`\n${table}\n\n${details}\n\nErrors the servers logged during the runs:\n${errorNotes()}\n\nPool minting:\n${mintNotes()}\n\nmachine: ${machine().text}; total ${minutes.toFixed(1)} min`);
+    const dry = [...results.values()].flat().filter((r) => r.dryAt !== undefined).length;
+    if (dry) console.log(`\nWARNING: ${dry} run(s) ran out of pool (marked dry, left out of the medians): raise --pool or --mint-seconds.`);
+    const disturbed = [...results.values()].flat().filter((r) => r.cpu.foreign > 0.2).length;
+    if (disturbed) console.log(`\nNOTE: ${disturbed} run(s) shared the machine with other work (over 0.2 cores of "other CPU"): see the last column.`);
+
+    if (opts.profile) {
+      const dir = profileDirPath!;
+      const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+      console.log(`\nCPU profile(s) of the Gatehouse server (${opts.profile}) in ${dir}:`);
+      for (const f of files) {
+        console.log(`  ${join(dir, f)}\n`);
+        console.log(formatSummary(summarizeProfile(join(dir, f)), 25));
+      }
+      console.log(`\nSummarise again with: npx tsx bench/http/profile-summary.ts ${join(dir, files[0] ?? '<file>.cpuprofile')} [--top N] [--all]`);
+      console.log('(measured run only, from the .window.json beside it; --all includes start-up, warm-up and shutdown; the .cpuprofile also opens in Chrome DevTools or speedscope)');
+    }
+
+    const everything = SCENARIOS.every((sc) => (['sqlite', 'postgres', 'ref'] as const).every((tg) => (results.get(keyOf(sc.key, tg))?.length ?? 0) >= opts.rounds));
+    const full = !opts.profile && opts.duration >= 10 && opts.rounds >= 3 && everything && dry === 0;
+    const write = opts.write ?? full;
+    if (write) writeResults(opts, args, minutes, load, table, details);
+    else console.log(`\nbench/RESULTS.md not written (${opts.write === false ? '--no-write' : 'not a full run; --write forces it'})`);
+  } catch (error) {
+    if (!interrupted) throw error;
+  } finally {
+    for (const s of [...live]) await stop(s).catch(() => {});
+    for (const c of cleanups) await c().catch((e) => console.error(`cleanup failed: ${e}`));
+    cleanups.clear();
+    if (opts.keep) console.log(`kept ${workDir}`);
+    else rmSync(workDir, { recursive: true, force: true });
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+  }
+}

@@ -1,0 +1,170 @@
+import autocannon from 'autocannon';
+import { readFileSync, writeFileSync } from 'node:fs';
+
+/**
+ * The load generator of `npm run bench -- http`, always run in its own process (never in the one that
+ * serves): `node --import tsx bench/http/load.ts <job.json>`. Drives one scenario with autocannon:
+ * an optional warm-up, then the measured run, and writes a summary to `job.resultFile`.
+ *
+ * Requests are either fixed, rotated over a few `variants` (e.g. one access token per user), or taken
+ * from a pool file (one request body per line) where every body is sent exactly once, across warm-up
+ * and run. When a pool runs dry the run is stopped at once and the time is reported (`dryAt`): its
+ * figures are then not a full run.
+ */
+
+export interface LoadJob {
+  url: string;
+  connections: number;
+  /** Seconds of the measured run. */
+  duration: number;
+  /** Seconds of warm-up before it (same pool), not counted. 0 = none. */
+  warmup: number;
+  method: 'GET' | 'POST';
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
+  poolFile?: string;
+  variants?: Array<{ path?: string; headers?: Record<string, string>; body?: string }>;
+  resultFile: string;
+}
+
+export interface LoadSummary {
+  seconds: number;
+  total: number;
+  ok: number;
+  non2xx: number;
+  statusCodes: Record<string, number>;
+  errors: number;
+  timeouts: number;
+  /** 2xx responses per second over the run. */
+  rps: number;
+  /** autocannon's own mean of per-second response counts (all statuses). */
+  reqAvg: number;
+  latency: { p50: number; p90: number; p99: number; avg: number; max: number };
+}
+
+export interface LoadResult {
+  warmup?: LoadSummary;
+  run: LoadSummary;
+  poolSize?: number;
+  poolUsed?: number;
+  /** Seconds into the measured run when the pool ran dry (-1: during warm-up). */
+  dryAt?: number;
+  /** CPU seconds this load generator used (user + system), start-up included. */
+  cpuSeconds?: number;
+  /** The measured run on the system's monotonic clock in µs (the clock of V8 CPU profiles). */
+  runStartUs?: number;
+  runEndUs?: number;
+}
+
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+
+const DRY_PATH = '/__bench_pool_dry__';
+
+function summarize(r: autocannon.Result): LoadSummary {
+  const statusCodes: Record<string, number> = {};
+  for (const [code, v] of Object.entries((r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {})) statusCodes[code] = v.count;
+  const ok = r['2xx'];
+  const seconds = r.duration;
+  return {
+    seconds,
+    total: r.requests.total,
+    ok,
+    non2xx: r.non2xx,
+    statusCodes,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    rps: seconds > 0 ? ok / seconds : 0,
+    reqAvg: r.requests.average,
+    latency: { p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, avg: r.latency.average, max: r.latency.max },
+  };
+}
+
+async function main(): Promise<void> {
+  const job = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as LoadJob;
+  const pool = job.poolFile ? readFileSync(job.poolFile, 'utf8').split('\n').filter(Boolean) : undefined;
+  let next = 0;
+  let dry = false;
+  let dryAt: number | undefined;
+  let dryRequests = 0;
+  let current: autocannon.Instance | undefined;
+  let phase: 'warmup' | 'run' = 'warmup';
+  let runStarted = 0;
+
+  const base = { method: job.method, path: job.path, headers: job.headers, body: job.body };
+  let requests: autocannon.Request[];
+  if (pool) {
+    requests = [
+      {
+        ...base,
+        setupRequest: (req: autocannon.Request) => {
+          if (next < pool.length) return { ...req, body: pool[next++] };
+          if (!dry) {
+            dry = true;
+            dryAt = phase === 'warmup' ? -1 : (Date.now() - runStarted) / 1000;
+            setImmediate(() => current?.stop());
+          }
+          // Never resend a used body: a harmless request (404) until autocannon stops at its next 1 s tick;
+          // these are taken out of the status counts below.
+          dryRequests++;
+          return { ...req, method: 'GET', path: DRY_PATH, headers: {}, body: undefined };
+        },
+      } as autocannon.Request,
+    ];
+  } else if (job.variants?.length) {
+    const variants = job.variants;
+    let i = 0;
+    requests = [
+      {
+        ...base,
+        setupRequest: (req: autocannon.Request) => {
+          const v = variants[i++ % variants.length]!;
+          return { ...req, path: v.path ?? req.path, headers: { ...req.headers, ...v.headers }, body: v.body ?? req.body };
+        },
+      } as autocannon.Request,
+    ];
+  } else {
+    requests = [base as autocannon.Request];
+  }
+
+  const run = (duration: number) =>
+    new Promise<autocannon.Result>((resolve, reject) => {
+      current = autocannon({ url: job.url, connections: job.connections, duration, timeout: 30, requests }, (err, result) => (err ? reject(err) : resolve(result)));
+    });
+
+  /** Removes the answers to pool-dry filler requests (404s) from a summary. */
+  const withoutDry = (r: LoadSummary): LoadSummary => {
+    const filler = Math.min(dryRequests, r.statusCodes['404'] ?? 0);
+    dryRequests = 0;
+    if (!filler) return r;
+    const statusCodes: Record<string, number> = { ...r.statusCodes, 404: (r.statusCodes['404'] ?? 0) - filler };
+    if (!statusCodes['404']) delete statusCodes['404'];
+    return { ...r, statusCodes, non2xx: r.non2xx - filler, total: r.total - filler };
+  };
+  const result: Partial<LoadResult> = {};
+  if (job.warmup > 0) {
+    result.warmup = withoutDry(summarize(await run(job.warmup)));
+  }
+  if (!dry) {
+    phase = 'run';
+    runStarted = Date.now();
+    result.runStartUs = monotonicUs();
+    result.run = withoutDry(summarize(await run(job.duration)));
+    result.runEndUs = monotonicUs();
+  } else {
+    result.run = { seconds: 0, total: 0, ok: 0, non2xx: 0, statusCodes: {}, errors: 0, timeouts: 0, rps: 0, reqAvg: 0, latency: { p50: 0, p90: 0, p99: 0, avg: 0, max: 0 } };
+  }
+  if (pool) {
+    result.poolSize = pool.length;
+    result.poolUsed = next;
+  }
+  if (dry) result.dryAt = dryAt;
+  const cpu = process.cpuUsage();
+  result.cpuSeconds = (cpu.user + cpu.system) / 1e6;
+  writeFileSync(job.resultFile, JSON.stringify(result));
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,244 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** Process helpers for the HTTP benchmark: free ports, server processes, readiness, RSS sampling. */
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServerProcess {
+  name: string;
+  proc: ChildProcess;
+  pid: number;
+  url: string;
+  logFile: string;
+  /** Resolves with the exit code (or signal name) once the process has exited. */
+  exited: Promise<string>;
+  stop(): Promise<string>;
+}
+
+/**
+ * Spawns a server process with stdout and stderr going to `logFile` (a real file, as a production log
+ * collector would read, so logging costs what it costs), then waits until `readyPath` answers 2xx.
+ */
+export async function startServer(opts: {
+  name: string;
+  command: string;
+  args: string[];
+  env: Record<string, string | undefined>;
+  port: number;
+  logFile: string;
+  readyPath?: string;
+  cwd?: string;
+  timeoutMs?: number;
+}): Promise<ServerProcess> {
+  const fd = openSync(opts.logFile, 'a');
+  const proc = spawn(opts.command, opts.args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  let exitInfo: string | undefined;
+  const exited = new Promise<string>((resolve) => {
+    proc.once('exit', (code, signal) => {
+      exitInfo = signal ?? String(code);
+      resolve(exitInfo);
+    });
+  });
+  const url = `http://127.0.0.1:${opts.port}`;
+  const deadline = Date.now() + (opts.timeoutMs ?? 90_000);
+  const readyPath = opts.readyPath ?? '/healthz';
+  for (;;) {
+    if (exitInfo !== undefined) {
+      throw new Error(`${opts.name} exited (${exitInfo}) before it was ready; last log lines:\n${tail(opts.logFile, 25)}`);
+    }
+    try {
+      const res = await fetch(url + readyPath, { signal: AbortSignal.timeout(2000) });
+      await res.arrayBuffer();
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`${opts.name} did not become ready within ${(opts.timeoutMs ?? 90_000) / 1000} s; last log lines:\n${tail(opts.logFile, 25)}`);
+    }
+    await sleep(100);
+  }
+  const stop = async (): Promise<string> => {
+    if (exitInfo !== undefined) return exitInfo;
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
+    const info = await exited;
+    clearTimeout(timer);
+    return info;
+  };
+  return { name: opts.name, proc, pid: proc.pid!, url, logFile: opts.logFile, exited, stop };
+}
+
+export function tail(file: string, lines: number): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+export function fileSize(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** VmRSS of a process in bytes (Linux /proc), or undefined when it is gone. */
+export function rssBytes(pid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return m ? Number(m[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Samples VmRSS every `everyMs` until stopped; returns the maximum seen. */
+export function sampleRss(pid: number, everyMs = 200): { stop(): number } {
+  let max = rssBytes(pid) ?? 0;
+  const timer = setInterval(() => {
+    const v = rssBytes(pid);
+    if (v !== undefined && v > max) max = v;
+  }, everyMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      const v = rssBytes(pid);
+      if (v !== undefined && v > max) max = v;
+      return max;
+    },
+  };
+}
+
+/**
+ * Runs `fn(0 … count-1)` with at most `concurrency` in flight; stops starting new ones when `until()`
+ * says so. Results are in index order (only the indexes that ran, when stopped early).
+ */
+export async function parallel<T>(count: number, concurrency: number, fn: (i: number) => Promise<T>, until?: () => boolean): Promise<T[]> {
+  const out: Array<{ i: number; v: T }> = [];
+  let next = 0;
+  let failure: unknown;
+  const worker = async () => {
+    while (failure === undefined && next < count && !(until && until())) {
+      const i = next++;
+      try {
+        out.push({ i, v: await fn(i) });
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+  if (failure !== undefined) throw failure;
+  return out.sort((a, b) => a.i - b.i).map((x) => x.v);
+}
+
+// CPU accounting: how much of the machine went to something other than the run itself ----------------
+
+const HZ = 100; // USER_HZ on Linux (`getconf CLK_TCK`)
+
+interface CpuSnapshot {
+  at: number;
+  /** Busy ticks of the whole machine (/proc/stat: user nice system irq softirq steal). */
+  busy: number;
+  /** Ticks (utime + stime) and command name per live process. */
+  procs: Map<number, { comm: string; ticks: number }>;
+}
+
+function procTicks(pid: number): { comm: string; ticks: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const close = stat.lastIndexOf(')');
+    const comm = stat.slice(stat.indexOf('(') + 1, close);
+    const fields = stat.slice(close + 2).split(' ');
+    // fields[0] is the state (field 3); utime and stime are fields 14 and 15.
+    return { comm, ticks: Number(fields[11]) + Number(fields[12]) };
+  } catch {
+    return undefined;
+  }
+}
+
+export function cpuSnapshot(): CpuSnapshot {
+  const [, user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
+  const procs = new Map<number, { comm: string; ticks: number }>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const t = procTicks(Number(name));
+    if (t) procs.set(Number(name), t);
+  }
+  return { at: performance.now(), busy: user! + nice! + system! + irq! + softirq! + steal!, procs };
+}
+
+export interface CpuShare {
+  /** Average cores used over the window. */
+  server: number;
+  database: number;
+  loadGenerator: number;
+  /** Everything else on the machine (other people's work, this harness): what disturbed the run. */
+  foreign: number;
+}
+
+/**
+ * Splits the machine's CPU over a window: the server process, the database server (processes named
+ * `postgres`), the load generator (its own cpuUsage, as it has exited) and the rest.
+ */
+export function cpuShare(before: CpuSnapshot, after: CpuSnapshot, serverPid: number, loadGeneratorSeconds: number): CpuShare {
+  const seconds = (after.at - before.at) / 1000;
+  const delta = (pid: number, a: { ticks: number }) => a.ticks - (before.procs.get(pid)?.ticks ?? 0);
+  let server = 0;
+  let database = 0;
+  for (const [pid, a] of after.procs) {
+    if (pid === serverPid) server += delta(pid, a);
+    else if (a.comm === 'postgres') database += delta(pid, a);
+  }
+  const busy = (after.busy - before.busy) / HZ;
+  const serverS = server / HZ;
+  const databaseS = database / HZ;
+  const foreign = Math.max(0, busy - serverS - databaseS - loadGeneratorSeconds);
+  return { server: serverS / seconds, database: databaseS / seconds, loadGenerator: loadGeneratorSeconds / seconds, foreign: foreign / seconds };
+}
+
+/**
+ * Error lines (pino level ≥ 50) a server logged from byte `from` on: their count and the distinct
+ * messages (error type and message, at most `max`), to say what a run's 5xx answers were.
+ */
+export function loggedErrors(file: string, from: number, max = 3): { count: number; kinds: string[] } {
+  const size = fileSize(file);
+  if (size <= from) return { count: 0, kinds: [] };
+  const fd = openSync(file, 'r');
+  const buf = Buffer.alloc(size - from);
+  readSync(fd, buf, 0, buf.length, from);
+  closeSync(fd);
+  let count = 0;
+  const kinds = new Map<string, number>();
+  for (const line of buf.toString('utf8').split('\n')) {
+    if (!/"level":(5\d|60)/.test(line)) continue;
+    count++;
+    let kind = line.slice(0, 200);
+    try {
+      const entry = JSON.parse(line) as { msg?: string; err?: { type?: string; message?: string } };
+      kind = `${entry.err?.type ?? ''}${entry.err?.message ? `: ${entry.err.message}` : ''} (${entry.msg ?? ''})`;
+    } catch {
+      // not JSON: keep the raw start of the line
+    }
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  }
+  return { count, kinds: [...kinds.entries()].sort((a, b) => b[1] - a[1]).slice(0, max).map(([k, n]) => `${n}× ${k}`) };
+}
