@@ -15,7 +15,9 @@ import {
   jwtVerify,
 } from 'jose';
 import type { Kysely } from 'kysely';
+import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { SecretBox } from '../shared/crypto.js';
+import { signEs256, verifyEs256 } from './jwt-es256.js';
 import type { Clock } from '../shared/time.js';
 import type { Database } from '../storage/schema.js';
 import { insertFirstSigningKeys, insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
@@ -30,12 +32,16 @@ import { insertFirstSigningKeys, insertSigningKeys, listSigningKeys, retireSigni
 export type SigningAlg = 'ES256' | 'RS256';
 const ALGS: SigningAlg[] = ['ES256', 'RS256'];
 const RELOAD_INTERVAL_S = 5;
+/** Clock skew allowed on `exp` and `nbf` when verifying. */
+const CLOCK_TOLERANCE_S = 30;
 
 interface LoadedKey {
   kid: string;
   alg: SigningAlg;
   publicJwk: JWK;
   privateKey: CryptoKey;
+  /** ES256 keys as node:crypto KeyObjects too: the hot paths sign and verify with them (jwt-es256.ts). */
+  nodeKeys?: { privateKey: KeyObject; publicKey: KeyObject };
   createdAt: number;
   retiredAt: number | null;
 }
@@ -90,14 +96,22 @@ export class KeyStore {
   async reload(): Promise<void> {
     const rows = await listSigningKeys(this.db);
     this.keys = await Promise.all(
-      rows.map(async (row) => ({
-        kid: row.kid,
-        alg: row.alg,
-        publicJwk: JSON.parse(row.public_jwk) as JWK,
-        privateKey: (await importJWK(JSON.parse(this.box.open(row.private_jwk)) as JWK, row.alg)) as CryptoKey,
-        createdAt: row.created_at,
-        retiredAt: row.retired_at,
-      })),
+      rows.map(async (row) => {
+        const publicJwk = JSON.parse(row.public_jwk) as JWK;
+        const privateJwk = JSON.parse(this.box.open(row.private_jwk)) as JWK;
+        return {
+          kid: row.kid,
+          alg: row.alg,
+          publicJwk,
+          privateKey: (await importJWK(privateJwk, row.alg)) as CryptoKey,
+          nodeKeys:
+            row.alg === 'ES256'
+              ? { privateKey: createPrivateKey({ key: privateJwk as never, format: 'jwk' }), publicKey: createPublicKey({ key: publicJwk as never, format: 'jwk' }) }
+              : undefined,
+          createdAt: row.created_at,
+          retiredAt: row.retired_at,
+        };
+      }),
     );
     this.loadedAt = this.clock.now();
     this.generation += 1;
@@ -120,6 +134,12 @@ export class KeyStore {
   async jwks(): Promise<{ keys: JWK[] }> {
     this.refreshSoon();
     return { keys: this.publicJwks() };
+  }
+
+  /** A key still in the JWKS (active, or retired within its retention), by `kid` and algorithm. */
+  private publishedKey(kid: string, alg: SigningAlg): LoadedKey | undefined {
+    const now = this.clock.now();
+    return this.keys.find((k) => k.kid === kid && k.alg === alg && (k.retiredAt === null || k.retiredAt + this.retentionSeconds > now));
   }
 
   private publicJwks(): JWK[] {
@@ -150,6 +170,9 @@ export class KeyStore {
     const key = this.keys.find((k) => k.alg === options.alg && k.retiredAt === null);
     if (!key) throw new Error(`no active ${options.alg} signing key`);
     const now = this.clock.now();
+    if (key.nodeKeys) {
+      return signEs256({ ...payload, iss: this.issuer, iat: now, exp: now + options.expiresIn }, { kid: key.kid, typ: options.typ }, key.nodeKeys.privateKey);
+    }
     return new SignJWT(payload)
       .setProtectedHeader({ alg: key.alg, typ: options.typ, kid: key.kid })
       .setIssuer(this.issuer)
@@ -165,13 +188,23 @@ export class KeyStore {
   async verify(token: string, options: VerifyOptions): Promise<JWTVerifyResult['payload']> {
     this.refreshSoon();
     const attempt = async () => {
+      if (options.algorithms.length === 1 && options.algorithms[0] === 'ES256') {
+        return verifyEs256(token, {
+          keyFor: (kid) => this.publishedKey(kid, 'ES256')?.nodeKeys?.publicKey,
+          issuer: this.issuer,
+          typ: options.typ,
+          audience: options.audience,
+          now: this.clock.now(),
+          tolerance: CLOCK_TOLERANCE_S,
+        });
+      }
       const { payload } = await jwtVerify(token, this.verificationKeys(), {
         issuer: this.issuer,
         algorithms: options.algorithms,
         typ: options.typ,
         audience: options.audience,
         currentDate: new Date(this.clock.now() * 1000),
-        clockTolerance: 30,
+        clockTolerance: CLOCK_TOLERANCE_S,
         requiredClaims: ['iat', 'exp', 'sub'],
       });
       return payload;

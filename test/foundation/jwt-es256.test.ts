@@ -1,0 +1,92 @@
+import { generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
+import { errors, importJWK, jwtVerify, SignJWT, type JWTPayload } from 'jose';
+import { describe, expect, it } from 'vitest';
+import { signEs256, verifyEs256 } from '../../src/plugins/jwt-es256.js';
+
+// The node:crypto ES256 path for our own access tokens and session JWTs (src/plugins/jwt-es256.ts):
+// interchangeable with jose in both directions, and every malformed, forged or out-of-time token is a
+// jose error (callers treat any JOSEError as "invalid").
+
+const ISS = 'https://gatehouse.test';
+const NOW = 1_800_000_000;
+const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const other = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const b64 = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
+
+/** A token with any header and payload, signed with `key` (or carrying `signature` as given). */
+function craft(header: object, payload: object, key: KeyObject = privateKey, signature?: string): string {
+  const input = `${b64(header)}.${b64(payload)}`;
+  return `${input}.${signature ?? sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`;
+}
+
+const claims = (extra: Record<string, unknown> = {}): JWTPayload => ({ sub: 'usr_1', iss: ISS, iat: NOW, exp: NOW + 300, ...extra });
+const header = (extra: Record<string, unknown> = {}) => ({ alg: 'ES256', typ: 'at+jwt', kid: 'k1', ...extra });
+const check = (token: string, extra: Partial<Parameters<typeof verifyEs256>[1]> = {}) =>
+  verifyEs256(token, { keyFor: (kid) => (kid === 'k1' ? publicKey : undefined), issuer: ISS, typ: 'at+jwt', now: NOW, tolerance: 30, ...extra });
+
+describe('ES256 through node:crypto', () => {
+  it('verifies what it signed, and jose agrees in both directions', async () => {
+    const token = signEs256(claims({ scope: 'openid' }), { kid: 'k1', typ: 'at+jwt' }, privateKey);
+    expect(check(token)).toMatchObject({ sub: 'usr_1', scope: 'openid' });
+
+    const joseKey = await importJWK({ ...publicKey.export({ format: 'jwk' }), alg: 'ES256' }, 'ES256');
+    const { payload, protectedHeader } = await jwtVerify(token, joseKey, { issuer: ISS, typ: 'at+jwt', currentDate: new Date(NOW * 1000) });
+    expect(payload.sub).toBe('usr_1');
+    expect(protectedHeader).toEqual({ alg: 'ES256', typ: 'at+jwt', kid: 'k1' });
+
+    const joseSigned = await new SignJWT(claims()).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: 'k1' }).sign(privateKey);
+    expect(check(joseSigned).sub).toBe('usr_1');
+  });
+
+  const refused: Array<[string, () => string, Partial<Parameters<typeof verifyEs256>[1]>?]> = [
+    ['a changed payload', () => { const [h, , s] = craft(header(), claims()).split('.'); return `${h}.${b64(claims({ sub: 'usr_2' }))}.${s}`; }],
+    ['a signature by another key', () => craft(header(), claims(), other.privateKey)],
+    ['alg none', () => `${b64({ alg: 'none', typ: 'at+jwt', kid: 'k1' })}.${b64(claims())}.`],
+    ['alg none with a signature', () => craft(header({ alg: 'none' }), claims())],
+    ['alg HS256', () => craft(header({ alg: 'HS256' }), claims())],
+    ['alg ES384', () => craft(header({ alg: 'ES384' }), claims())],
+    ['another typ', () => craft(header({ typ: 'session+jwt' }), claims())],
+    ['no typ', () => craft({ alg: 'ES256', kid: 'k1' }, claims())],
+    ['an unknown kid', () => craft(header({ kid: 'k2' }), claims())],
+    ['no kid', () => craft({ alg: 'ES256', typ: 'at+jwt' }, claims())],
+    ['a crit header', () => craft(header({ crit: ['exp'] }), claims())],
+    ['b64: false', () => craft(header({ b64: false }), claims())],
+    ['a DER signature', () => { const t = craft(header(), claims()); const [h, p] = t.split('.'); return `${h}.${p}.${sign('sha256', Buffer.from(`${h}.${p}`), privateKey).toString('base64url')}`; }],
+    ['a truncated signature', () => craft(header(), claims()).slice(0, -4)],
+    ['two segments', () => craft(header(), claims()).split('.').slice(0, 2).join('.')],
+    ['four segments', () => `${craft(header(), claims())}.x`],
+    ['padding in a segment', () => craft(header(), claims()).replace('.', '=.')],
+    ['a header that is not JSON', () => `${b64('not json')}.${b64(claims())}.${b64('sig')}`],
+    ['a payload that is an array', () => craft(header(), [claims()])],
+    ['expired beyond the tolerance', () => craft(header(), claims({ exp: NOW - 31 }))],
+    ['not yet valid beyond the tolerance', () => craft(header(), claims({ nbf: NOW + 31 }))],
+    ['no exp', () => craft(header(), claims({ exp: undefined }))],
+    ['exp as a string', () => craft(header(), claims({ exp: String(NOW + 300) }))],
+    ['no iat', () => craft(header(), claims({ iat: undefined }))],
+    ['no sub', () => craft(header(), claims({ sub: undefined }))],
+    ['another issuer', () => craft(header(), claims({ iss: 'https://evil.test' }))],
+    ['no issuer', () => craft(header(), claims({ iss: undefined }))],
+    ['another audience', () => craft(header(), claims({ aud: 'app_2' })), { audience: 'app_1' }],
+    ['no audience when one is required', () => craft(header(), claims()), { audience: 'app_1' }],
+  ];
+  it.each(refused)('refuses %s with a jose error', (_name, token, options) => {
+    expect(() => check(token(), options)).toThrow(errors.JOSEError);
+  });
+
+  it('accepts the edges it should: skew within the tolerance, typ in another case, an audience list', () => {
+    expect(check(craft(header(), claims({ exp: NOW - 29 }))).sub).toBe('usr_1');
+    expect(check(craft(header(), claims({ nbf: NOW + 29 }))).sub).toBe('usr_1');
+    expect(check(craft(header({ typ: 'AT+JWT' }), claims())).sub).toBe('usr_1');
+    expect(check(craft(header(), claims({ aud: ['app_2', 'app_1'] })), { audience: 'app_1' }).sub).toBe('usr_1');
+  });
+
+  it('an expired token is JWTExpired with its claims (as jose reports it)', () => {
+    try {
+      check(craft(header(), claims({ exp: NOW - 100 })));
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(errors.JWTExpired);
+      expect((error as errors.JWTExpired).claim).toBe('exp');
+    }
+  });
+});
