@@ -1,5 +1,5 @@
 import formbody from '@fastify/formbody';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { ResolvedConfig } from './config.js';
 import { systemClock, type Clock } from './shared/time.js';
@@ -70,12 +70,21 @@ function bufferedStdout(): pino.DestinationStream {
   return destination;
 }
 
+/** One access line per request, the request and its outcome together (Fastify's default writes two). */
+class AccessLog extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
+    else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+  }
+}
+
 /** Builds the whole application as a Fastify instance. It never listens: server.ts and tests do that. */
 export async function buildApp(config: ResolvedConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: options.logStream === false ? false : { ...loggerOptions(config.logLevel), stream: options.logStream ?? bufferedStdout() },
-    // One access line per request (onResponse below) instead of Fastify's two.
-    disableRequestLogging: true,
+    logController: new AccessLog(),
     bodyLimit: config.bodyLimit,
     connectionTimeout: config.connectionTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
@@ -94,9 +103,6 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
-  });
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info({ req: request, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime }, 'request completed');
   });
   // Only JSON and (per route) form bodies are parsed; text/plain bodies get 415.
   app.removeContentTypeParser('text/plain');
