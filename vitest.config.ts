@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 // The whole suite runs on SQLite, and again on PostgreSQL when TEST_DATABASE_URL is set.
@@ -6,6 +7,9 @@ const dialects = ['sqlite', ...(process.env.TEST_DATABASE_URL ? ['postgres'] : [
 export default defineConfig({
   test: {
     pool: 'forks',
+    // Test files mostly wait (on servers, databases, Chromium, argon2 on the thread pool): at least two
+    // at once, even on two cores (vitest's default there is one; the whole suite took twice as long).
+    maxWorkers: Math.max(2, availableParallelism()),
     testTimeout: 30_000,
     hookTimeout: 60_000,
     include: ['test/**/*.test.ts'],
