@@ -58,7 +58,7 @@ export interface BuildOptions {
  * share of its time. Lines that arrive while a write is under way go out together with the next one;
  * at low traffic each line is written at once. What is still buffered is written when the process exits.
  */
-function bufferedStdout(): pino.DestinationStream {
+function asyncStdout(): pino.DestinationStream {
   const destination = pino.destination({ dest: 1, sync: false });
   process.once('exit', () => {
     try {
@@ -83,7 +83,7 @@ class AccessLog extends LogController {
 /** Builds the whole application as a Fastify instance. It never listens: server.ts and tests do that. */
 export async function buildApp(config: ResolvedConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logStream === false ? false : { ...loggerOptions(config.logLevel), stream: options.logStream ?? bufferedStdout() },
+    logger: options.logStream === false ? false : { ...loggerOptions(config.logLevel), stream: options.logStream ?? asyncStdout() },
     logController: new AccessLog(),
     bodyLimit: config.bodyLimit,
     connectionTimeout: config.connectionTimeoutMs,

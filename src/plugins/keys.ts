@@ -136,16 +136,21 @@ export class KeyStore {
     return { keys: this.publicJwks() };
   }
 
-  /** A key still in the JWKS (active, or retired within its retention), by `kid` and algorithm. */
+  /** Whether a key is in the JWKS: active, or retired less than its retention ago. */
+  private isPublished(key: LoadedKey, now: number): boolean {
+    return key.retiredAt === null || key.retiredAt + this.retentionSeconds > now;
+  }
+
+  /** A published key, by `kid` and algorithm. */
   private publishedKey(kid: string, alg: SigningAlg): LoadedKey | undefined {
     const now = this.clock.now();
-    return this.keys.find((k) => k.kid === kid && k.alg === alg && (k.retiredAt === null || k.retiredAt + this.retentionSeconds > now));
+    return this.keys.find((k) => k.kid === kid && k.alg === alg && this.isPublished(k, now));
   }
 
   private publicJwks(): JWK[] {
     const now = this.clock.now();
     return this.keys
-      .filter((k) => k.retiredAt === null || k.retiredAt + this.retentionSeconds > now)
+      .filter((k) => this.isPublished(k, now))
       .map((k) => ({ ...k.publicJwk, kid: k.kid, alg: k.alg, use: 'sig' }));
   }
 

@@ -18,6 +18,7 @@ import {
   insertGrant,
   insertRefreshToken,
   isGrantLive,
+  isLiveGrant,
   revokeGrant,
   rotateRefreshToken,
 } from '../storage/repos/grants.js';
@@ -274,8 +275,7 @@ export class TokenService {
 
     if (row.consumed_at === null) {
       if (row.expires_at <= now) throw new AppError('invalid_grant', { detail: 'refresh token expired' });
-      // The grant must be live (as isGrantLive): not revoked, not past its lifetime, its user active.
-      if (grant.revoked_at !== null || grant.expires_at <= now || user.status !== 'active') throw new AppError('invalid_grant', { detail: 'grant revoked or expired' });
+      if (!isLiveGrant(grant, user, now)) throw new AppError('invalid_grant', { detail: 'grant revoked or expired' });
       const scope = input.scope !== undefined ? joinScope(scopeList(input.scope)) : row.scope;
       // Signed before the transaction; the conditional UPDATE decides the one winner.
       const { response, refreshRow } = await this.prepareTokens({

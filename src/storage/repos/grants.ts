@@ -13,7 +13,12 @@ export async function findGrant(db: Kysely<Database>, id: string): Promise<Grant
   return db.selectFrom('grants').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** True when the grant exists, is not revoked, its absolute lifetime has not passed and its user is active. */
+/** The liveness rule of grants: not revoked, its absolute lifetime not passed, its user active (isGrantLive's WHERE). */
+export function isLiveGrant(grant: Pick<GrantRow, 'revoked_at' | 'expires_at'>, user: Pick<UserRow, 'status'>, now: number): boolean {
+  return grant.revoked_at === null && grant.expires_at > now && user.status === 'active';
+}
+
+/** True when the grant exists and is live (isLiveGrant, evaluated in the database). */
 export async function isGrantLive(db: Kysely<Database>, id: string, now: number): Promise<boolean> {
   const row = await db
     .selectFrom('grants')
