@@ -1,0 +1,339 @@
+import {
+  type AuthenticationResponseJSON,
+  generateAuthenticationOptions,
+  generateRegistrationOptions,
+  type PublicKeyCredentialCreationOptionsJSON,
+  type PublicKeyCredentialRequestOptionsJSON,
+  type RegistrationResponseJSON,
+  verifyAuthenticationResponse,
+  verifyRegistrationResponse,
+} from '@simplewebauthn/server';
+import { decodeClientDataJSON } from '@simplewebauthn/server/helpers';
+import type { Kysely } from 'kysely';
+import { AppError } from '../errors.js';
+import type { Amr } from '../shared/acr.js';
+import { hashSecret, newId } from '../shared/ids.js';
+import type { RequestContext } from '../shared/request-context.js';
+import { isoTime, type Clock } from '../shared/time.js';
+import { appendEvent } from '../storage/repos/events.js';
+import { insertOneTimeToken, takeOneTimeTokenByHash } from '../storage/repos/one-time-tokens.js';
+import {
+  countPasskeysOfUser,
+  deletePasskey,
+  findPasskeyByCredentialId,
+  insertPasskey,
+  listPasskeysOfUser,
+  type Passkey,
+  recordPasskeyUse,
+  renamePasskey,
+} from '../storage/repos/passkeys.js';
+import type { UserRow } from '../storage/repos/users.js';
+import type { Database } from '../storage/schema.js';
+import { passkeyName } from './names.js';
+import type { RelyingParty } from './relying-party.js';
+
+/**
+ * Passkeys (WebAuthn, issue 16): registration, sign-in verification and management, for every door
+ * (hosted pages, `/v1/auth/passkey/*`, and the MFA step, which uses a passkey as a second factor).
+ *
+ * Challenges are single-use rows of `one_time_tokens` (stored as the SHA-256 of the challenge, like
+ * every other secret), short-lived, and bound to whoever asked for them (`binding`: the browser
+ * session, the app, or the user): the answer names its challenge in `clientDataJSON`, which is taken
+ * exactly once before anything else is checked. User verification is always required, so a passkey
+ * sign-in is strong on its own: `amr` `hwk` for a device-bound credential, `swk` for a synced one.
+ */
+
+/** RFC 8176 `amr` of a passkey sign-in: a device-bound key (`hwk`) or one synced between devices (`swk`). */
+export type PasskeyAmr = Extract<Amr, 'hwk' | 'swk'>;
+
+export const amrOfDeviceType = (deviceType: Passkey['deviceType']): PasskeyAmr => (deviceType === 'multiDevice' ? 'swk' : 'hwk');
+
+/** What the account page and events show of a passkey (never its key). */
+export interface PasskeyView {
+  id: string;
+  name: string;
+  deviceType: Passkey['deviceType'];
+  backedUp: boolean;
+  createdAt: string;
+  lastUsedAt: string | null;
+}
+
+export interface PasskeysDeps {
+  db: Kysely<Database>;
+  clock: Clock;
+  rp: RelyingParty;
+}
+
+/** How long a challenge can be answered (the browser's own timeout is shorter). */
+export const CHALLENGE_TTL_SECONDS = 300;
+const CEREMONY_TIMEOUT_MS = 120_000;
+
+const KIND = { registration: 'passkey_registration', authentication: 'passkey_authentication' } as const;
+
+/** Who asked for a challenge, and so who may answer it: `session:<hash>`, `app:<client_id>`, `user:<id>`. */
+type Binding = string;
+
+const userBinding = (userId: string): Binding => `user:${userId}`;
+
+const userHandleOf = (userId: string): Uint8Array<ArrayBuffer> => new Uint8Array(Buffer.from(userId, 'utf8'));
+
+const verificationFailed = (detail: string, cause?: unknown) =>
+  new AppError('invalid_credentials', { message: 'The passkey could not be verified.', detail, cause });
+
+const challengeUnusable = () =>
+  new AppError('invalid_token', { message: 'The passkey request is unknown, used or expired. Start again.', detail: 'passkey challenge not live' });
+
+export class Passkeys {
+  constructor(private readonly deps: PasskeysDeps) {}
+
+  /** Passkeys work only where the browser accepts AUTH_URL's host as an RP ID (relying-party.ts). */
+  get enabled(): boolean {
+    return this.deps.rp.enabled;
+  }
+
+  /** Throws 403 `feature_disabled`, saying why, while passkeys are off. */
+  assertEnabled(): void {
+    this.relyingParty();
+  }
+
+  private relyingParty(): Extract<RelyingParty, { enabled: true }> {
+    const rp = this.deps.rp;
+    if (!rp.enabled) throw new AppError('feature_disabled', { message: `Passkeys are off on this server: ${rp.reason}.`, detail: 'passkeys disabled' });
+    return rp;
+  }
+
+  // Registration -------------------------------------------------------------------------------------
+
+  /** Options for `navigator.credentials.create`: a discoverable credential with user verification. */
+  async registrationOptions(input: { user: UserRow; binding: Binding; appId?: string | null }): Promise<PublicKeyCredentialCreationOptionsJSON> {
+    const rp = this.relyingParty();
+    const existing = await listPasskeysOfUser(this.deps.db, input.user.id);
+    const options = await generateRegistrationOptions({
+      rpName: rp.name,
+      rpID: rp.id,
+      userName: input.user.email,
+      userID: userHandleOf(input.user.id),
+      userDisplayName: input.user.name ?? input.user.email,
+      attestationType: 'none',
+      excludeCredentials: existing.map((p) => ({ id: p.credentialId, transports: p.transports })),
+      authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
+      timeout: CEREMONY_TIMEOUT_MS,
+    });
+    await this.storeChallenge('registration', options.challenge, { userId: input.user.id, appId: input.appId ?? null, binding: input.binding });
+    return options;
+  }
+
+  /**
+   * Checks the answer to a registration challenge of this user and binding, and stores the passkey
+   * (`passkey.registered`). The ceremony ran on AUTH_URL's origin, or on one of `appOrigins`.
+   */
+  async verifyRegistration(
+    input: { userId: string; binding: Binding; response: RegistrationResponseJSON; name?: string; appOrigins?: readonly string[]; appId?: string | null; via: string },
+    ctx: RequestContext,
+  ): Promise<PasskeyView> {
+    const rp = this.relyingParty();
+    const name = input.name === undefined || input.name.trim() === '' ? undefined : passkeyName(input.name);
+    if (name === null) throw new AppError('invalid_request', { details: [{ path: 'name', message: 'must be 1–64 characters without control characters' }] });
+    const { challenge } = await this.takeChallenge('registration', input.response, { userId: input.userId, binding: input.binding });
+    let verified: Awaited<ReturnType<typeof verifyRegistrationResponse>>;
+    try {
+      verified = await verifyRegistrationResponse({
+        response: input.response,
+        expectedChallenge: challenge,
+        expectedOrigin: [rp.origin, ...(input.appOrigins ?? [])],
+        expectedRPID: rp.id,
+        requireUserVerification: true,
+      });
+    } catch (error) {
+      throw new AppError('invalid_request', { message: 'The passkey could not be registered: the answer from the authenticator did not verify.', detail: 'registration not verified', cause: error });
+    }
+    if (!verified.verified) throw new AppError('invalid_request', { message: 'The passkey could not be registered: the answer from the authenticator did not verify.' });
+    const info = verified.registrationInfo;
+    const now = this.deps.clock.now();
+    const passkey = {
+      id: newId('pk'),
+      credentialId: info.credential.id,
+      userId: input.userId,
+      publicKey: Buffer.from(info.credential.publicKey).toString('base64url'),
+      counter: info.credential.counter,
+      transports: info.credential.transports ?? [],
+      deviceType: info.credentialDeviceType,
+      backedUp: info.credentialBackedUp,
+      name: name ?? `Passkey ${isoTime(now).slice(0, 10)}`,
+      createdAt: now,
+    };
+    await this.deps.db.transaction().execute(async (trx) => {
+      if (await findPasskeyByCredentialId(trx, passkey.credentialId)) throw new AppError('conflict', { message: 'This passkey is already registered.' });
+      await insertPasskey(trx, passkey);
+      await appendEvent(trx, now, {
+        type: 'passkey.registered',
+        appId: input.appId ?? null,
+        userId: input.userId,
+        ip: ctx.ip,
+        userAgent: ctx.userAgent,
+        data: { passkey_id: passkey.id, device_type: passkey.deviceType, backed_up: passkey.backedUp, via: input.via },
+      });
+    });
+    return toView({ ...passkey, lastUsedAt: null });
+  }
+
+  // Authentication -----------------------------------------------------------------------------------
+
+  /**
+   * Options for `navigator.credentials.get`. Without a user: discoverable credentials (empty
+   * `allowCredentials`, the authenticator offers the passkeys it holds). With one (a second factor):
+   * that user's passkeys; the challenge is then bound to the user unless a binding is given.
+   */
+  async authenticationOptions(input: { userId: string; binding?: Binding } | { userId?: undefined; binding: Binding }): Promise<PublicKeyCredentialRequestOptionsJSON> {
+    const rp = this.relyingParty();
+    const allowed = input.userId === undefined ? [] : await listPasskeysOfUser(this.deps.db, input.userId);
+    const options = await generateAuthenticationOptions({
+      rpID: rp.id,
+      allowCredentials: allowed.map((p) => ({ id: p.credentialId, transports: p.transports })),
+      userVerification: 'required',
+      timeout: CEREMONY_TIMEOUT_MS,
+    });
+    await this.storeChallenge('authentication', options.challenge, { userId: input.userId ?? null, appId: null, binding: input.binding ?? userBinding(input.userId!) });
+    return options;
+  }
+
+  /**
+   * Checks a sign-in answer: its challenge (taken once; issued to this binding, and equal to
+   * `challenge` when the caller kept it), the credential (of `userId` when given), the signature with
+   * user verification, the origin and RP ID, and the signature counter, which must advance (unless
+   * the authenticator keeps none); then records the use. The ceremony ran on AUTH_URL's origin, or on
+   * one of `appOrigins`. Throws AppError on any failure.
+   */
+  async verifyAuthentication(input: {
+    userId?: string;
+    response: AuthenticationResponseJSON;
+    challenge?: string;
+    binding?: Binding;
+    appOrigins?: readonly string[];
+  }): Promise<{ userId: string; amr: [PasskeyAmr]; passkeyId: string }> {
+    const rp = this.relyingParty();
+    const binding = input.binding ?? (input.userId !== undefined ? userBinding(input.userId) : undefined);
+    if (binding === undefined) throw new Error('verifyAuthentication needs a userId or a binding');
+    const { challenge, userId } = await this.takeChallenge('authentication', input.response, { userId: input.userId ?? null, binding, expected: input.challenge });
+    const passkey = await findPasskeyByCredentialId(this.deps.db, input.response.id);
+    if (!passkey) throw verificationFailed('unknown credential');
+    if (userId !== null && passkey.userId !== userId) throw verificationFailed('credential of another user');
+    const userHandle = input.response.response.userHandle;
+    if (userHandle !== undefined && userHandle !== Buffer.from(passkey.userId, 'utf8').toString('base64url')) throw verificationFailed('user handle does not match the credential');
+    let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;
+    try {
+      verified = await verifyAuthenticationResponse({
+        response: input.response,
+        expectedChallenge: challenge,
+        expectedOrigin: [rp.origin, ...(input.appOrigins ?? [])],
+        expectedRPID: rp.id,
+        credential: { id: passkey.credentialId, publicKey: new Uint8Array(Buffer.from(passkey.publicKey, 'base64url')), counter: passkey.counter, transports: passkey.transports },
+        requireUserVerification: true,
+      });
+    } catch (error) {
+      // Includes a signature counter that did not advance: a cloned authenticator or a replayed answer.
+      throw verificationFailed('assertion not verified', error);
+    }
+    if (!verified.verified) throw verificationFailed('assertion not verified');
+    const info = verified.authenticationInfo;
+    const recorded = await recordPasskeyUse(this.deps.db, {
+      id: passkey.id,
+      expectedCounter: passkey.counter,
+      counter: info.newCounter,
+      deviceType: info.credentialDeviceType,
+      backedUp: info.credentialBackedUp,
+      at: this.deps.clock.now(),
+    });
+    if (!recorded) throw verificationFailed('signature counter moved meanwhile');
+    return { userId: passkey.userId, amr: [amrOfDeviceType(info.credentialDeviceType)], passkeyId: passkey.id };
+  }
+
+  // Management ---------------------------------------------------------------------------------------
+
+  async list(userId: string): Promise<PasskeyView[]> {
+    return (await listPasskeysOfUser(this.deps.db, userId)).map(toView);
+  }
+
+  /** How many passkeys the user has (the MFA rules need it: removing the last factor). */
+  async countPasskeys(userId: string): Promise<number> {
+    return countPasskeysOfUser(this.deps.db, userId);
+  }
+
+  async rename(userId: string, id: string, name: string): Promise<void> {
+    const valid = passkeyName(name);
+    if (valid === null) throw new AppError('invalid_request', { details: [{ path: 'name', message: 'must be 1–64 characters without control characters' }] });
+    if (!(await renamePasskey(this.deps.db, userId, id, valid))) throw new AppError('not_found', { message: 'No such passkey.' });
+  }
+
+  /** Removes one of the user's passkeys (`passkey.removed`); it stops working at once. */
+  async remove(userId: string, id: string, input: { via: string; appId?: string | null }, ctx: RequestContext): Promise<void> {
+    const now = this.deps.clock.now();
+    await this.deps.db.transaction().execute(async (trx) => {
+      const removed = await deletePasskey(trx, userId, id);
+      if (!removed) throw new AppError('not_found', { message: 'No such passkey.' });
+      await appendEvent(trx, now, { type: 'passkey.removed', appId: input.appId ?? null, userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { passkey_id: id, via: input.via } });
+    });
+  }
+
+  // Challenges ---------------------------------------------------------------------------------------
+
+  private async storeChallenge(purpose: keyof typeof KIND, challenge: string, input: { userId: string | null; appId: string | null; binding: Binding }): Promise<void> {
+    const now = this.deps.clock.now();
+    await insertOneTimeToken(this.deps.db, {
+      id: newId('ott'),
+      kind: KIND[purpose],
+      token_hash: hashSecret(challenge),
+      code_hash: null,
+      user_id: input.userId,
+      email: null,
+      app_id: input.appId,
+      data: JSON.stringify({ binding: input.binding }),
+      attempts: 0,
+      created_at: now,
+      expires_at: now + CHALLENGE_TTL_SECONDS,
+      consumed_at: null,
+    });
+  }
+
+  /**
+   * Takes (consumes) the live challenge an answer names, once; it must have been issued for this
+   * purpose to this binding (and user, when one is named). Returns the challenge and the user it
+   * was issued for (null: any user, a discoverable sign-in).
+   */
+  private async takeChallenge(
+    purpose: keyof typeof KIND,
+    response: { response: { clientDataJSON: string } },
+    expected: { userId: string | null; binding: Binding; expected?: string },
+  ): Promise<{ challenge: string; userId: string | null }> {
+    let challenge: string;
+    try {
+      challenge = decodeClientDataJSON(response.response.clientDataJSON).challenge;
+    } catch (error) {
+      throw new AppError('invalid_request', { details: [{ path: 'response.response.clientDataJSON', message: 'is not base64url-encoded client data JSON' }], cause: error });
+    }
+    if (typeof challenge !== 'string' || challenge.length === 0 || challenge.length > 200) throw challengeUnusable();
+    if (expected.expected !== undefined && expected.expected !== challenge) throw challengeUnusable();
+    const row = await takeOneTimeTokenByHash(this.deps.db, KIND[purpose], hashSecret(challenge), this.deps.clock.now());
+    if (!row) throw challengeUnusable();
+    let binding: unknown;
+    try {
+      binding = (JSON.parse(row.data) as { binding?: unknown }).binding;
+    } catch {
+      binding = undefined;
+    }
+    if (binding !== expected.binding) throw challengeUnusable();
+    if (row.user_id !== expected.userId && (expected.userId !== null || purpose === 'registration')) throw challengeUnusable();
+    return { challenge, userId: row.user_id };
+  }
+}
+
+function toView(passkey: Passkey): PasskeyView {
+  return {
+    id: passkey.id,
+    name: passkey.name,
+    deviceType: passkey.deviceType,
+    backedUp: passkey.backedUp,
+    createdAt: isoTime(passkey.createdAt),
+    lastUsedAt: passkey.lastUsedAt === null ? null : isoTime(passkey.lastUsedAt),
+  };
+}

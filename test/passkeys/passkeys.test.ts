@@ -1,0 +1,376 @@
+import { decodeJwt } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { makeUser } from '../helpers/factories.js';
+import { Browser, csrfOf, makeClient, type TestClient } from '../helpers/oauth-flows.js';
+import { SoftAuthenticator } from './soft-authenticator.js';
+
+/**
+ * Passkeys through `app.inject`, with a software authenticator: the REST doors for apps with their own
+ * UI (register with an access token, discoverable sign-in with the app's client id), the hosted account
+ * and sign-in forms behind the page script, the rules every answer meets (one use per challenge,
+ * bound to whoever asked, the right origin, user verification, an advancing counter), and management.
+ * The Chromium tests (browser.test.ts) drive the same pages with a real WebAuthn stack.
+ */
+
+const AUTH_ORIGIN = 'http://localhost:3000';
+const APP_ORIGIN = 'https://app.example';
+
+let t: TestApp;
+let client: TestClient;
+const secrets: string[] = [];
+
+const post = (url: string, payload: unknown, headers: Record<string, string> = {}) => t.app.inject({ method: 'POST', url, payload: payload as object, headers });
+
+async function accessTokenOf(email: string, password: string, app: TestClient = client): Promise<string> {
+  const res = await post('/v1/auth/login', { email, password, client_id: app.app.id, ...(app.secret ? { client_secret: app.secret } : {}) });
+  expect(res.statusCode, res.body).toBe(200);
+  const token = res.json().access_token as string;
+  secrets.push(token);
+  return token;
+}
+
+/** A user with a passkey registered over REST (from the app's origin). */
+async function userWithPasskey(options: { synced?: boolean; name?: string } = {}) {
+  const user = await makeUser(t.app);
+  const token = await accessTokenOf(user.email, user.password);
+  const authenticator = new SoftAuthenticator({ origin: APP_ORIGIN, synced: options.synced });
+  const optionsRes = await post('/v1/auth/passkey/register/options', {}, { authorization: `Bearer ${token}` });
+  expect(optionsRes.statusCode, optionsRes.body).toBe(200);
+  const verify = await post('/v1/auth/passkey/register/verify', { response: authenticator.create(optionsRes.json()), name: options.name }, { authorization: `Bearer ${token}` });
+  expect(verify.statusCode, verify.body).toBe(201);
+  return { user, token, authenticator, passkey: verify.json() };
+}
+
+async function signInOptions(app: TestClient = client) {
+  const res = await post('/v1/auth/passkey/options', { client_id: app.app.id });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
+}
+
+const signIn = (response: unknown, app: TestClient = client) =>
+  post('/v1/auth/passkey/verify', { client_id: app.app.id, response, ...(app.secret ? { client_secret: app.secret } : {}) });
+
+beforeAll(async () => {
+  t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '10000' } });
+  client = await makeClient(t, { name: 'Passkey App', redirectUris: [`${APP_ORIGIN}/cb`] });
+});
+
+afterAll(async () => {
+  const logs = t.logs.join('\n');
+  for (const s of secrets) expect(logs.includes(s), `secret leaked to logs: ${s.slice(0, 8)}…`).toBe(false);
+  await t.close();
+});
+
+describe('REST: register and sign in (apps with their own UI)', () => {
+  it('registers a discoverable, user-verified passkey with an access token and signs in with it: amr hwk', async () => {
+    const user = await makeUser(t.app, { name: 'Pat Key' });
+    const token = await accessTokenOf(user.email, user.password);
+    const options = await post('/v1/auth/passkey/register/options', {}, { authorization: `Bearer ${token}` });
+    expect(options.statusCode).toBe(200);
+    expect(options.headers['cache-control']).toBe('no-store');
+    const creation = options.json();
+    expect(creation).toMatchObject({
+      rp: { id: 'localhost', name: 'Gatehouse' },
+      user: { id: Buffer.from(user.id).toString('base64url'), name: user.email, displayName: 'Pat Key' },
+      authenticatorSelection: { residentKey: 'required', requireResidentKey: true, userVerification: 'required' },
+      attestation: 'none',
+      excludeCredentials: [],
+    });
+
+    const authenticator = new SoftAuthenticator({ origin: APP_ORIGIN });
+    const registered = await post('/v1/auth/passkey/register/verify', { response: authenticator.create(creation), name: 'Work laptop' }, { authorization: `Bearer ${token}` });
+    expect(registered.statusCode, registered.body).toBe(201);
+    expect(registered.json()).toEqual({ id: expect.stringMatching(/^pk_/), name: 'Work laptop', device_type: 'singleDevice', backed_up: false, created_at: expect.any(String), last_used_at: null });
+    const stored = await t.db.selectFrom('passkeys').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow();
+    expect(stored).toMatchObject({ credential_id: authenticator.credentials[0]!.id, counter: 0, transports: '["internal"]', device_type: 'singleDevice', backed_up: 0, name: 'Work laptop', last_used_at: null });
+    const event = await t.db.selectFrom('events').selectAll().where('type', '=', 'passkey.registered').where('user_id', '=', user.id).executeTakeFirstOrThrow();
+    expect(JSON.parse(event.data)).toEqual({ passkey_id: registered.json().id, device_type: 'singleDevice', backed_up: false, via: 'api' });
+    expect(event.app_id).toBe(client.app.id);
+
+    // The same user asking again gets its passkey excluded.
+    const again = await post('/v1/auth/passkey/register/options', {}, { authorization: `Bearer ${token}` });
+    expect(again.json().excludeCredentials).toEqual([{ id: authenticator.credentials[0]!.id, type: 'public-key', transports: ['internal'] }]);
+
+    const request = await signInOptions();
+    expect(request).toMatchObject({ rpId: 'localhost', userVerification: 'required', allowCredentials: [] });
+    const res = await signIn(authenticator.get(request));
+    expect(res.statusCode, res.body).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({ status: 'ok', token_type: 'Bearer', user: { id: user.id, email: user.email } });
+    secrets.push(body.access_token, body.refresh_token);
+    expect(decodeJwt(body.id_token)).toMatchObject({ sub: user.id, amr: ['hwk'] });
+    const used = await t.db.selectFrom('passkeys').select(['counter', 'last_used_at']).where('user_id', '=', user.id).executeTakeFirstOrThrow();
+    expect(used.counter).toBe(1);
+    expect(used.last_used_at).toBe(t.clock.now());
+    const login = await t.db.selectFrom('events').selectAll().where('type', '=', 'user.login_succeeded').where('user_id', '=', user.id).orderBy('id', 'desc').executeTakeFirstOrThrow();
+    expect(JSON.parse(login.data)).toMatchObject({ method: 'passkey' });
+  });
+
+  it('a synced passkey signs in with amr swk and its backup state is kept', async () => {
+    const { user, authenticator, passkey } = await userWithPasskey({ synced: true });
+    expect(passkey).toMatchObject({ device_type: 'multiDevice', backed_up: true });
+    const res = await signIn(authenticator.get(await signInOptions()));
+    expect(res.statusCode, res.body).toBe(200);
+    expect(decodeJwt(res.json().id_token)).toMatchObject({ sub: user.id, amr: ['swk'] });
+  });
+
+  it('an answer works once: the same assertion again is refused, and changes nothing', async () => {
+    const { authenticator } = await userWithPasskey();
+    const answer = authenticator.get(await signInOptions());
+    expect((await signIn(answer)).statusCode).toBe(200);
+    const replay = await signIn(answer);
+    expect(replay.statusCode).toBe(400);
+    expect(replay.json()).toMatchObject({ code: 'invalid_token', message: expect.stringContaining('used or expired') });
+  });
+
+  it('a signature counter that does not advance is refused (a cloned authenticator); the next real one works', async () => {
+    const { user, authenticator } = await userWithPasskey();
+    expect((await signIn(authenticator.get(await signInOptions()))).statusCode).toBe(200); // counter 1
+    expect((await signIn(authenticator.get(await signInOptions()))).statusCode).toBe(200); // counter 2
+    const cloned = await signIn(authenticator.get(await signInOptions(), { signCount: 2 }));
+    expect(cloned.statusCode).toBe(401);
+    expect(cloned.json()).toMatchObject({ code: 'invalid_credentials', message: 'The passkey could not be verified.' });
+    const lower = await signIn(authenticator.get(await signInOptions(), { signCount: 1 }));
+    expect(lower.statusCode).toBe(401);
+    expect((await t.db.selectFrom('passkeys').select('counter').where('user_id', '=', user.id).executeTakeFirstOrThrow()).counter).toBe(2);
+    expect((await signIn(authenticator.get(await signInOptions(), { signCount: 7 }))).statusCode).toBe(200);
+  });
+
+  it('a challenge is bound to the app that asked for it, and expires', async () => {
+    const { authenticator } = await userWithPasskey();
+    const other = await makeClient(t, { name: 'Other App', redirectUris: [`${APP_ORIGIN}/other`] });
+    const foreign = await signIn(authenticator.get(await signInOptions(other)));
+    expect(foreign.statusCode).toBe(400);
+    expect(foreign.json().code).toBe('invalid_token');
+
+    const late = authenticator.get(await signInOptions());
+    t.clock.advance(301);
+    const expired = await signIn(late);
+    expect(expired.statusCode).toBe(400);
+    expect(expired.json().code).toBe('invalid_token');
+  });
+
+  it('refuses an answer from another origin, or without user verification', async () => {
+    const { authenticator } = await userWithPasskey();
+    const phished = await signIn(authenticator.get(await signInOptions(), { origin: 'https://evil.example' }));
+    expect(phished.statusCode).toBe(401);
+    expect(phished.json().code).toBe('invalid_credentials');
+    const presenceOnly = await signIn(authenticator.get(await signInOptions(), { uv: false }));
+    expect(presenceOnly.statusCode).toBe(401);
+    // The hosted origin is always accepted.
+    expect((await signIn(authenticator.get(await signInOptions(), { origin: AUTH_ORIGIN }))).statusCode).toBe(200);
+  });
+
+  it('a passkey the server does not know (another authenticator) cannot sign in', async () => {
+    const stranger = new SoftAuthenticator({ origin: APP_ORIGIN });
+    stranger.create({ challenge: 'AAAA', rp: { id: 'localhost' }, user: { id: Buffer.from('usr_nobody').toString('base64url') } });
+    const res = await signIn(stranger.get(await signInOptions()));
+    expect(res.statusCode).toBe(401);
+    expect(res.json().code).toBe('invalid_credentials');
+  });
+
+  it('a confidential app authenticates on verify; disabled users are refused after a valid passkey', async () => {
+    const confidential = await makeClient(t, { type: 'confidential', redirectUris: [`${APP_ORIGIN}/conf`] });
+    const { user, authenticator } = await userWithPasskey();
+    const answer = authenticator.get(await signInOptions(confidential));
+    const anonymous = await post('/v1/auth/passkey/verify', { client_id: confidential.app.id, response: answer });
+    expect(anonymous.statusCode).toBe(401);
+    expect(anonymous.json().code).toBe('invalid_client');
+    expect((await signIn(authenticator.get(await signInOptions(confidential)), confidential)).statusCode).toBe(200);
+
+    await t.db.updateTable('users').set({ status: 'disabled' }).where('id', '=', user.id).execute();
+    const disabled = await signIn(authenticator.get(await signInOptions()));
+    expect(disabled.statusCode).toBe(403);
+    expect(disabled.json().code).toBe('user_disabled');
+  });
+
+  it('registration: one answer, to a challenge of the same user and app, from an allowed origin', async () => {
+    const user = await makeUser(t.app);
+    const token = await accessTokenOf(user.email, user.password);
+    const bearer = { authorization: `Bearer ${token}` };
+    const authenticator = new SoftAuthenticator({ origin: APP_ORIGIN });
+    const creation = (await post('/v1/auth/passkey/register/options', {}, bearer)).json();
+
+    const phished = await post('/v1/auth/passkey/register/verify', { response: authenticator.create(creation, { origin: 'https://evil.example' }) }, bearer);
+    expect(phished.statusCode).toBe(400);
+    expect(phished.json()).toMatchObject({ code: 'invalid_request', message: expect.stringContaining('could not be registered') });
+    // That answer used the challenge up.
+    const reuse = await post('/v1/auth/passkey/register/verify', { response: authenticator.create(creation) }, bearer);
+    expect(reuse.json().code).toBe('invalid_token');
+
+    const someoneElse = await makeUser(t.app);
+    const otherToken = await accessTokenOf(someoneElse.email, someoneElse.password);
+    const fresh = (await post('/v1/auth/passkey/register/options', {}, bearer)).json();
+    const crossUser = await post('/v1/auth/passkey/register/verify', { response: authenticator.create(fresh) }, { authorization: `Bearer ${otherToken}` });
+    expect(crossUser.statusCode).toBe(400);
+    expect(crossUser.json().code).toBe('invalid_token');
+    expect(await t.app.passkeys.countPasskeys(user.id)).toBe(0);
+    expect(await t.app.passkeys.countPasskeys(someoneElse.id)).toBe(0);
+  });
+
+  it('bad input gets a clear JSON error and changes nothing', async () => {
+    const unauthenticated = await post('/v1/auth/passkey/register/options', {});
+    expect(unauthenticated.statusCode).toBe(401);
+    expect(unauthenticated.json().code).toBe('unauthorized');
+    const noClient = await post('/v1/auth/passkey/options', {});
+    expect(noClient.statusCode).toBe(400);
+    expect(noClient.json().code).toBe('invalid_request');
+    for (const response of [undefined, 'x', { id: 'abc', rawId: 'abc', type: 'public-key', response: {} }]) {
+      const res = await post('/v1/auth/passkey/verify', { client_id: client.app.id, response });
+      expect(res.statusCode, JSON.stringify(response)).toBe(400);
+      expect(res.json().code).toBe('invalid_request');
+    }
+    const garbage = { id: 'abc', rawId: 'abc', type: 'public-key', response: { clientDataJSON: 'bm90IGpzb24', authenticatorData: 'AAAA', signature: 'AAAA' }, clientExtensionResults: {} };
+    const notJson = await post('/v1/auth/passkey/verify', { client_id: client.app.id, response: garbage });
+    expect(notJson.statusCode).toBe(400);
+    expect(notJson.json().code).toBe('invalid_request');
+    const unknownChallenge = { ...garbage, response: { ...garbage.response, clientDataJSON: Buffer.from(JSON.stringify({ type: 'webauthn.get', challenge: 'nope', origin: AUTH_ORIGIN })).toString('base64url') } };
+    const unknown = await post('/v1/auth/passkey/verify', { client_id: client.app.id, response: unknownChallenge });
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.json().code).toBe('invalid_token');
+  });
+});
+
+describe('the second-factor interface (used by the MFA step)', () => {
+  it('options list the user\'s passkeys; the answer proves that user, once, with the kept challenge', async () => {
+    const { user, authenticator } = await userWithPasskey();
+    const options = await t.app.passkeys.authenticationOptions({ userId: user.id });
+    expect(options.allowCredentials).toEqual([{ id: authenticator.credentials[0]!.id, type: 'public-key', transports: ['internal'] }]);
+    const answer = authenticator.get(options);
+    await expect(t.app.passkeys.verifyAuthentication({ userId: user.id, response: answer, challenge: 'another-challenge' })).rejects.toMatchObject({ code: 'invalid_token' });
+    const second = authenticator.get(await t.app.passkeys.authenticationOptions({ userId: user.id }));
+    await expect(t.app.passkeys.verifyAuthentication({ userId: 'usr_someone_else', response: second })).rejects.toMatchObject({ code: 'invalid_token' });
+    const third = await t.app.passkeys.authenticationOptions({ userId: user.id });
+    await expect(t.app.passkeys.verifyAuthentication({ userId: user.id, response: authenticator.get(third, { origin: AUTH_ORIGIN }), challenge: third.challenge })).resolves.toEqual({
+      userId: user.id,
+      amr: ['hwk'],
+      passkeyId: expect.stringMatching(/^pk_/),
+    });
+  });
+});
+
+describe('hosted pages: /account and /login (the page script\'s requests)', () => {
+  const pageOptions = (browser: Browser, url: string, csrf: string) =>
+    t.app.inject({ method: 'POST', url, headers: { ...browser.jar.header(), 'content-type': 'application/json' }, payload: { csrf } });
+
+  it('adds, lists, renames and removes a passkey on /account; it signs in on /login until removed', async () => {
+    const user = await makeUser(t.app);
+    const browser = new Browser(t.app);
+    const signedIn = await browser.submit('/account', { email: user.email, password: user.password, action: 'login' });
+    expect(signedIn.statusCode).toBe(303);
+    let page = await browser.get('/account');
+    expect(page.body).toContain('id="passkey-add"');
+    expect(page.body).toContain('/assets/simplewebauthn.js?v=');
+    const csrf = csrfOf(page.body);
+
+    expect((await pageOptions(browser, '/account/passkeys/options', 'wrong')).statusCode).toBe(403);
+    const options = await pageOptions(browser, '/account/passkeys/options', csrf);
+    expect(options.statusCode, options.body).toBe(200);
+    const authenticator = new SoftAuthenticator({ origin: AUTH_ORIGIN });
+    const added = await browser.post('/account/passkeys', { csrf, action: 'add_passkey', name: 'Phone', response: JSON.stringify(authenticator.create(options.json())) });
+    expect(added.statusCode, added.body).toBe(303);
+    expect(added.headers.location).toBe('/account#passkeys');
+    page = await browser.get('/account');
+    expect(page.body).toContain('value="Phone"');
+    const id = /name="passkey_id" value="(pk_[^"]+)"/.exec(page.body)![1]!;
+
+    const renamed = await browser.post('/account/passkeys', { csrf, action: 'rename_passkey', passkey_id: id, name: 'My phone' });
+    expect(renamed.statusCode).toBe(303);
+    expect((await browser.get('/account')).body).toContain('value="My phone"');
+    const badName = await browser.post('/account/passkeys', { csrf, action: 'rename_passkey', passkey_id: id, name: 'a\u0000b' });
+    expect(badName.statusCode).toBe(400);
+    expect(badName.headers['content-type']).toMatch(/text\/html/);
+    const notMine = await browser.post('/account/passkeys', { csrf, action: 'remove_passkey', passkey_id: 'pk_not_mine' });
+    expect(notMine.statusCode).toBe(404);
+
+    // Signed out, the passkey signs in on /login (challenge bound to this browser session).
+    await browser.post('/account', { csrf, action: 'logout' });
+    const login = await browser.get('/login');
+    expect(login.body).toContain('id="passkey-signin"');
+    expect(login.body).toContain('autocomplete="username webauthn"');
+    const loginCsrf = csrfOf(login.body);
+    const request = await pageOptions(browser, '/login/passkey/options', loginCsrf);
+    expect(request.statusCode).toBe(200);
+    expect(request.json().allowCredentials).toEqual([]);
+    const answer = authenticator.get(request.json());
+
+    const otherBrowser = new Browser(t.app);
+    const otherCsrf = csrfOf((await otherBrowser.get('/login')).body);
+    const stolen = await otherBrowser.post('/login/passkey', { csrf: otherCsrf, action: 'passkey', response: JSON.stringify(answer) });
+    expect(stolen.statusCode).toBe(400); // the challenge belongs to the first browser (and is now used)
+
+    const again = authenticator.get((await pageOptions(browser, '/login/passkey/options', loginCsrf)).json());
+    const done = await browser.post('/login/passkey', { csrf: loginCsrf, action: 'passkey', response: JSON.stringify(again) });
+    expect(done.statusCode, done.body).toBe(303);
+    expect(done.headers.location).toBe('/account');
+    page = await browser.get('/account');
+    expect(page.body).toContain(user.email);
+
+    const newCsrf = csrfOf(page.body);
+    const removed = await browser.post('/account/passkeys', { csrf: newCsrf, action: 'remove_passkey', passkey_id: id });
+    expect(removed.statusCode).toBe(303);
+    const event = await t.db.selectFrom('events').selectAll().where('type', '=', 'passkey.removed').where('user_id', '=', user.id).executeTakeFirstOrThrow();
+    expect(JSON.parse(event.data)).toEqual({ passkey_id: id, via: 'account' });
+    expect(await t.app.passkeys.countPasskeys(user.id)).toBe(0);
+
+    await browser.post('/account', { csrf: newCsrf, action: 'logout' });
+    const relogin = await browser.get('/login');
+    const reCsrf = csrfOf(relogin.body);
+    const gone = authenticator.get((await pageOptions(browser, '/login/passkey/options', reCsrf)).json());
+    const refused = await browser.post('/login/passkey', { csrf: reCsrf, action: 'passkey', response: JSON.stringify(gone) });
+    expect(refused.statusCode).toBe(401);
+    expect(refused.body).toContain('could not be verified');
+  });
+
+  it('the forms need the session\'s CSRF token, a signed-in user for /account, and a real answer', async () => {
+    const browser = new Browser(t.app);
+    const csrf = csrfOf((await browser.get('/login')).body);
+    expect((await browser.post('/login/passkey', { action: 'passkey', response: '{}' })).statusCode).toBe(403);
+    const notJson = await browser.post('/login/passkey', { csrf, action: 'passkey', response: 'not json' });
+    expect(notJson.statusCode).toBe(400);
+    expect(notJson.headers['content-type']).toMatch(/text\/html/);
+    expect((await browser.post('/account/passkeys', { csrf, action: 'add_passkey', response: '{}' })).statusCode).toBe(401);
+    expect((await pageOptions(browser, '/account/passkeys/options', csrf)).statusCode).toBe(401);
+    const zh = await browser.post('/login/passkey', { csrf, action: 'passkey', response: 'not json' }, { 'accept-language': 'zh-CN' });
+    expect(zh.body).toContain('通行密钥');
+  });
+});
+
+describe('AUTH_URL on an IP address: passkeys are off', () => {
+  let ip: TestApp;
+  let ipClient: TestClient;
+  beforeAll(async () => {
+    ip = await buildTestApp({ env: { BASE_URL: 'http://127.0.0.1:3000' } });
+    ipClient = await makeClient(ip, { redirectUris: [`${APP_ORIGIN}/cb`] });
+  });
+  afterAll(async () => ip.close());
+
+  it('start-up says why once; the routes answer feature_disabled with the reason; the pages offer no passkeys', async () => {
+    const lines = ip.logs.filter((line) => line.includes('passkeys are off'));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('127.0.0.1 is an IP address');
+
+    const res = await ip.app.inject({ method: 'POST', url: '/v1/auth/passkey/options', payload: { client_id: ipClient.app.id } });
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toEqual({ code: 'feature_disabled', message: expect.stringMatching(/^Passkeys are off on this server: .*127\.0\.0\.1 is an IP address/) });
+    for (const url of ['/v1/auth/passkey/verify', '/v1/auth/passkey/register/options', '/v1/auth/passkey/register/verify', '/login/passkey/options', '/account/passkeys/options']) {
+      const refused = await ip.app.inject({ method: 'POST', url, payload: {} });
+      expect(refused.statusCode, url).toBe(403);
+      expect(refused.json().code, url).toBe('feature_disabled');
+    }
+
+    const browser = new Browser(ip.app);
+    const login = await browser.get('/login');
+    expect(login.body).not.toContain('passkey');
+    expect(login.body).toContain('autocomplete="username"');
+    const user = await makeUser(ip.app);
+    await browser.submit('/account', { email: user.email, password: user.password, action: 'login' });
+    const account = await browser.get('/account');
+    expect(account.body).toContain(user.email);
+    expect(account.body).not.toContain('passkey');
+    const csrf = csrfOf(account.body);
+    const add = await browser.post('/account/passkeys', { csrf, action: 'add_passkey', response: '{}' });
+    expect(add.statusCode).toBe(403);
+  });
+});
