@@ -73,7 +73,11 @@ const KIND = { registration: 'passkey_registration', authentication: 'passkey_au
 /** Who asked for a challenge, and so who may answer it: `session:<hash>`, `app:<client_id>`, `user:<id>`. */
 type Binding = string;
 
-const userBinding = (userId: string): Binding => `user:${userId}`;
+/** Who may answer: a binding, or a user (then the binding is the user). */
+type Answerer = { userId: string; binding?: Binding } | { userId?: undefined; binding: Binding };
+
+// The type guarantees a user when there is no binding.
+const bindingOf = (answerer: Answerer): Binding => answerer.binding ?? `user:${answerer.userId!}`;
 
 const userHandleOf = (userId: string): Uint8Array<ArrayBuffer> => new Uint8Array(Buffer.from(userId, 'utf8'));
 
@@ -184,7 +188,7 @@ export class Passkeys {
    * `allowCredentials`, the authenticator offers the passkeys it holds). With one (a second factor):
    * that user's passkeys; the challenge is then bound to the user unless a binding is given.
    */
-  async authenticationOptions(input: { userId: string; binding?: Binding } | { userId?: undefined; binding: Binding }): Promise<PublicKeyCredentialRequestOptionsJSON> {
+  async authenticationOptions(input: Answerer): Promise<PublicKeyCredentialRequestOptionsJSON> {
     const rp = this.relyingParty();
     const allowed = input.userId === undefined ? [] : await listPasskeysOfUser(this.deps.db, input.userId);
     const options = await generateAuthenticationOptions({
@@ -193,7 +197,7 @@ export class Passkeys {
       userVerification: 'required',
       timeout: CEREMONY_TIMEOUT_MS,
     });
-    await this.storeChallenge('authentication', options.challenge, { userId: input.userId ?? null, appId: null, binding: input.binding ?? userBinding(input.userId!) });
+    await this.storeChallenge('authentication', options.challenge, { userId: input.userId ?? null, appId: null, binding: bindingOf(input) });
     return options;
   }
 
@@ -204,17 +208,11 @@ export class Passkeys {
    * the authenticator keeps none); then records the use. The ceremony ran on AUTH_URL's origin, or on
    * one of `appOrigins`. Throws AppError on any failure.
    */
-  async verifyAuthentication(input: {
-    userId?: string;
-    response: AuthenticationResponseJSON;
-    challenge?: string;
-    binding?: Binding;
-    appOrigins?: readonly string[];
-  }): Promise<{ userId: string; amr: [PasskeyAmr]; passkeyId: string }> {
+  async verifyAuthentication(
+    input: Answerer & { response: AuthenticationResponseJSON; challenge?: string; appOrigins?: readonly string[] },
+  ): Promise<{ userId: string; amr: [PasskeyAmr]; passkeyId: string }> {
     const rp = this.relyingParty();
-    const binding = input.binding ?? (input.userId !== undefined ? userBinding(input.userId) : undefined);
-    if (binding === undefined) throw new Error('verifyAuthentication needs a userId or a binding');
-    const { challenge, userId } = await this.takeChallenge('authentication', input.response, { userId: input.userId ?? null, binding, expected: input.challenge });
+    const { challenge, userId } = await this.takeChallenge('authentication', input.response, { userId: input.userId ?? null, binding: bindingOf(input), expected: input.challenge });
     const passkey = await findPasskeyByCredentialId(this.deps.db, input.response.id);
     if (!passkey) throw verificationFailed('unknown credential');
     if (userId !== null && passkey.userId !== userId) throw verificationFailed('credential of another user');
