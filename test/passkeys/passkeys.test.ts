@@ -209,6 +209,27 @@ describe('REST: register and sign in (apps with their own UI)', () => {
     expect(await t.app.passkeys.countPasskeys(someoneElse.id)).toBe(0);
   });
 
+  it('CORS for the app\'s origins (CONTRACT §14.17): answers, errors and preflights', async () => {
+    const origin = { origin: APP_ORIGIN };
+    const options = await post('/v1/auth/passkey/options', { client_id: client.app.id }, origin);
+    expect(options.headers['access-control-allow-origin']).toBe(APP_ORIGIN);
+    const refused = await post('/v1/auth/passkey/verify', { client_id: client.app.id, response: 'x' }, origin);
+    expect(refused.statusCode).toBe(400);
+    expect(refused.headers['access-control-allow-origin']).toBe(APP_ORIGIN);
+    const stranger = await post('/v1/auth/passkey/options', { client_id: client.app.id }, { origin: 'https://evil.example' });
+    expect(stranger.headers['access-control-allow-origin']).toBeUndefined();
+    const user = await makeUser(t.app);
+    const token = await accessTokenOf(user.email, user.password);
+    const bearer = await post('/v1/auth/passkey/register/options', {}, { ...origin, authorization: `Bearer ${token}` });
+    expect(bearer.headers['access-control-allow-origin']).toBe(APP_ORIGIN);
+    const preflight = await t.app.inject({ method: 'OPTIONS', url: '/v1/auth/passkey/verify', headers: { ...origin, 'access-control-request-method': 'POST' } });
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe(APP_ORIGIN);
+    const wrongMethod = await t.app.inject({ method: 'GET', url: '/v1/auth/passkey/options' });
+    expect(wrongMethod.statusCode).toBe(405);
+    expect(wrongMethod.json().code).toBe('method_not_allowed');
+  });
+
   it('bad input gets a clear JSON error and changes nothing', async () => {
     const unauthenticated = await post('/v1/auth/passkey/register/options', {});
     expect(unauthenticated.statusCode).toBe(401);
