@@ -1,8 +1,9 @@
 // Gatehouse hosted pages: passkeys (WebAuthn) with @simplewebauthn/browser (loaded before this script).
-// A passkey form (`#passkey-add` on /account, `#passkey-signin` on /login) is hidden until this script
-// finds WebAuthn. On submit it asks the server for options (bound to this browser session, with its
-// CSRF token), runs the ceremony, puts the answer in the form's `response` field and submits the form.
-// On /login, where the browser supports it, passkeys are also offered in the email field's autofill.
+// A passkey form carries `data-webauthn="create"` (add a passkey) or `"get"` (use one) and
+// `data-webauthn-options` (where to ask for options). It stays hidden until this script finds WebAuthn.
+// On submit the script asks for options (bound to this browser session, with its CSRF token), runs the
+// ceremony, puts the answer in the form's `response` field and submits the form. A form with
+// `data-webauthn-autofill` also offers passkeys in the autofill of an `autocomplete="… webauthn"` field.
 (() => {
   'use strict';
   const lib = window.SimpleWebAuthnBrowser;
@@ -28,7 +29,7 @@
   }
 
   /** Runs `ceremony` on submit, then submits the form again with the answer (the second submit goes through). */
-  function wire(form, optionsUrl, ceremony) {
+  function wire(form, ceremony) {
     const button = form.querySelector('button[name=action]');
     form.hidden = false;
     form.addEventListener('submit', async (event) => {
@@ -36,7 +37,7 @@
       event.preventDefault();
       button.disabled = true;
       try {
-        const answer = await ceremony(await options(optionsUrl, form));
+        const answer = await ceremony(await options(form.dataset.webauthnOptions, form));
         finish(form, answer);
       } catch (error) {
         button.disabled = false;
@@ -53,19 +54,24 @@
     form.requestSubmit(button);
   }
 
-  const add = document.getElementById('passkey-add');
-  if (add) wire(add, '/account/passkeys/options', (optionsJSON) => lib.startRegistration({ optionsJSON }));
+  const ceremonies = {
+    create: (optionsJSON) => lib.startRegistration({ optionsJSON }),
+    get: (optionsJSON) => lib.startAuthentication({ optionsJSON }),
+  };
+  for (const form of document.querySelectorAll('form[data-webauthn]')) {
+    const ceremony = ceremonies[form.dataset.webauthn];
+    if (ceremony) wire(form, ceremony);
+  }
 
-  const signIn = document.getElementById('passkey-signin');
-  if (signIn) {
-    wire(signIn, '/login/passkey/options', (optionsJSON) => lib.startAuthentication({ optionsJSON }));
-    // Conditional UI: the passkeys of this site appear among the email field's suggestions. A click on
-    // the button above aborts this pending request (the library allows one ceremony at a time).
+  // Conditional UI: the passkeys of this site appear among the field's suggestions. A click on the form's
+  // button aborts this pending request (the library allows one ceremony at a time).
+  const autofill = document.querySelector('form[data-webauthn=get][data-webauthn-autofill]');
+  if (autofill) {
     lib.browserSupportsWebAuthnAutofill().then(async (supported) => {
       if (!supported || !document.querySelector('input[autocomplete~=webauthn]')) return;
       try {
-        const answer = await lib.startAuthentication({ optionsJSON: await options('/login/passkey/options', signIn), useBrowserAutofill: true });
-        finish(signIn, answer);
+        const optionsJSON = await options(autofill.dataset.webauthnOptions, autofill);
+        finish(autofill, await lib.startAuthentication({ optionsJSON, useBrowserAutofill: true }));
       } catch {
         // aborted by the button, or no passkey chosen: the form stays as it is
       }
