@@ -18,17 +18,17 @@ import { completeBrowserSignIn } from './flow.js';
  */
 
 /** The page scripts, in order: the WebAuthn library (its version in the URL: it is cached for a year), then ours. */
-const SCRIPTS = [`/assets/simplewebauthn.js?v=${BROWSER_BUNDLE_VERSION}`, '/assets/passkeys.js'];
+export const PASSKEY_SCRIPTS = [`/assets/simplewebauthn.js?v=${BROWSER_BUNDLE_VERSION}`, '/assets/passkeys.js'];
 
 /** What `/account` shows of passkeys (undefined while they are off). */
 export async function accountPasskeys(app: FastifyInstance, userId: string) {
   if (!app.passkeys.enabled) return undefined;
-  return { scripts: SCRIPTS, items: await app.passkeys.list(userId) };
+  return { scripts: PASSKEY_SCRIPTS, items: await app.passkeys.list(userId) };
 }
 
 /** What `/login` shows of passkeys (undefined while they are off); `carried` = the query kept between pages. */
 export function loginPasskeys(app: FastifyInstance, carried: string) {
-  return app.passkeys.enabled ? { scripts: SCRIPTS, action: `/login/passkey${carried}` } : undefined;
+  return app.passkeys.enabled ? { scripts: PASSKEY_SCRIPTS, action: `/login/passkey${carried}` } : undefined;
 }
 
 const Form = z.object({
