@@ -5,6 +5,8 @@ import * as listingIndexesSqlite from './2026-11-21T0100_listing_indexes.sqlite.
 import * as pendingSignIns from './2026-11-24T0000_pending_sign_ins.js';
 import * as purgeIndexes from './2026-11-24T0500_purge_indexes.js';
 import * as oneActiveSigningKey from './2026-11-24T1000_one_active_signing_key.js';
+import * as multiFactor from './2026-11-24T1200_multi_factor.js';
+import * as passkeys from './2026-11-24T1300_passkeys.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -19,6 +21,8 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-11-24T0000_pending_sign_ins': { all: pendingSignIns },
   '2026-11-24T0500_purge_indexes': { all: purgeIndexes },
   '2026-11-24T1000_one_active_signing_key': { all: oneActiveSigningKey },
+  '2026-11-24T1200_multi_factor': { all: multiFactor },
+  '2026-11-24T1300_passkeys': { all: passkeys },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

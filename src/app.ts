@@ -18,12 +18,14 @@ import routeListPlugin from './plugins/route-list.js';
 import throttlePlugin from './throttle/index.js';
 import tokensPlugin from './tokens/index.js';
 import signInPlugin from './sign-in/index.js';
+import mfaPlugin from './mfa/index.js';
 import { serializerCompiler, validatorCompiler } from './plugins/validation.js';
 import mailerPlugin from './mail/index.js';
 import metricsPlugin from './metrics/index.js';
 import maintenancePlugin from './maintenance/index.js';
 import browserSessionsPlugin from './plugins/browser-sessions.js';
 import hostedPages from './pages/index.js';
+import passkeyRoutes, { passkeysPlugin } from './passkeys/index.js';
 import viewsPlugin, { renderHtmlError } from './plugins/views.js';
 // Features, each in its own scope.
 import adminApi from './admin/index.js';
@@ -118,20 +120,23 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(formbody);
   await app.register(keysPlugin);
   await app.register(tokensPlugin);
-  await app.register(signInPlugin);
   await app.register(viewsPlugin);
   await app.register(browserSessionsPlugin);
   await app.register(throttlePlugin);
+  await app.register(mfaPlugin);
+  await app.register(signInPlugin);
   await app.register(mailerPlugin);
   await app.register(accountsPlugin);
   await app.register(idpPlugin);
   await app.register(metricsPlugin);
   await app.register(maintenancePlugin);
+  await app.register(passkeysPlugin);
 
   // Features, each in its own scope.
   await app.register(hostedPages);
   await app.register(authRoutes, { prefix: '/v1/auth' });
   await app.register(emailVerifyRoutes, { prefix: '/v1/email_verify' });
+  await app.register(passkeyRoutes);
 
   await app.register(discoveryRoutes);
   await app.register(oauthRoutes);

@@ -33,6 +33,7 @@ export async function runFirstStart(db: Kysely<Database>, config: ResolvedConfig
         features: { auth: true, profile: true },
         required_fields: [],
         allowed_origins: [],
+        mfa: 'optional',
       });
       return { developerId: developer.id, apiKey: developer.api_key, demoClientId: demo.client_id };
     });

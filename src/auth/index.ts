@@ -23,6 +23,8 @@ import {
   RefreshBody,
   RegisterBody,
 } from './schemas.js';
+import mfaSignInRoutes from '../mfa/routes.js';
+import { FIRST_FACTOR } from '../sign-in/service.js';
 import { checkRedirectUri, namedClientId, resolveApp } from './service.js';
 
 /**
@@ -87,7 +89,7 @@ export default async function authRoutes(scope: FastifyInstance) {
         { email: body.email, password: body.password, name: body.name, acceptLegal: body.accept_terms === true, locale: mailLocale(request) },
         ctx,
       );
-      const result = await app.signIn.completeDirect(client, user, ctx, 'register');
+      const result = await app.signIn.completeDirect(client, user, ctx, FIRST_FACTOR.register);
       return noStore(reply).code(201).send(result);
     },
   );
@@ -124,7 +126,7 @@ export default async function authRoutes(scope: FastifyInstance) {
       const client = await resolveApp(app, request, body, issuing);
       const ctx = { ...requestContext(request), appId: client.id };
       const user = await app.accounts.verifyLogin({ email: body.email, password: body.password }, ctx);
-      const result = await app.signIn.completeDirect(client, user, ctx, 'password');
+      const result = await app.signIn.completeDirect(client, user, ctx, FIRST_FACTOR.password);
       return noStore(reply).send(result);
     },
   );
@@ -170,7 +172,7 @@ export default async function authRoutes(scope: FastifyInstance) {
       const client = await resolveApp(app, request, body, issuing);
       const ctx = { ...requestContext(request), appId: client.id };
       const user = body.token !== undefined ? await app.accounts.consumeMagicToken(body.token, ctx) : await app.accounts.consumeMagicCode({ email: body.email!, code: body.code! }, ctx);
-      const result = await app.signIn.completeDirect(client, user, ctx, 'magic_link');
+      const result = await app.signIn.completeDirect(client, user, ctx, FIRST_FACTOR.magicLink);
       return noStore(reply).send(result);
     },
   );
@@ -312,4 +314,6 @@ export default async function authRoutes(scope: FastifyInstance) {
       return noStore(reply).send(result);
     },
   );
+
+  await app.register(mfaSignInRoutes, { prefix: '/mfa' });
 }

@@ -28,6 +28,7 @@ async function appsRoutes(scope: FastifyInstance) {
     allowed_origins: [],
     features: { auth: true, profile: true },
     required_fields: [],
+    mfa: 'optional',
     disabled: false,
     created_at: EXAMPLE.time,
     updated_at: EXAMPLE.time,

@@ -24,6 +24,10 @@ const RequiredFields = z
   .array(z.enum(['name', 'phone_number', 'birthdate', 'email_verified']))
   .refine((fields) => new Set(fields).size === fields.length, 'must not contain duplicates');
 
+const MfaPolicy = z
+  .enum(['off', 'optional', 'required'])
+  .describe('Second factor: `required` makes every user sign in with two factors (enrolling one if needed); with `optional` (default) and `off`, users who enrolled a factor are asked for it.');
+
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
 export const CreateAppBody = z.strictObject({
@@ -33,6 +37,7 @@ export const CreateAppBody = z.strictObject({
   features: Features.default({ auth: true, profile: false }),
   required_fields: RequiredFields.default([]),
   allowed_origins: AllowedOrigins.default([]),
+  mfa: MfaPolicy.default('optional'),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -43,6 +48,7 @@ export const UpdateAppBody = z.strictObject({
   features: Features.partial().optional(),
   required_fields: RequiredFields.optional(),
   allowed_origins: AllowedOrigins.optional(),
+  mfa: MfaPolicy.optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -59,6 +65,7 @@ export const AppView = z
     allowed_origins: z.array(z.string()),
     features: z.object({ auth: z.boolean(), profile: z.boolean() }),
     required_fields: z.array(z.enum(['name', 'phone_number', 'birthdate', 'email_verified'])),
+    mfa: z.enum(['off', 'optional', 'required']),
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

@@ -16,6 +16,7 @@ export interface AppView {
   allowed_origins: string[];
   features: App['features'];
   required_fields: App['requiredFields'];
+  mfa: App['mfa'];
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -32,6 +33,7 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     allowed_origins: app.allowedOrigins,
     features: app.features,
     required_fields: app.requiredFields,
+    mfa: app.mfa,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -52,6 +54,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     allowedOrigins: input.allowed_origins,
     features: input.features,
     requiredFields: input.required_fields,
+    mfa: input.mfa,
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -72,6 +75,7 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
     allowedOrigins: patch.allowed_origins ?? app.allowedOrigins,
     features: { ...app.features, ...patch.features },
     requiredFields: patch.required_fields ?? app.requiredFields,
+    mfa: patch.mfa ?? app.mfa,
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,
   };

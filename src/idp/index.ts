@@ -220,7 +220,7 @@ async function idpRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       await app.throttle.hitIp(request);
       reply.header('cache-control', 'no-store');
-      return app.idp.resume(request.body);
+      return app.idp.resume(request.body, requestContext(request));
     },
   );
 }

@@ -54,6 +54,7 @@ export const ExchangeBody = NativeAppParams.extend({
 export const ResumeBody = NativeAppParams.extend({
   session: z.string().min(1).max(4096),
   consent: z.string().max(8).optional(),
+  code: z.string().trim().min(1).max(40).optional().describe('The second factor a `pending` `mfa` answer asked for: an authenticator-app code or a recovery code.'),
 });
 
 export const IdpSettingBody = z.strictObject({
@@ -71,6 +72,15 @@ export const NativeResult = z
     z
       .object({ status: z.literal('ok'), response_mode: z.literal('code'), code: z.string().describe('An authorization code for `/oauth/token` (60 s).'), state: z.string().optional() })
       .meta({ id: 'NativeCode' }),
+    z
+      .object({
+        status: z.literal('pending'),
+        next_step: z.literal('mfa'),
+        session: z.string().describe('Good only for `/oauth/idp/resume` with `code` (or `/v1/auth/mfa/verify`).'),
+        methods: z.array(z.enum(['totp', 'passkey', 'recovery_code'])).describe('The second factors the user has.'),
+        enroll: z.array(z.literal('totp')).optional().describe('The app requires a second factor the user has not set up yet: what can be set up now.'),
+      })
+      .meta({ id: 'NativeSecondFactor' }),
     z
       .object({
         status: z.literal('pending'),

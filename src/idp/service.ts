@@ -10,10 +10,13 @@ import { DEFAULT_SCOPE } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
 import { appendQuery } from '../shared/url.js';
 import { checkChallenge, s256 } from '../sign-in/pkce.js';
-import type { SignIn } from '../sign-in/service.js';
+import type { SecondFactor } from '../sign-in/policy.js';
+import { FIRST_FACTOR, type SignIn } from '../sign-in/service.js';
+import { type Amr, parseAmr } from '../shared/acr.js';
+import type { FlowState } from '../shared/pending-flow.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import { appendEvent } from '../storage/repos/events.js';
-import { findGrant } from '../storage/repos/grants.js';
+import { AWAITING, findGrant } from '../storage/repos/grants.js';
 import type { TokenService } from '../tokens/service.js';
 import {
   deleteIdentityOfUser,
@@ -94,6 +97,7 @@ export interface ContinueTicketData {
 }
 
 export type NativeResult =
+  | { status: 'pending'; next_step: 'mfa'; session: string; methods: SecondFactor[]; enroll?: ['totp'] }
   | { status: 'ok'; response_mode: 'session'; session: string }
   | { status: 'ok'; response_mode: 'code'; code: string; state?: string }
   | {
@@ -106,6 +110,7 @@ export type NativeResult =
 
 /** A native answer before its session JWT is minted (signing happens after the transaction commits). */
 type NativeDraft =
+  | { status: 'pending'; next_step: 'mfa'; sessionGrantId: string; methods: SecondFactor[]; enroll?: ['totp'] }
   | { status: 'ok'; response_mode: 'session'; sessionGrantId: string }
   | { status: 'ok'; response_mode: 'code'; code: string; state?: string }
   | {
@@ -361,8 +366,12 @@ export class IdpService {
   }
 
   /**
-   * A bound user finishing a browser sign-in: the browser session is signed in (new id) and the
-   * authentication recorded, then `response_mode=session` → `redirect_uri?session=…&state=…`;
+   * A bound user finishing a browser sign-in through the provider. When the user owes a second factor
+   * (enrolled, or the app requires one), the browser session is not signed in: `response_mode=code`
+   * goes to `/mfa`, which returns into `/oauth/authorize` (same request) once it is given;
+   * `response_mode=session` hands the app a session whose grant waits for the factor (`/oauth/authorize`
+   * with it, or `/v1/auth/mfa/verify`, asks for it). Otherwise the browser session is signed in (new
+   * id) and the authentication recorded, then `response_mode=session` → `redirect_uri?session=…&state=…`;
    * `response_mode=code` → a code when the sign-in policy has nothing left to do, otherwise
    * `/oauth/authorize` (same request), which shows the hosted consent/profile step and then redirects
    * with the code.
@@ -373,24 +382,39 @@ export class IdpService {
     await signIn.assertMaySignIn(this.db, user, app.id);
     const now = this.deps.clock.now();
     const ctx = requestContext(request);
+    const factor = FIRST_FACTOR.provider;
+    const scope = appRequest.scope ?? DEFAULT_SCOPE;
+    const authorizeAgain = () =>
+      appendQuery(`${this.deps.config.baseUrl}/oauth/authorize`, {
+        response_type: 'code',
+        client_id: app.id,
+        redirect_uri: appRequest.redirectUri,
+        scope,
+        state: appRequest.state,
+        code_challenge: appRequest.codeChallenge,
+        code_challenge_method: appRequest.codeChallenge ? 'S256' : undefined,
+        nonce: appRequest.nonce,
+      });
     request.browserSession ??= await browserSessions.load(request);
-    if (request.browserSession?.user_id !== user.id) await browserSessions.signIn(request, reply, user.id);
-    await signIn.recordLogin(this.db, { userId: user.id, appId: app.id, method: 'idp' }, ctx);
+
+    if ((await signIn.secondFactorDemand(this.db, user.id, factor.amr, app)).demand !== 'none') {
+      if (appRequest.responseMode === 'code') {
+        await browserSessions.ensure(request, reply);
+        const flow = browserSessions.readData<FlowState>(request);
+        const resume = authorizeAgain().slice(this.deps.config.baseUrl.length);
+        await browserSessions.writeData(request, { ...flow, resume, mfa: { userId: user.id, amr: [...factor.amr], method: factor.method, via: 'idp_callback', since: now } });
+        return appendQuery(`${this.deps.config.authUrl}/mfa`, { client_id: app.id });
+      }
+      const grantId = await this.deps.tokens.createGrant(this.db, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: now, amr: factor.amr, awaiting: AWAITING.secondFactor });
+      const session = await this.deps.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
+      return appendQuery(appRequest.redirectUri, { session, state: appRequest.state });
+    }
+
+    if (request.browserSession?.user_id !== user.id) await browserSessions.signIn(request, reply, user.id, factor.amr);
+    await signIn.recordLogin(this.db, { userId: user.id, appId: app.id, method: factor.method, amr: factor.amr }, ctx);
 
     if (appRequest.responseMode === 'code') {
-      const scope = appRequest.scope ?? DEFAULT_SCOPE;
-      if ((await signIn.nextStep(this.db, user, app, { requestedScope: scope })) !== 'done') {
-        return appendQuery(`${this.deps.config.baseUrl}/oauth/authorize`, {
-          response_type: 'code',
-          client_id: app.id,
-          redirect_uri: appRequest.redirectUri,
-          scope,
-          state: appRequest.state,
-          code_challenge: appRequest.codeChallenge,
-          code_challenge_method: appRequest.codeChallenge ? 'S256' : undefined,
-          nonce: appRequest.nonce,
-        });
-      }
+      if ((await signIn.nextStep(this.db, user, app, { requestedScope: scope, amr: factor.amr })) !== 'done') return authorizeAgain();
       const code = await this.db.transaction().execute((trx) =>
         signIn.issueCode(trx, {
           app,
@@ -400,11 +424,12 @@ export class IdpService {
           codeChallenge: appRequest.codeChallenge ?? null,
           nonce: appRequest.nonce ?? null,
           authTime: now,
+          amr: factor.amr,
         }),
       );
       return appendQuery(appRequest.redirectUri, { code, state: appRequest.state, iss: this.deps.config.baseUrl });
     }
-    const grantId = await this.db.transaction().execute((trx) => signIn.openSession(trx, { app, user, authTime: now }));
+    const grantId = await this.db.transaction().execute((trx) => signIn.openSession(trx, { app, user, authTime: now, amr: factor.amr }));
     // Signing may read keys from the database: never inside a transaction (SQLite has one connection).
     const session = await this.deps.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
     return appendQuery(appRequest.redirectUri, { session, state: appRequest.state });
@@ -463,21 +488,32 @@ export class IdpService {
       } else {
         await this.rememberFetched(trx, provider, token);
       }
-      await signIn.recordLogin(trx, { userId: user.id, appId: app.id, method: 'idp', via: 'exchange' }, ctx);
-      return this.nativeOutcome(trx, app, user, input, { authTime: now });
+      await signIn.recordLogin(trx, { userId: user.id, appId: app.id, method: FIRST_FACTOR.provider.method, amr: FIRST_FACTOR.provider.amr, via: 'exchange' }, ctx);
+      return this.nativeOutcome(trx, app, user, input, { authTime: now, amr: FIRST_FACTOR.provider.amr });
     });
     return this.finalize(draft, app.id, user.id);
   }
 
-  async resume(input: NativeInput & { session: string; consent?: string }): Promise<NativeResult> {
+  /**
+   * `POST /oauth/idp/resume`: goes on with a pending native sign-in. With `code`, the second factor a
+   * `pending` `mfa` answer asked for is checked first (a TOTP or recovery code; a wrong one → 400
+   * `invalid_code`, under the login lockout).
+   */
+  async resume(input: NativeInput & { session: string; consent?: string; code?: string }, ctx: RequestContext): Promise<NativeResult> {
     const app = await this.checkApp(input.client_id, input.redirect_uri);
     this.checkPkce(input);
     const claims = await this.deps.tokens.verifySession(input.session, app.id);
     const user = await findUserById(this.db, claims.sub);
-    const grant = await findGrant(this.db, claims.grantId);
+    let grant = await findGrant(this.db, claims.grantId);
     if (!user || !grant) throw new AppError('invalid_token', { detail: 'session user or grant gone' });
     await this.deps.signIn.assertMaySignIn(this.db, user, app.id);
-    const draft = await this.db.transaction().execute((trx) => this.nativeOutcome(trx, app, user, input, { authTime: grant.auth_time, grantId: grant.id }));
+    let amr = parseAmr(grant.amr);
+    if (input.code !== undefined && grant.awaiting_completion === AWAITING.secondFactor) {
+      amr = (await this.deps.signIn.secondFactorOfGrant(app, grant, user, { kind: 'code', code: input.code }, AWAITING.nothing, ctx)).amr;
+      grant = { ...grant, amr: JSON.stringify(amr), awaiting_completion: AWAITING.nothing };
+    }
+    const { auth_time: authTime, id: grantId } = grant;
+    const draft = await this.db.transaction().execute((trx) => this.nativeOutcome(trx, app, user, input, { authTime, amr, grantId }));
     return this.finalize(draft, app.id, user.id);
   }
 
@@ -499,15 +535,24 @@ export class IdpService {
     app: App,
     user: UserRow,
     input: NativeInput,
-    options: { authTime: number; grantId?: string },
+    options: { authTime: number; amr: readonly Amr[]; grantId?: string },
   ): Promise<NativeDraft> {
     const { signIn, tokens } = this.deps;
     const mode = input.response_mode ?? 'session';
+    // A second factor comes before anything else, in either mode (CONTRACT §15.6): the session of this
+    // answer is good for nothing but `resume` with the factor's `code` (or `/v1/auth/mfa/verify`).
+    const { demand, methods } = await signIn.secondFactorDemand(trx, user.id, options.amr, app);
+    if (demand !== 'none') {
+      const grantId =
+        options.grantId ??
+        (await tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: options.authTime, amr: options.amr, awaiting: AWAITING.secondFactor }));
+      return { status: 'pending', next_step: 'mfa', sessionGrantId: grantId, methods, ...(demand === 'enrol' ? { enroll: ['totp'] as ['totp'] } : {}) };
+    }
     if (mode === 'session') {
-      const grantId = options.grantId ?? (await signIn.openSession(trx, { app, user, authTime: options.authTime }));
+      const grantId = options.grantId ?? (await signIn.openSession(trx, { app, user, authTime: options.authTime, amr: options.amr }));
       return { status: 'ok', response_mode: 'session', sessionGrantId: grantId };
     }
-    const step = await signIn.nextStep(trx, user, app, { requestedScope: DEFAULT_SCOPE });
+    const step = await signIn.nextStep(trx, user, app, { requestedScope: DEFAULT_SCOPE, amr: options.amr });
     if (step === 'done') {
       const code = await signIn.issueCode(trx, {
         app,
@@ -517,12 +562,13 @@ export class IdpService {
         codeChallenge: input.code_challenge ?? null,
         nonce: null,
         authTime: options.authTime,
+        amr: options.amr,
       });
       return { status: 'ok', response_mode: 'code', code, ...(input.state !== undefined ? { state: input.state } : {}) };
     }
     // The hosted page does consent and profile data; an unverified address is explained there too.
     const nextStep = step === 'consent' ? 'consent' : 'profile';
-    const grantId = options.grantId ?? (await tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: options.authTime }));
+    const grantId = options.grantId ?? (await tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: options.authTime, amr: options.amr }));
     const now = this.deps.clock.now();
     await voidIdpTokens(trx, 'idp_continue', user.id, app.id, now);
     const ticket = newSecret('tk');

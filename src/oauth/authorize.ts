@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
+import { type Amr, parseAmr } from '../shared/acr.js';
 import { requestContext } from '../shared/request-context.js';
 import type { FlowState } from '../shared/pending-flow.js';
 import { missingRequiredFields } from '../sign-in/policy.js';
@@ -42,6 +43,7 @@ export interface AuthorizeRequest {
 interface SignedIn {
   user: UserRow;
   authTime: number;
+  amr: Amr[];
   viaSessionJwt: boolean;
 }
 
@@ -190,13 +192,13 @@ async function signedInUser(app: FastifyInstance, request: FastifyRequest, req: 
     if (claims) {
       const user = await findUserById(app.db, claims.sub);
       const grant = await findGrant(app.db, claims.grantId);
-      if (user && grant) return { user, authTime: grant.auth_time, viaSessionJwt: true };
+      if (user && grant) return { user, authTime: grant.auth_time, amr: parseAmr(grant.amr), viaSessionJwt: true };
     }
   }
   const session = request.browserSession;
   if (session?.user_id) {
     const user = await findUserById(app.db, session.user_id);
-    if (user) return { user, authTime: session.auth_time ?? session.created_at, viaSessionJwt: false };
+    if (user) return { user, authTime: session.auth_time ?? session.created_at, amr: parseAmr(session.amr), viaSessionJwt: false };
   }
   return null;
 }
@@ -220,14 +222,28 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
     // Resumed as the user who signs in now: without prompt=login, and without a session JWT, which
     // either identified nobody or was not fresh enough.
     const resume = resumePath(req.params, { prompt: 'login', session: true });
-    await writeFlow(app, request, reply, (s) => ({ ...s, resume, consent: undefined, profile: undefined }));
+    await writeFlow(app, request, reply, (s) => ({ ...s, resume, consent: undefined, profile: undefined, mfa: undefined }));
     return reply.redirect(hostedUrl(app, '/login', req, { login_hint: req.loginHint }), 302);
   }
   const { user } = who;
 
   // The sign-in policy: may this user sign in to this app, and what is still to do.
   await app.signIn.assertMaySignIn(app.db, user, req.app.id, 'authorize');
-  const step = await app.signIn.nextStep(app.db, user, req.app, { requestedScope: req.scope, forceConsent: req.prompt.has('consent') });
+  const step = await app.signIn.nextStep(app.db, user, req.app, { requestedScope: req.scope, forceConsent: req.prompt.has('consent'), amr: who.amr });
+
+  // A second factor this sign-in lacks (enrolled since, or the app requires one): the /mfa page.
+  if (step === 'mfa') {
+    if (req.prompt.has('none')) throw new AppError('interaction_required', { message: 'The user must confirm a second factor.' });
+    const resume = resumePath(req.params, { session: true });
+    await writeFlow(app, request, reply, (s) => ({
+      ...s,
+      resume,
+      consent: undefined,
+      profile: undefined,
+      mfa: { userId: user.id, amr: who.amr, method: 'step_up', via: 'authorize', since: app.clock.now() },
+    }));
+    return reply.redirect(hostedUrl(app, '/mfa', req), 302);
+  }
 
   if (step === 'consent') {
     if (req.prompt.has('none')) throw new AppError('consent_required');
@@ -273,6 +289,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
       codeChallenge: req.codeChallenge,
       nonce: req.nonce ?? null,
       authTime: who.authTime,
+      amr: who.amr,
     }),
   );
   if (request.browserSession) {

@@ -26,7 +26,7 @@ export function discoveryDocument(baseUrl: string) {
     // Introspection is for confidential apps only.
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     scopes_supported: [...SUPPORTED_SCOPES],
-    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'acr', 'nonce', 'email', 'email_verified', 'name'],
+    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'acr', 'amr', 'nonce', 'email', 'email_verified', 'name'],
     // Claims follow the scopes; the `claims` request parameter is ignored (OIDC Core §5.5 lets an OP say so).
     claims_parameter_supported: false,
     acr_values_supported: ACR_VALUES_SUPPORTED,

@@ -8,7 +8,10 @@ import { listBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js'
 import { PROFILE_FIELDS } from '../sign-in/profile-data.js';
 import { listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { profileDataError } from './flow.js';
+import { FIRST_FACTOR } from '../sign-in/service.js';
+import { completeBrowserSignIn, profileDataError } from './flow.js';
+import { accountMfa } from './mfa.js';
+import { accountPasskeys } from './passkeys.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
@@ -26,6 +29,7 @@ const AccountQuery = z.object({
   bound: z.string().max(4).optional(),
   idp_error: z.string().max(40).optional(),
   done: z.string().max(20).optional(),
+  mfa_error: z.string().max(10).optional(),
 });
 type AccountQueryInput = z.output<typeof AccountQuery>;
 
@@ -43,7 +47,8 @@ const Form = z.object({
 
 /** Provider-bind outcomes the account page can explain (anything else shows a generic message). */
 const IDP_ERRORS = new Set(['conflict', 'access_denied', 'invalid_id_token', 'invalid_idp_code', 'idp_unavailable', 'idp_oauth_not_configured', 'forbidden']);
-const DONE = new Set(['profile', 'password', 'unbound', 'revoked']);
+const DONE = new Set(['profile', 'password', 'unbound', 'revoked', 'mfa_enrolled', 'mfa_removed']);
+const MFA_ERRORS = new Set(['change', 'remove']);
 
 export default async function accountPages(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
@@ -87,6 +92,7 @@ export default async function accountPages(scope: FastifyInstance) {
     let error = locals.error;
     if (!notice && query.bound === '1') notice = tr('idp.account.bound');
     if (!notice && query.done && DONE.has(query.done)) notice = tr(`idp.account.done_${query.done}`);
+    const mfaError = query.mfa_error && MFA_ERRORS.has(query.mfa_error) ? tr(`mfa.account.error_${query.mfa_error}`) : undefined;
     if (!error && query.idp_error) error = IDP_ERRORS.has(query.idp_error) ? tr(`idp.account.idp_error.${query.idp_error}`) : tr('idp.account.idp_error.generic');
     return renderPage(request, reply, 'account', {
       titleKey: 'idp.account.title',
@@ -98,6 +104,8 @@ export default async function accountPages(scope: FastifyInstance) {
       identity: identity ? { email: identity.email ?? '', createdAt: isoTime(identity.createdAt) } : undefined,
       sessions,
       apps,
+      passkeys: await accountPasskeys(app, user.id),
+      mfa: { ...(await accountMfa(app, user.id)), error: mfaError },
       notice,
       error,
     });
@@ -132,9 +140,7 @@ export default async function accountPages(scope: FastifyInstance) {
       if (!form.email || !form.password) throw new AppError('invalid_credentials');
       const ctx = requestContext(request);
       const user = await app.accounts.verifyLogin({ email: form.email, password: form.password }, ctx);
-      await app.browserSessions.signIn(request, reply, user.id);
-      await app.signIn.recordLogin(app.db, { userId: user.id, appId: null, method: 'password', via: 'account' }, ctx);
-      return reply.redirect(back, 303);
+      return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.password, 'account', back);
     } catch (error) {
       return formFailure(request, reply, error, 'login', form.email);
     }

@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { findUserById } from '../storage/repos/users.js';
-import { afterSignIn, carriedQuery, field, flowApp } from './flow.js';
+import { FIRST_FACTOR } from '../sign-in/service.js';
+import { carriedQuery, completeBrowserSignIn, field, flowApp } from './flow.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
 /**
@@ -101,9 +102,7 @@ export default async function authMailPages(app: FastifyInstance) {
       if (token) user = await app.accounts.consumeMagicToken(token.slice(0, 200), ctxOf(request));
       else if (email && code) user = await app.accounts.consumeMagicCode({ email, code: code.slice(0, 20) }, ctxOf(request));
       else return renderMagic(request, reply.code(400), { mode: 'code', email, error: app.messages.translator(localeOf(request))('am.code_expired') });
-      await app.browserSessions.signIn(request, reply, user.id);
-      await app.signIn.recordLogin(app.db, { userId: user.id, appId: (await flowApp(request))?.id ?? null, method: 'magic_link', via: 'hosted_magic_link' }, ctxOf(request));
-      return afterSignIn(request, reply);
+      return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.magicLink, 'hosted_magic_link');
     } catch (error) {
       const message = formError(request, reply, error);
       return renderMagic(request, reply, { mode: token ? 'request' : 'code', email, error: message });

@@ -156,7 +156,6 @@ export default async function continuePages(scope: FastifyInstance) {
           await app.idp.bind(trx, userId, { iss: data.issuer, sub: data.subject, email: data.email }, ctx);
         });
         const user = (await findUserById(app.db, userId))!;
-        if (request.browserSession?.user_id !== userId) await app.browserSessions.signIn(request, reply, userId);
         return reply.redirect(await app.idp.finishBrowserSignIn(request, reply, data.app, user), 303);
       } catch (error) {
         if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;

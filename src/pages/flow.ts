@@ -1,7 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../errors.js';
+import type { FirstFactor } from '../sign-in/service.js';
 import { type FlowState, isSafeResume } from '../shared/pending-flow.js';
+import { requestContext } from '../shared/request-context.js';
 import { type App, findApp } from '../storage/repos/apps.js';
+import type { UserRow } from '../storage/repos/users.js';
 import { localeOf } from '../plugins/views.js';
 
 /**
@@ -27,9 +30,40 @@ export async function flowApp(request: FastifyRequest): Promise<App | undefined>
   return clientId ? findApp(request.server.db, clientId) : undefined;
 }
 
-/** Where a completed sign-in goes: back into the authorization request (303), or the account page. */
-export function afterSignIn(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return reply.redirect(resumeOf(request) ?? '/account', 303);
+/** The account-page addresses a sign-in started there returns to (never anything a form could choose freely). */
+export type AccountReturn = '/account' | '/account?bind=1';
+
+/** Where a completed sign-in goes: the account page it started on, back into the authorization request (303), or the account page. */
+export function afterSignIn(request: FastifyRequest, reply: FastifyReply, returnTo?: AccountReturn): FastifyReply {
+  return reply.redirect(returnTo ?? resumeOf(request) ?? '/account', 303);
+}
+
+/**
+ * Every hosted door ends here once it has checked a first factor (password, mailed link or code,
+ * the provider, a passkey): when the sign-in policy wants a second factor (the user enrolled one, or
+ * the app in flight requires one), the factor is remembered and `/mfa` asks for it, and the browser
+ * session stays as it was; otherwise the session is signed in (new id, `auth_time`, `amr`), the
+ * authentication recorded, and the flow goes on (303).
+ */
+export async function completeBrowserSignIn(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  user: UserRow,
+  factor: FirstFactor,
+  via: string,
+  returnTo?: AccountReturn,
+): Promise<FastifyReply> {
+  const app = request.server;
+  const client = await flowApp(request);
+  const { demand } = await app.signIn.secondFactorDemand(app.db, user.id, factor.amr, client);
+  if (demand !== 'none') {
+    await app.browserSessions.ensure(request, reply);
+    await app.browserSessions.writeData(request, { ...readFlow(request), mfa: { userId: user.id, amr: factor.amr, method: factor.method, via, since: app.clock.now(), returnTo } });
+    return reply.redirect(`/mfa${carriedQuery(request)}`, 303);
+  }
+  await app.browserSessions.signIn(request, reply, user.id, factor.amr);
+  await app.signIn.recordLogin(app.db, { userId: user.id, appId: client?.id ?? null, method: factor.method, amr: factor.amr, via }, requestContext(request));
+  return afterSignIn(request, reply, returnTo);
 }
 
 /** The pieces of the query worth keeping between hosted pages (language, app name). */

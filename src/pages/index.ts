@@ -10,7 +10,9 @@ import continuePages from './continue.js';
 import { documentPage } from './docs.js';
 import legalPages from './legal.js';
 import loginPages from './login.js';
+import mfaPages from './mfa.js';
 import logoutPages from './logout.js';
+import passkeyPages from './passkeys.js';
 import registerPages from './register.js';
 import { localeOf, renderPage, VIEWS_DIR } from '../plugins/views.js';
 
@@ -75,4 +77,6 @@ export default async function hostedPages(app: FastifyInstance) {
   await app.register(continuePages);
   await app.register(accountPages);
   await app.register(authMailPages);
+  await app.register(mfaPages);
+  await app.register(passkeyPages);
 }

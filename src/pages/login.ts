@@ -3,7 +3,9 @@ import { isAppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { IDP_SETTING_KEY, getSetting, type IdpSetting } from '../storage/repos/settings.js';
 import { localeOf, renderPage } from '../plugins/views.js';
-import { afterSignIn, carriedQuery, field, flowApp, resumeOf } from './flow.js';
+import { FIRST_FACTOR } from '../sign-in/service.js';
+import { carriedQuery, completeBrowserSignIn, field, flowApp, resumeOf } from './flow.js';
+import { loginPasskeys } from './passkeys.js';
 
 /**
  * Hosted sign-in and registration (CONTRACT §12, §14.16, §14.22): `/login` (email + password, a
@@ -63,6 +65,7 @@ export default async function loginPages(app: FastifyInstance) {
       forgotHref: `/password/forgot${carried}`,
       registerHref: `/register${carried}`,
       idp: name && fields ? { name, fields } : undefined,
+      passkeys: loginPasskeys(app, carried),
     });
   }
 
@@ -86,9 +89,7 @@ export default async function loginPages(app: FastifyInstance) {
     try {
       const ctx = requestContext(request);
       const user = await app.accounts.verifyLogin({ email, password }, { ...ctx, appId: client?.id });
-      await app.browserSessions.signIn(request, reply, user.id);
-      await app.signIn.recordLogin(app.db, { userId: user.id, appId: client?.id ?? null, method: 'password', via: 'hosted_login' }, ctx);
-      return afterSignIn(request, reply);
+      return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.password, 'hosted_login');
     } catch (error) {
       return renderLogin(request, reply, { error: formError(request, reply, error), email });
     }

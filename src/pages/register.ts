@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requestContext } from '../shared/request-context.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
-import { afterSignIn, carriedQuery, field, flowApp } from './flow.js';
+import { FIRST_FACTOR } from '../sign-in/service.js';
+import { carriedQuery, completeBrowserSignIn, field, flowApp } from './flow.js';
 import { formError } from './login.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
@@ -60,9 +61,7 @@ export default async function registerPages(app: FastifyInstance) {
         { email, password, ...(name ? { name } : {}), acceptLegal: accepted },
         { ...requestContext(request), appId: client?.id },
       );
-      await app.browserSessions.signIn(request, reply, user.id);
-      await app.signIn.recordLogin(app.db, { userId: user.id, appId: client?.id ?? null, method: 'register', via: 'hosted_register' }, requestContext(request));
-      return afterSignIn(request, reply);
+      return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.register, 'hosted_register');
     } catch (error) {
       return renderRegister(request, reply, { error: formError(request, reply, error), email, name });
     }

@@ -5,6 +5,7 @@ import type { Kysely } from 'kysely';
 import { createHmac, hkdfSync } from 'node:crypto';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
+import { type Amr, serializeAmr } from '../shared/acr.js';
 import { hashSecret, newSecret } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
 import {
@@ -84,10 +85,10 @@ export class BrowserSessions {
    * request that sent a signed-in user to authenticate again (prompt=login, max_age). A pending step
    * in it names its user and is refused to anyone else (pages/consent.ts).
    */
-  async signIn(request: FastifyRequest, reply: FastifyReply, userId: string): Promise<BrowserSessionRow> {
+  async signIn(request: FastifyRequest, reply: FastifyReply, userId: string, amr: readonly Amr[]): Promise<BrowserSessionRow> {
     const previous = request.browserSession;
     if (previous && !this.unsaved.has(previous)) await revokeBrowserSession(this.db, previous.id_hash, this.clock.now());
-    return (request.browserSession = await this.create(reply, userId, this.clock.now(), previous?.data ?? '{}'));
+    return (request.browserSession = await this.create(reply, userId, { time: this.clock.now(), amr }, previous?.data ?? '{}'));
   }
 
   async signOut(request: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -129,13 +130,14 @@ export class BrowserSessions {
     return row;
   }
 
-  private newRow(value: string, userId: string | null, authTime: number | null, data: string, now: number): BrowserSessionRow {
+  private newRow(value: string, userId: string | null, auth: { time: number; amr: readonly Amr[] } | null, data: string, now: number): BrowserSessionRow {
     return {
       id_hash: hashSecret(value),
       user_id: userId,
       // Derived, so a session without a row still has a stable token.
       csrf_token: createHmac('sha256', this.csrfKey).update(value).digest('base64url'),
-      auth_time: authTime,
+      auth_time: auth?.time ?? null,
+      amr: auth ? serializeAmr(auth.amr) : null,
       data,
       created_at: now,
       last_seen_at: now,
@@ -149,9 +151,9 @@ export class BrowserSessions {
   }
 
   /** A signed-in session: always a row (the account page lists them, sign-outs revoke them). */
-  private async create(reply: FastifyReply, userId: string, authTime: number, data: string): Promise<BrowserSessionRow> {
+  private async create(reply: FastifyReply, userId: string, auth: { time: number; amr: readonly Amr[] }, data: string): Promise<BrowserSessionRow> {
     const value = newSecret('bs');
-    const row = this.newRow(value, userId, authTime, data, this.clock.now());
+    const row = this.newRow(value, userId, auth, data, this.clock.now());
     await insertBrowserSession(this.db, row);
     this.setCookie(reply, value);
     return row;

@@ -1,3 +1,5 @@
+import type { Amr } from './acr.js';
+
 /**
  * Page state of an authorization request in flight, kept server-side in the browser session's `data`
  * (never in a form or a URL the user can edit):
@@ -27,10 +29,33 @@ export interface PendingProfile {
   viaSessionJwt: boolean;
 }
 
+/**
+ * A first factor checked on a hosted page, or a signed-in session an app wants a second factor for:
+ * the `/mfa` page asks for it. The browser session is signed in (as this user, with the new `amr`)
+ * only once it is given.
+ */
+export interface PendingMfa {
+  userId: string;
+  amr: Amr[];
+  /** The first factor's method (events), or 'step_up' for a session that was already signed in. */
+  method: string;
+  via: string;
+  /** When the first factor was checked: the second must follow within PENDING_MFA_SECONDS. */
+  since: number;
+  /** Asked by the account page to change second factors: the factor is asked even though the session has one. */
+  stepUp?: boolean;
+  /** A sign-in started on the account page goes back there. */
+  returnTo?: '/account' | '/account?bind=1';
+}
+
+/** How long a checked first factor waits for its second. */
+export const PENDING_MFA_SECONDS = 600;
+
 export interface FlowState {
   resume?: string;
   consent?: PendingConsent;
   profile?: PendingProfile;
+  mfa?: PendingMfa;
   [key: string]: unknown;
 }
 

@@ -32,7 +32,29 @@ export const TokenResponse = z.object(tokenFields).meta({ id: 'TokenResponse', d
 
 export const SignInResult = z
   .union([
-    z.object({ status: z.literal('ok'), user: PublicUser, ...tokenFields }).meta({ id: 'SignInComplete', description: 'Signed in: the user and tokens.' }),
+    z
+      .object({
+        status: z.literal('ok'),
+        user: PublicUser,
+        ...tokenFields,
+        recovery_codes: z
+          .array(z.string())
+          .optional()
+          .describe('Only when this sign-in set up the first second factor: ten one-time recovery codes, shown this once.'),
+      })
+      .meta({ id: 'SignInComplete', description: 'Signed in: the user and tokens.' }),
+    z
+      .object({
+        status: z.literal('pending'),
+        next_step: z.literal('mfa'),
+        session: z.string().describe('A session JWT good only for `POST /v1/auth/mfa/verify` (and `/v1/auth/mfa/totp/setup`).'),
+        methods: z.array(z.enum(['totp', 'passkey', 'recovery_code'])).describe('The second factors the user has (CONTRACT §15.6).'),
+        enroll: z
+          .array(z.literal('totp'))
+          .optional()
+          .describe('The app requires a second factor the user has not set up: set one up now (`POST /v1/auth/mfa/totp/setup`).'),
+      })
+      .meta({ id: 'SignInSecondFactor', description: 'The first factor was right; a second factor is due before the sign-in completes.' }),
     z
       .object({
         status: z.literal('pending'),
@@ -42,4 +64,4 @@ export const SignInResult = z
       })
       .meta({ id: 'SignInPending', description: 'The app requires data the user lacks; finish the step with the session.' }),
   ])
-  .meta({ id: 'SignInResult', description: 'Sign-in result of register, login, magic-link verify and profile complete (CONTRACT §5).' });
+  .meta({ id: 'SignInResult', description: 'Sign-in result of register, login, magic-link verify, passkey sign-in, profile complete and the second-factor step (CONTRACT §5, §15.6).' });

@@ -10,7 +10,7 @@ declare module 'fastify' {
 
 /** `app.signIn`: the sign-in policy, steps and completion every door calls (service.ts). */
 async function signInPlugin(app: FastifyInstance) {
-  app.decorate('signIn', new SignIn({ db: app.db, clock: app.clock, tokens: app.tokens }));
+  app.decorate('signIn', new SignIn({ db: app.db, clock: app.clock, tokens: app.tokens, mfa: app.mfa }));
 }
 
-export default fp(signInPlugin, { name: 'sign-in', dependencies: ['db', 'tokens'] });
+export default fp(signInPlugin, { name: 'sign-in', dependencies: ['db', 'tokens', 'mfa'] });

@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js';
+import { type Amr, isMultiFactor } from '../shared/acr.js';
 import { isSubsetScope } from '../shared/scopes.js';
 import type { RequiredField } from '../storage/repos/apps.js';
 import type { UserRow } from '../storage/schema.js';
@@ -42,7 +43,53 @@ export function missingRequiredFields(required: RequiredField[], user: Pick<User
   });
 }
 
-export type NextStep = 'consent' | 'profile' | 'verify_email' | 'done';
+// Second factor ---------------------------------------------------------------------------------------
+
+/** The second factors a user can enrol (CONTRACT §15.6 `methods`). */
+export type SecondFactor = 'totp' | 'passkey' | 'recovery_code';
+
+/** An app's second-factor policy (CONTRACT §15.6). */
+export type MfaPolicy = 'off' | 'optional' | 'required';
+
+/** What an authentication still needs: nothing, a factor the user has (`verify`), or enrolling one first (`enrol`). */
+export type SecondFactorDemand = 'none' | 'verify' | 'enrol';
+
+/**
+ * Must this authentication be completed by a second factor? Not when it already is multi-factor (or
+ * a passkey). A user who enrolled a factor is always asked for it, whatever the app's policy: it was the
+ * user's own choice to protect the account, and an app cannot waive it. A user without one is made to
+ * enrol only by an app that requires MFA; `off` and `optional` both let such a user through.
+ */
+export function secondFactorDemand(amr: readonly Amr[], enrolled: readonly SecondFactor[], policy: MfaPolicy): SecondFactorDemand {
+  if (isMultiFactor(amr)) return 'none';
+  if (enrolled.length > 0) return 'verify';
+  return policy === 'required' ? 'enrol' : 'none';
+}
+
+/** The `amr` after a second factor: the first factor's, the new method, and `mfa`. */
+export function withSecondFactor(amr: readonly Amr[], method: 'otp' | 'hwk' | 'swk'): Amr[] {
+  return [...new Set<Amr>([...amr, method, 'mfa'])];
+}
+
+/** How long a sign-in counts as fresh for changing second factors. */
+export const FACTOR_CHANGE_FRESH_SECONDS = 900;
+
+export type FactorChangeRefusal = 'needs_second_factor' | 'needs_fresh_sign_in';
+
+/**
+ * May this signed-in session add, remove or replace second factors (authenticator app, recovery codes,
+ * passkeys)? Freely while the account has none; once it has one, only from a session that proved a
+ * second factor (or a passkey) within FACTOR_CHANGE_FRESH_SECONDS: a stolen password, or a session
+ * left open, must not be enough to remove the factor that protects the account or to add one.
+ */
+export function factorChangeRefusal(enrolled: readonly SecondFactor[], session: { amr: readonly Amr[]; authTime: number }, now: number): FactorChangeRefusal | null {
+  if (enrolled.length === 0) return null;
+  if (!isMultiFactor(session.amr)) return 'needs_second_factor';
+  if (now - session.authTime > FACTOR_CHANGE_FRESH_SECONDS) return 'needs_fresh_sign_in';
+  return null;
+}
+
+export type NextStep = 'mfa' | 'consent' | 'profile' | 'verify_email' | 'done';
 
 export interface GrantState {
   /** The scopes this sign-in asks for. */
@@ -56,14 +103,23 @@ export interface GrantState {
    * implied and recorded at completion, never a step.
    */
   consentImplied?: boolean;
+  /** How the user authenticated for this sign-in, and the second factors they have enrolled. */
+  amr: readonly Amr[];
+  enrolled: readonly SecondFactor[];
 }
 
 /**
- * What a signed-in user still has to do before the app gets a code, tokens or a session: consent
- * first (nothing is shown to an app the user has not allowed), then the app's required profile data,
- * then a verified email address.
+ * What a signed-in user still has to do before the app gets a code, tokens or a session: a second
+ * factor first (until then the user is not authenticated, so nothing else is shown), then consent
+ * (nothing is shown to an app the user has not allowed), then the app's required profile data, then a
+ * verified email address.
  */
-export function nextStep(user: Pick<UserRow, 'name' | 'phone_number' | 'birthdate' | 'email_verified'>, app: { requiredFields: RequiredField[] }, grant: GrantState): NextStep {
+export function nextStep(
+  user: Pick<UserRow, 'name' | 'phone_number' | 'birthdate' | 'email_verified'>,
+  app: { requiredFields: RequiredField[]; mfa: MfaPolicy },
+  grant: GrantState,
+): NextStep {
+  if (secondFactorDemand(grant.amr, grant.enrolled, app.mfa) !== 'none') return 'mfa';
   if (!grant.consentImplied && (grant.forceConsent || !isSubsetScope(grant.requestedScope, grant.consentedScope))) return 'consent';
   const missing = missingRequiredFields(app.requiredFields, user);
   if (missing.some((field) => field !== 'email_verified')) return 'profile';

@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
+import type { Mfa } from '../mfa/service.js';
+import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { DEFAULT_SCOPE, isSubsetScope } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
@@ -7,7 +9,7 @@ import { findAppUser, recordAppSignIn } from '../storage/repos/app-users.js';
 import type { App, RequiredField } from '../storage/repos/apps.js';
 import { findConsentedScope, grantConsent, revokeConsent } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
-import { type AuthorizationCodeRow, finishPendingGrant, type GrantRow, revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { AWAITING, type AuthorizationCodeRow, finishPendingGrant, type GrantRow, recordSecondFactor, revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { type PublicUser, toPublicUser, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 import type { TokenResponse, TokenService } from '../tokens/service.js';
@@ -23,7 +25,11 @@ import {
   nextStep,
   type RefusalStyle,
   refusalError,
+  type SecondFactor,
+  type SecondFactorDemand,
+  secondFactorDemand,
   type SignInRefusal,
+  withSecondFactor,
 } from './policy.js';
 import { type ProfileField, type ProfileProblem, parseProfileData } from './profile-data.js';
 
@@ -37,15 +43,37 @@ import { type ProfileField, type ProfileProblem, parseProfileData } from './prof
  * No door writes consent, profile data, app membership or sign-in events on its own.
  */
 
-/** The sign-in result of CONTRACT §5, shared by register, login, magic-link verify and profile complete. */
+/**
+ * The sign-in result of CONTRACT §5 and §15.6, shared by register, login, magic-link verify, passkey
+ * sign-in, profile complete and the second-factor step. `enroll` lists what the user may set up now
+ * when an app requires a second factor the user does not have yet.
+ */
 export type SignInResult =
-  | ({ status: 'ok'; user: PublicUser } & TokenResponse)
-  | { status: 'pending'; next_step: 'profile' | 'verify_email'; session: string; required_fields: RequiredField[] };
+  | ({ status: 'ok'; user: PublicUser; recovery_codes?: string[] } & TokenResponse)
+  | { status: 'pending'; next_step: 'profile' | 'verify_email'; session: string; required_fields: RequiredField[] }
+  | { status: 'pending'; next_step: 'mfa'; session: string; methods: SecondFactor[]; enroll?: ['totp'] };
+
+/** How the user proved who they are before any second factor: its name in events, and its `amr`. */
+export interface FirstFactor {
+  method: string;
+  amr: Amr[];
+}
+
+export const FIRST_FACTOR = {
+  password: { method: 'password', amr: ['pwd'] },
+  register: { method: 'register', amr: ['pwd'] },
+  magicLink: { method: 'magic_link', amr: ['email'] },
+  provider: { method: 'idp', amr: ['fed'] },
+} as const satisfies Record<string, FirstFactor>;
+
+/** The proof of a second factor a door received: a typed code (TOTP or recovery), or a checked passkey. */
+export type SecondFactorProof = { kind: 'code'; code: string } | { kind: 'passkey'; amr: 'hwk' | 'swk' };
 
 export interface SignInDeps {
   db: Kysely<Database>;
   clock: Clock;
   tokens: TokenService;
+  mfa: Mfa;
 }
 
 const PROBLEM_TEXT: Record<ProfileProblem['reason'] | `invalid_${ProfileField}`, string> = {
@@ -76,8 +104,42 @@ export class SignIn {
     if (cause) throw refusalError(cause, style);
   }
 
-  async nextStep(db: Kysely<Database>, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope'>): Promise<NextStep> {
-    return nextStep(user, app, { ...grant, consentedScope: await findConsentedScope(db, app.id, user.id) });
+  async nextStep(db: Kysely<Database>, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope' | 'enrolled'>): Promise<NextStep> {
+    const [consentedScope, enrolled] = await Promise.all([findConsentedScope(db, app.id, user.id), this.deps.mfa.enrolled(db, user.id)]);
+    return nextStep(user, app, { ...grant, consentedScope, enrolled });
+  }
+
+  /**
+   * Whether an authentication needs a second factor before it counts, for this app or (`app`
+   * undefined: the account page) for the user alone: the one rule every door asks (policy.ts).
+   */
+  async secondFactorDemand(db: Kysely<Database>, userId: string, amr: readonly Amr[], app: Pick<App, 'mfa'> | undefined): Promise<{ demand: SecondFactorDemand; methods: SecondFactor[] }> {
+    const methods = await this.deps.mfa.enrolled(db, userId);
+    return { demand: secondFactorDemand(amr, methods, app?.mfa ?? 'optional'), methods };
+  }
+
+  /**
+   * Checks a second factor for a user whose first factor is `amr`, and returns the strengthened `amr`.
+   * A code is an authenticator-app or recovery code (Mfa.verifyCode, under the login lockout); a
+   * passkey was checked by the door (Passkeys.verifyAuthentication). With nothing enrolled and an app
+   * that requires a second factor, the code confirms the authenticator app being set up, and the
+   * first recovery codes come back once.
+   */
+  async checkSecondFactor(
+    userId: string,
+    amr: readonly Amr[],
+    proof: SecondFactorProof,
+    demand: SecondFactorDemand,
+    ctx: RequestContext,
+  ): Promise<{ amr: Amr[]; method: string; recoveryCodes?: string[] }> {
+    if (demand === 'none') throw new AppError('invalid_request', { message: 'No second factor is due for this sign-in.' });
+    if (proof.kind === 'passkey') return { amr: withSecondFactor(amr, proof.amr), method: 'passkey' };
+    if (demand === 'enrol') {
+      const { recoveryCodes } = await this.deps.mfa.confirmTotp(userId, proof.code, ctx);
+      return { amr: withSecondFactor(amr, 'otp'), method: 'totp', ...(recoveryCodes ? { recoveryCodes } : {}) };
+    }
+    const method = await this.deps.mfa.verifyCode(userId, proof.code, ctx);
+    return { amr: withSecondFactor(amr, 'otp'), method };
   }
 
   /** Whether `prompt=login` or `max_age` sends a signed-in user back to authenticate now (OIDC Core §3.1.2.1). */
@@ -150,15 +212,15 @@ export class SignIn {
     return { ...input.user, ...parsed.patch, updated_at: now };
   }
 
-  /** Records a successful authentication (a credential was checked) for the app it was made for. */
-  async recordLogin(db: Kysely<Database>, input: { userId: string; appId: string | null; method: string; via?: string }, ctx: RequestContext): Promise<void> {
+  /** Records a successful authentication (every factor it needs was checked) for the app it was made for. */
+  async recordLogin(db: Kysely<Database>, input: { userId: string; appId: string | null; method: string; amr: readonly Amr[]; via?: string }, ctx: RequestContext): Promise<void> {
     await appendEvent(db, this.deps.clock.now(), {
       type: 'user.login_succeeded',
       appId: input.appId,
       userId: input.userId,
       ip: ctx.ip,
       userAgent: ctx.userAgent,
-      data: { method: input.method, ...(input.via ? { via: input.via } : {}) },
+      data: { method: input.method, amr: input.amr, ...(input.via ? { via: input.via } : {}) },
     });
   }
 
@@ -167,7 +229,7 @@ export class SignIn {
   /** Issues an authorization code and records the app sign-in (call inside the door's transaction). */
   async issueCode(
     trx: Kysely<Database>,
-    input: { app: App; user: UserRow; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number },
+    input: { app: App; user: UserRow; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number; amr: readonly Amr[] },
   ): Promise<string> {
     await recordAppSignIn(trx, input.app.id, input.user.id, this.deps.clock.now());
     return this.deps.tokens.issueAuthorizationCode(trx, {
@@ -178,6 +240,7 @@ export class SignIn {
       codeChallenge: input.codeChallenge,
       nonce: input.nonce,
       authTime: input.authTime,
+      amr: input.amr,
     });
   }
 
@@ -186,9 +249,9 @@ export class SignIn {
    * the grant id, for the session JWT minted after the transaction commits. No consent is recorded:
    * it comes from `/oauth/authorize` (CONTRACT §14.11).
    */
-  async openSession(trx: Kysely<Database>, input: { app: App; user: UserRow; authTime: number }): Promise<string> {
+  async openSession(trx: Kysely<Database>, input: { app: App; user: UserRow; authTime: number; amr: readonly Amr[] }): Promise<string> {
     await recordAppSignIn(trx, input.app.id, input.user.id, this.deps.clock.now());
-    return this.deps.tokens.createGrant(trx, { appId: input.app.id, userId: input.user.id, scope: DEFAULT_SCOPE, authTime: input.authTime });
+    return this.deps.tokens.createGrant(trx, { appId: input.app.id, userId: input.user.id, scope: DEFAULT_SCOPE, authTime: input.authTime, amr: input.amr });
   }
 
   /**
@@ -197,15 +260,67 @@ export class SignIn {
    * while the app's required data is missing; otherwise app sign-in, implied consent for the default
    * scopes, `user.login_succeeded` and tokens, in one transaction.
    */
-  async completeDirect(app: App, user: UserRow, ctx: RequestContext, method: string): Promise<SignInResult> {
+  async completeDirect(app: App, user: UserRow, ctx: RequestContext, factor: FirstFactor): Promise<SignInResult> {
     await this.assertMaySignIn(this.db, user, app.id);
     const now = this.deps.clock.now();
-    const step = await this.nextStep(this.db, user, app, { requestedScope: DEFAULT_SCOPE, consentImplied: true });
+    const step = await this.nextStep(this.db, user, app, { requestedScope: DEFAULT_SCOPE, consentImplied: true, amr: factor.amr });
     if (step !== 'done') {
-      const grantId = await this.deps.tokens.createGrant(this.db, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: now, awaitingCompletion: true });
-      return this.pendingResult(app, user, grantId, step);
+      const grantId = await this.deps.tokens.createGrant(this.db, {
+        appId: app.id,
+        userId: user.id,
+        scope: DEFAULT_SCOPE,
+        authTime: now,
+        amr: factor.amr,
+        awaiting: step === 'mfa' ? AWAITING.secondFactor : AWAITING.restSignIn,
+      });
+      return this.pendingResult(app, user, grantId, step, factor.amr);
     }
-    return this.finishDirect(app, user, ctx, { method, authTime: now });
+    return this.finishDirect(app, user, ctx, { method: factor.method, amr: factor.amr, authTime: now });
+  }
+
+  /**
+   * The second factor of a grant that waits for one (a REST sign-in, or a provider session of the
+   * native door): checked, recorded on the grant once (a concurrent second proof loses), and the grant
+   * then waits for `next`. Returns the strengthened `amr`.
+   */
+  async secondFactorOfGrant(
+    app: App,
+    grant: GrantRow,
+    user: UserRow,
+    proof: SecondFactorProof,
+    next: typeof AWAITING.restSignIn | typeof AWAITING.nothing,
+    ctx: RequestContext,
+  ): Promise<{ amr: Amr[]; method: string; recoveryCodes?: string[] }> {
+    this.assertPendingOf(app, grant, user, 'second_factor');
+    await this.assertMaySignIn(this.db, user, app.id);
+    const firstAmr = parseAmr(grant.amr);
+    const { demand } = await this.secondFactorDemand(this.db, user.id, firstAmr, app);
+    const checked = await this.checkSecondFactor(user.id, firstAmr, proof, demand, ctx);
+    if (!(await recordSecondFactor(this.db, grant.id, serializeAmr(checked.amr), next))) {
+      throw new AppError('invalid_token', { detail: 'second factor already given for this sign-in' });
+    }
+    return checked;
+  }
+
+  /** A pending sign-in (`session`) of this app waiting for `what`; anything else → 400 `invalid_token`. */
+  private assertPendingOf(app: App, grant: GrantRow, user: UserRow, what: 'rest_sign_in' | 'second_factor'): void {
+    const awaiting = what === 'rest_sign_in' ? AWAITING.restSignIn : AWAITING.secondFactor;
+    if (grant.awaiting_completion !== awaiting || grant.app_id !== app.id || grant.user_id !== user.id) {
+      throw new AppError('invalid_token', { detail: `session is not a sign-in of this app waiting for ${what}` });
+    }
+  }
+
+  /**
+   * `POST /v1/auth/mfa/verify` (and a passkey as second factor): the second step of a pending REST
+   * sign-in. The factor is recorded on the grant, then the sign-in goes on like any other: the next
+   * pending step, or tokens.
+   */
+  async completeSecondFactor(app: App, grant: GrantRow, user: UserRow, proof: SecondFactorProof, ctx: RequestContext): Promise<SignInResult> {
+    const checked = await this.secondFactorOfGrant(app, grant, user, proof, AWAITING.restSignIn, ctx);
+    const step = await this.nextStep(this.db, user, app, { requestedScope: DEFAULT_SCOPE, consentImplied: true, amr: checked.amr });
+    if (step !== 'done') return this.pendingResult(app, user, grant.id, step, checked.amr);
+    const result = await this.finishDirect(app, user, ctx, { method: checked.method, amr: checked.amr, authTime: grant.auth_time, pendingGrantId: grant.id });
+    return checked.recoveryCodes && result.status === 'ok' ? { ...result, recovery_codes: checked.recoveryCodes } : result;
   }
 
   /**
@@ -220,19 +335,24 @@ export class SignIn {
     data: Partial<Record<ProfileField, string | undefined>>,
     ctx: RequestContext,
   ): Promise<SignInResult> {
-    if (grant.awaiting_completion !== 1 || grant.app_id !== app.id || grant.user_id !== user.id) {
-      throw new AppError('invalid_token', { detail: 'session is not a pending sign-in of this app' });
-    }
+    // A grant waiting for its second factor is refused here: profile data is not taken from someone
+    // who has not finished signing in.
+    this.assertPendingOf(app, grant, user, 'rest_sign_in');
     await this.assertMaySignIn(this.db, user, app.id);
+    const amr = parseAmr(grant.amr);
     const missing = missingRequiredFields(app.requiredFields, user).filter((f): f is ProfileField => f !== 'email_verified');
     const updated = await this.applyProfileData(this.db, { user, appId: app.id, data, accepted: missing, via: 'profile_complete', pathPrefix: 'data.' }, ctx);
-    const step = await this.nextStep(this.db, updated, app, { requestedScope: DEFAULT_SCOPE, consentImplied: true });
-    if (step !== 'done') return this.pendingResult(app, updated, grant.id, step);
-    return this.finishDirect(app, updated, ctx, { method: 'profile_complete', authTime: grant.auth_time, pendingGrantId: grant.id });
+    const step = await this.nextStep(this.db, updated, app, { requestedScope: DEFAULT_SCOPE, consentImplied: true, amr });
+    if (step !== 'done') return this.pendingResult(app, updated, grant.id, step, amr);
+    return this.finishDirect(app, updated, ctx, { method: 'profile_complete', amr, authTime: grant.auth_time, pendingGrantId: grant.id });
   }
 
-  private async pendingResult(app: App, user: UserRow, grantId: string, step: Exclude<NextStep, 'done'>): Promise<SignInResult> {
+  private async pendingResult(app: App, user: UserRow, grantId: string, step: Exclude<NextStep, 'done'>, amr: readonly Amr[]): Promise<SignInResult> {
     const session = await this.deps.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
+    if (step === 'mfa') {
+      const { demand, methods } = await this.secondFactorDemand(this.db, user.id, amr, app);
+      return { status: 'pending', next_step: 'mfa', session, methods, ...(demand === 'enrol' ? { enroll: ['totp'] as ['totp'] } : {}) };
+    }
     return {
       status: 'pending',
       next_step: step === 'verify_email' ? 'verify_email' : 'profile',
@@ -241,7 +361,12 @@ export class SignIn {
     };
   }
 
-  private async finishDirect(app: App, user: UserRow, ctx: RequestContext, options: { method: string; authTime: number; pendingGrantId?: string }): Promise<SignInResult> {
+  private async finishDirect(
+    app: App,
+    user: UserRow,
+    ctx: RequestContext,
+    options: { method: string; amr: readonly Amr[]; authTime: number; pendingGrantId?: string },
+  ): Promise<SignInResult> {
     const now = this.deps.clock.now();
     const response = await this.db.transaction().execute(async (trx) => {
       if (options.pendingGrantId && !(await finishPendingGrant(trx, options.pendingGrantId))) {
@@ -251,8 +376,8 @@ export class SignIn {
       if (!isSubsetScope(DEFAULT_SCOPE, await findConsentedScope(trx, app.id, user.id))) {
         await this.grantConsent(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, via: 'sign_in' }, ctx);
       }
-      await this.recordLogin(trx, { userId: user.id, appId: app.id, method: options.method }, ctx);
-      const issued = await this.deps.tokens.issueTokens(trx, { app, user, scope: DEFAULT_SCOPE, authTime: options.authTime, grantId: options.pendingGrantId });
+      await this.recordLogin(trx, { userId: user.id, appId: app.id, method: options.method, amr: options.amr }, ctx);
+      const issued = await this.deps.tokens.issueTokens(trx, { app, user, scope: DEFAULT_SCOPE, authTime: options.authTime, amr: options.amr, grantId: options.pendingGrantId });
       return issued.response;
     });
     return { status: 'ok', user: toPublicUser(user), ...response };

@@ -25,6 +25,8 @@ export interface AppsTable {
   feature_auth: number;
   feature_profile: number;
   required_fields: string; // JSON string[]
+  /** Second-factor policy (CONTRACT §15.6). */
+  mfa: 'off' | 'optional' | 'required';
   disabled: number;
   created_at: number;
   updated_at: number;
@@ -91,6 +93,8 @@ export interface BrowserSessionsTable {
   user_id: string | null;
   csrf_token: string;
   auth_time: number | null;
+  /** JSON RFC 8176 `amr` values of the authentication at `auth_time`. */
+  amr: string | null;
   data: string; // JSON: in-flight page state (e.g. the authorize request to resume)
   created_at: number;
   last_seen_at: number;
@@ -105,6 +109,8 @@ export interface GrantsTable {
   user_id: string;
   scope: string;
   auth_time: number;
+  /** JSON RFC 8176 `amr` values of the authentication at `auth_time`. */
+  amr: string | null;
   nonce: string | null;
   created_at: number;
   expires_at: number; // absolute lifetime of the family
@@ -123,6 +129,7 @@ export interface AuthorizationCodesTable {
   code_challenge: string | null;
   nonce: string | null;
   auth_time: number;
+  amr: string | null;
   created_at: number;
   expires_at: number;
   consumed_at: number | null;
@@ -254,11 +261,44 @@ export interface ThrottleCountersTable {
   updated_at: number;
 }
 
+/** A user's authenticator app (RFC 6238). The secret is sealed with SECRET_KEY; `last_step` makes each code single-use. */
+export interface TotpFactorsTable {
+  user_id: string;
+  secret_sealed: string;
+  /** Null until the user proved the app works by entering a first code. */
+  confirmed_at: number | null;
+  last_step: number | null;
+  created_at: number;
+}
+
+/** One-time recovery codes (SHA-256 hashes). */
+export interface RecoveryCodesTable {
+  code_hash: string;
+  user_id: string;
+  created_at: number;
+  used_at: number | null;
+}
+
 /** Small key/value settings, e.g. the provider configuration set through the admin API. */
 export interface SettingsTable {
   key: string;
   value: string; // JSON
   updated_at: number;
+}
+
+/** A passkey (WebAuthn credential) of a user; `credential_id` and `public_key` are base64url. */
+export interface PasskeysTable {
+  id: string;
+  credential_id: string;
+  user_id: string;
+  public_key: string; // COSE public key
+  counter: number; // signature counter, advanced on every use
+  transports: string; // JSON string[]
+  device_type: 'singleDevice' | 'multiDevice';
+  backed_up: number;
+  name: string; // given by the user
+  created_at: number;
+  last_used_at: number | null;
 }
 
 export interface Database {
@@ -284,6 +324,9 @@ export interface Database {
   signing_keys: SigningKeysTable;
   throttle_counters: ThrottleCountersTable;
   settings: SettingsTable;
+  totp_factors: TotpFactorsTable;
+  recovery_codes: RecoveryCodesTable;
+  passkeys: PasskeysTable;
 }
 
 export type AppRow = Selectable<AppsTable>;

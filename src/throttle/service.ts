@@ -108,9 +108,26 @@ export class Throttle {
    * what keeps concurrent requests from evaluating more than LOGIN_MAX_FAILURES guesses.
    */
   async reserveLoginAttempt(email: string): Promise<LoginAttempt> {
+    return this.reserveAttempt(this.loginKey(email));
+  }
+
+  private factorKey = (userId: string) => `mfa:${userId}`;
+
+  /**
+   * Second-factor codes (TOTP, recovery codes) are guessed like passwords and locked like them: the
+   * same budget and lock, counted per user (the first factor already named the user).
+   */
+  async reserveFactorAttempt(userId: string): Promise<LoginAttempt> {
+    return this.reserveAttempt(this.factorKey(userId));
+  }
+
+  async clearFactorFailures(db: Kysely<Database>, userId: string): Promise<void> {
+    await deleteCounter(db, this.factorKey(userId));
+  }
+
+  private async reserveAttempt(key: string): Promise<LoginAttempt> {
     const { loginMaxFailures, loginLockSeconds } = this.config.throttle;
     const now = this.clock.now();
-    const key = this.loginKey(email);
     const slot = await reserveCounterSlot(this.db, key, now, loginLockSeconds, loginMaxFailures);
     if (slot === null) {
       const counter = await findCounter(this.db, key);

@@ -3,7 +3,7 @@ import { decodeProtectedHeader, errors as joseErrors } from 'jose';
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
-import { ACR_SINGLE_FACTOR } from '../shared/acr.js';
+import { acrOf, type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import { SecretBox } from '../shared/crypto.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import { hasScope, isSubsetScope, joinScope, scopeList } from '../shared/scopes.js';
@@ -11,6 +11,8 @@ import type { Clock } from '../shared/time.js';
 import type { App } from '../storage/repos/apps.js';
 import { appendEvent } from '../storage/repos/events.js';
 import {
+  AWAITING,
+  type Awaiting,
   findGrant,
   findRefreshFamily,
   findRefreshToken,
@@ -77,6 +79,8 @@ export interface MintInput {
   scope: string;
   refreshScope: string;
   authTime: number;
+  /** How the user authenticated (ID token `amr`, and `acr` from it). */
+  amr: readonly Amr[];
   nonce: string | null;
 }
 
@@ -126,7 +130,17 @@ export class TokenService {
    */
   async createGrant(
     db: Kysely<Database>,
-    input: { id?: string; appId: string; userId: string; scope: string; authTime: number; nonce?: string | null; awaitingCompletion?: boolean; expiresAt?: number },
+    input: {
+      id?: string;
+      appId: string;
+      userId: string;
+      scope: string;
+      authTime: number;
+      amr: readonly Amr[];
+      nonce?: string | null;
+      awaiting?: Awaiting;
+      expiresAt?: number;
+    },
   ): Promise<string> {
     const now = this.clock.now();
     const id = input.id ?? newId('grt');
@@ -136,12 +150,13 @@ export class TokenService {
       user_id: input.userId,
       scope: joinScope(scopeList(input.scope)),
       auth_time: input.authTime,
+      amr: serializeAmr(input.amr),
       nonce: input.nonce ?? null,
       created_at: now,
       expires_at: input.expiresAt ?? now + this.config.ttl.refreshFamily,
       revoked_at: null,
       revoked_reason: null,
-      awaiting_completion: input.awaitingCompletion ? 1 : 0,
+      awaiting_completion: input.awaiting ?? AWAITING.nothing,
     });
     return id;
   }
@@ -152,7 +167,7 @@ export class TokenService {
    */
   async issueTokens(
     db: Kysely<Database>,
-    input: { app: App; user: UserRow; scope: string; authTime: number; nonce?: string | null; grantId?: string },
+    input: { app: App; user: UserRow; scope: string; authTime: number; amr: readonly Amr[]; nonce?: string | null; grantId?: string },
   ): Promise<{ response: TokenResponse; grantId: string }> {
     if (input.grantId === undefined) {
       const prepared = await this.prepareGrantTokens(input);
@@ -169,6 +184,7 @@ export class TokenService {
       scope: joinScope(scopeList(input.scope)),
       refreshScope: grant.scope,
       authTime: input.authTime,
+      amr: input.amr,
       nonce: input.nonce ?? null,
     });
     return { response, grantId: grant.id };
@@ -183,6 +199,7 @@ export class TokenService {
     user: UserRow;
     scope: string;
     authTime: number;
+    amr: readonly Amr[];
     nonce?: string | null;
   }): Promise<{ response: TokenResponse; grantId: string; store(db: Kysely<Database>): Promise<void> }> {
     const grantId = newId('grt');
@@ -196,10 +213,11 @@ export class TokenService {
       scope,
       refreshScope: scope,
       authTime: input.authTime,
+      amr: input.amr,
       nonce: input.nonce ?? null,
     });
     const store = async (db: Kysely<Database>) => {
-      await this.createGrant(db, { id: grantId, appId: input.app.id, userId: input.user.id, scope, authTime: input.authTime, nonce: input.nonce, expiresAt });
+      await this.createGrant(db, { id: grantId, appId: input.app.id, userId: input.user.id, scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, expiresAt });
       await insertRefreshToken(db, refreshRow);
     };
     return { response, grantId, store };
@@ -240,7 +258,8 @@ export class TokenService {
             sub: input.user.id,
             aud: input.app.id,
             auth_time: input.authTime,
-            acr: ACR_SINGLE_FACTOR,
+            acr: acrOf(input.amr),
+            ...(input.amr.length > 0 ? { amr: input.amr } : {}),
             ...(input.nonce ? { nonce: input.nonce } : {}),
             ...(hasScope(input.scope, 'email') ? { email: input.user.email, email_verified: input.user.email_verified === 1 } : {}),
             ...(hasScope(input.scope, 'profile') ? { name: input.user.name ?? undefined } : {}),
@@ -286,6 +305,7 @@ export class TokenService {
         scope,
         refreshScope: row.scope,
         authTime: grant.auth_time,
+        amr: parseAmr(grant.amr),
         nonce: null,
       });
       const json = JSON.stringify(response);
@@ -331,7 +351,16 @@ export class TokenService {
   /** Issues a single-use authorization code (60 s) bound to client, redirect_uri and PKCE challenge. */
   async issueAuthorizationCode(
     db: Kysely<Database>,
-    input: { appId: string; userId: string; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number },
+    input: {
+      appId: string;
+      userId: string;
+      redirectUri: string;
+      scope: string;
+      codeChallenge: string | null;
+      nonce: string | null;
+      authTime: number;
+      amr: readonly Amr[];
+    },
   ): Promise<string> {
     const now = this.clock.now();
     const code = newSecret('ac');
@@ -344,6 +373,7 @@ export class TokenService {
       code_challenge: input.codeChallenge,
       nonce: input.nonce,
       auth_time: input.authTime,
+      amr: serializeAmr(input.amr),
       created_at: now,
       expires_at: now + this.config.ttl.authorizationCode,
       consumed_at: null,
@@ -439,6 +469,8 @@ export class TokenService {
       const session = await this.checkSession(token);
       if (!session) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
       const grant = await findGrant(this.db, session.grantId);
+      // A sign-in still waiting for its second factor is no credential yet.
+      if (grant?.awaiting_completion === AWAITING.secondFactor) throw new AppError('unauthorized', { detail: 'session awaits its second factor' });
       return { kind: 'session', userId: session.sub, appId: session.appId, scope: grant?.scope ?? '', grantId: session.grantId };
     }
     const claims = await this.checkAccessToken(token);

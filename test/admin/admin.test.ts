@@ -146,7 +146,7 @@ describe('admin API (/v1/admin)', () => {
       const appId = (await t.app.inject({ method: 'POST', url: '/v1/dev/apps', headers: bearer(dev.api_key), payload: appBody() })).json().id;
       const app = (await findApp(t.db, appId))!;
       const user = await quickUser(t, { email: 'victim@example.com' });
-      const { response } = await t.app.tokens.issueTokens(t.db, { app, user, scope: 'openid', authTime: t.clock.now() });
+      const { response } = await t.app.tokens.issueTokens(t.db, { app, user, scope: 'openid', authTime: t.clock.now(), amr: ['pwd'] });
       const sessionHash = hashSecret(newSecret('bs'));
       const now = t.clock.now();
       await insertBrowserSession(t.db, { id_hash: sessionHash, user_id: user.id, csrf_token: 'x', auth_time: now, data: '{}', created_at: now, last_seen_at: now, expires_at: now + 3600, revoked_at: null });

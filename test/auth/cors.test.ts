@@ -58,7 +58,7 @@ describe('CORS on /v1/auth and /v1/email_verify', () => {
 
   it('email verification allows the origins of the credential’s app', async () => {
     const user = await makeUser(t.app);
-    const { response } = await t.app.tokens.issueTokens(t.db, { app: client, user, scope: 'openid email', authTime: t.clock.now() });
+    const { response } = await t.app.tokens.issueTokens(t.db, { app: client, user, scope: 'openid email', authTime: t.clock.now(), amr: ['pwd'] });
     const auth = { authorization: `Bearer ${response.access_token}` };
     const ok = await t.app.inject({ method: 'POST', url: '/v1/email_verify/confirm', headers: { ...auth, origin: SPA }, payload: { code: '000000' } });
     expect(ok.statusCode).toBe(400);

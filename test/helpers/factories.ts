@@ -35,6 +35,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     allowedOrigins: [],
     features: { auth: true, profile: true },
     requiredFields: [],
+    mfa: 'optional',
     disabled: false,
     createdAt: now,
     updatedAt: now,

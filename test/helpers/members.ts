@@ -21,6 +21,6 @@ export async function addMember(t: TestApp, app: App, user: UserRow, at = t.cloc
 
 /** A real token response (access + refresh) for user at app, as after a sign-in. */
 export async function tokensFor(t: TestApp, app: App, user: UserRow, scope = 'openid profile email') {
-  const { response, grantId } = await t.app.tokens.issueTokens(t.db, { app, user, scope, authTime: t.clock.now() });
+  const { response, grantId } = await t.app.tokens.issueTokens(t.db, { app, user, scope, authTime: t.clock.now(), amr: ['pwd'] });
   return { ...response, grantId };
 }

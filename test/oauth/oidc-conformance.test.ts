@@ -159,9 +159,9 @@ describe.skipIf(!haveChromium)('OpenID Connect conformance (openid-client + Chro
       request_uri_parameter_supported: false,
       claims_parameter_supported: false,
       prompt_values_supported: ['none', 'login', 'consent'],
-      acr_values_supported: [expect.any(String)],
+      acr_values_supported: ['urn:gatehouse:acr:1fa', 'urn:gatehouse:acr:2fa'],
     });
-    expect(metadata.claims_supported).toEqual(expect.arrayContaining(['auth_time', 'acr']));
+    expect(metadata.claims_supported).toEqual(expect.arrayContaining(['auth_time', 'acr', 'amr']));
   });
 
   it('prompt=login: a signed-in browser authenticates again and returns to the app with a later auth_time', async () => {

@@ -1,4 +1,5 @@
-import type { NextStep, SignInRefusal } from '../../src/sign-in/policy.js';
+import type { Amr } from '../../src/shared/acr.js';
+import type { FactorChangeRefusal, MfaPolicy, NextStep, SecondFactor, SecondFactorDemand, SignInRefusal } from '../../src/sign-in/policy.js';
 import type { RequiredField } from '../../src/storage/repos/apps.js';
 
 /**
@@ -31,6 +32,10 @@ export interface NextStepCase {
   consentedScope: string;
   forceConsent?: boolean;
   consentImplied?: boolean;
+  /** The app's second-factor policy (default optional), how the user authenticated (default a password) and what they enrolled (default nothing). */
+  mfa?: MfaPolicy;
+  amr?: Amr[];
+  enrolled?: SecondFactor[];
   expected: NextStep;
 }
 
@@ -52,6 +57,56 @@ export const NEXT_STEP_CASES: NextStepCase[] = [
   { name: 'only a verified address missing', user: { ...complete, email_verified: 0 }, requiredFields: ['email_verified'], requestedScope: ALL, consentedScope: ALL, expected: 'verify_email' },
   { name: 'profile data before email verification', user: bare, requiredFields: ['email_verified', 'birthdate'], requestedScope: ALL, consentedScope: ALL, expected: 'profile' },
   { name: 'every required field present', user: complete, requiredFields: ['name', 'phone_number', 'birthdate', 'email_verified'], requestedScope: ALL, consentedScope: ALL, expected: 'done' },
+  { name: 'enrolled TOTP, password only', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, enrolled: ['totp', 'recovery_code'], expected: 'mfa' },
+  { name: 'second factor comes before consent', user: bare, requiredFields: ['name'], requestedScope: ALL, consentedScope: '', enrolled: ['totp'], expected: 'mfa' },
+  { name: 'second factor even when the app has MFA off', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, mfa: 'off', enrolled: ['totp'], expected: 'mfa' },
+  { name: 'enrolled, second factor given', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, enrolled: ['totp'], amr: ['pwd', 'otp', 'mfa'], expected: 'done' },
+  { name: 'enrolled, passkey sign-in', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, enrolled: ['passkey'], amr: ['hwk'], expected: 'done' },
+  { name: 'magic link of an enrolled user', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, enrolled: ['passkey'], amr: ['email'], expected: 'mfa' },
+  { name: 'app requires MFA, nothing enrolled', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, mfa: 'required', expected: 'mfa' },
+  { name: 'app requires MFA, given', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: '', mfa: 'required', amr: ['fed', 'otp', 'mfa'], enrolled: ['totp'], expected: 'consent' },
+  { name: 'optional MFA, nothing enrolled', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, mfa: 'optional', expected: 'done' },
+];
+
+export interface SecondFactorCase {
+  name: string;
+  amr: Amr[];
+  enrolled: SecondFactor[];
+  policy: MfaPolicy;
+  expected: SecondFactorDemand;
+}
+
+export const SECOND_FACTOR_CASES: SecondFactorCase[] = [
+  { name: 'password, nothing enrolled, optional', amr: ['pwd'], enrolled: [], policy: 'optional', expected: 'none' },
+  { name: 'password, nothing enrolled, off', amr: ['pwd'], enrolled: [], policy: 'off', expected: 'none' },
+  { name: 'password, nothing enrolled, required', amr: ['pwd'], enrolled: [], policy: 'required', expected: 'enrol' },
+  { name: 'password, TOTP enrolled, off', amr: ['pwd'], enrolled: ['totp'], policy: 'off', expected: 'verify' },
+  { name: 'password, TOTP enrolled, required', amr: ['pwd'], enrolled: ['totp', 'recovery_code'], policy: 'required', expected: 'verify' },
+  { name: 'magic link, passkey enrolled', amr: ['email'], enrolled: ['passkey'], policy: 'optional', expected: 'verify' },
+  { name: 'provider, TOTP enrolled', amr: ['fed'], enrolled: ['totp'], policy: 'optional', expected: 'verify' },
+  { name: 'two factors given', amr: ['pwd', 'otp', 'mfa'], enrolled: ['totp'], policy: 'required', expected: 'none' },
+  { name: 'device-bound passkey alone', amr: ['hwk'], enrolled: ['passkey'], policy: 'required', expected: 'none' },
+  { name: 'synced passkey alone', amr: ['swk'], enrolled: [], policy: 'required', expected: 'none' },
+  { name: 'a code alone is not two factors', amr: ['otp'], enrolled: ['totp'], policy: 'optional', expected: 'verify' },
+  { name: 'no amr recorded (older rows)', amr: [], enrolled: ['totp'], policy: 'optional', expected: 'verify' },
+];
+
+export interface FactorChangeCase {
+  name: string;
+  enrolled: SecondFactor[];
+  amr: Amr[];
+  /** Seconds since the session authenticated. */
+  age: number;
+  expected: FactorChangeRefusal | null;
+}
+
+export const FACTOR_CHANGE_CASES: FactorChangeCase[] = [
+  { name: 'no factor yet: a password session may add one', enrolled: [], amr: ['pwd'], age: 86_400, expected: null },
+  { name: 'factor, password-only session', enrolled: ['totp'], amr: ['pwd'], age: 10, expected: 'needs_second_factor' },
+  { name: 'factor, fresh two-factor session', enrolled: ['totp', 'recovery_code'], amr: ['pwd', 'otp', 'mfa'], age: 60, expected: null },
+  { name: 'factor, fresh passkey session', enrolled: ['passkey'], amr: ['hwk'], age: 900, expected: null },
+  { name: 'factor, two-factor session 15 min + 1 s old', enrolled: ['totp'], amr: ['pwd', 'otp', 'mfa'], age: 901, expected: 'needs_fresh_sign_in' },
+  { name: 'factor, magic-link session', enrolled: ['passkey'], amr: ['email'], age: 5, expected: 'needs_second_factor' },
 ];
 
 export interface CodeBasisCase {

@@ -3,15 +3,26 @@ import { AppError } from '../../src/errors.js';
 import {
   type CodeBasisProblem,
   codeBasisProblem,
+  factorChangeRefusal,
   maySignIn,
   missingRequiredFields,
   mustReauthenticate,
   nextStep,
   type RefusalStyle,
   refusalError,
+  secondFactorDemand,
   type SignInRefusal,
+  withSecondFactor,
 } from '../../src/sign-in/policy.js';
-import { CODE_BASIS_CASES, MAY_SIGN_IN_CASES, NEXT_STEP_CASES, REAUTHENTICATION_CASES } from './policy-cases.js';
+import { acrOf, isMultiFactor, parseAmr, serializeAmr } from '../../src/shared/acr.js';
+import {
+  CODE_BASIS_CASES,
+  FACTOR_CHANGE_CASES,
+  MAY_SIGN_IN_CASES,
+  NEXT_STEP_CASES,
+  REAUTHENTICATION_CASES,
+  SECOND_FACTOR_CASES,
+} from './policy-cases.js';
 
 /** The pure sign-in policy (src/sign-in/policy.ts), held to the tables every door is held to. */
 
@@ -32,11 +43,13 @@ describe('mustReauthenticate (prompt=login, max_age)', () => {
 
 describe('nextStep', () => {
   it.each(NEXT_STEP_CASES)('$name → $expected', (c) => {
-    const step = nextStep(c.user, { requiredFields: c.requiredFields }, {
+    const step = nextStep(c.user, { requiredFields: c.requiredFields, mfa: c.mfa ?? 'optional' }, {
       requestedScope: c.requestedScope,
       consentedScope: c.consentedScope,
       forceConsent: c.forceConsent,
       consentImplied: c.consentImplied,
+      amr: c.amr ?? ['pwd'],
+      enrolled: c.enrolled ?? [],
     });
     expect(step).toBe(c.expected);
   });
@@ -45,6 +58,40 @@ describe('nextStep', () => {
     const user = { name: null, phone_number: '+14155550100', birthdate: '', email_verified: 0 as const };
     expect(missingRequiredFields(['email_verified', 'birthdate', 'phone_number', 'name'], user)).toEqual(['email_verified', 'birthdate', 'name']);
     expect(missingRequiredFields([], user)).toEqual([]);
+  });
+});
+
+describe('secondFactorDemand (CONTRACT §15.6)', () => {
+  it.each(SECOND_FACTOR_CASES)('$name → $expected', ({ amr, enrolled, policy, expected }) => {
+    expect(secondFactorDemand(amr, enrolled, policy)).toBe(expected);
+  });
+
+  it('a second factor adds its method and mfa once, keeping the first factor', () => {
+    expect(withSecondFactor(['pwd'], 'otp')).toEqual(['pwd', 'otp', 'mfa']);
+    expect(withSecondFactor(['email'], 'hwk')).toEqual(['email', 'hwk', 'mfa']);
+    expect(withSecondFactor(['pwd', 'otp', 'mfa'], 'otp')).toEqual(['pwd', 'otp', 'mfa']);
+  });
+
+  it('acr says two factors exactly when amr does', () => {
+    for (const amr of [['pwd'], ['email'], ['fed'], ['pwd', 'otp', 'mfa'], ['hwk'], ['swk']] as const) {
+      expect(acrOf(amr)).toBe(isMultiFactor(amr) ? 'urn:gatehouse:acr:2fa' : 'urn:gatehouse:acr:1fa');
+    }
+    expect(isMultiFactor(['pwd', 'fed'])).toBe(false);
+  });
+
+  it('stored amr round-trips and unknown or broken values are dropped', () => {
+    expect(parseAmr(serializeAmr(['pwd', 'otp', 'mfa']))).toEqual(['pwd', 'otp', 'mfa']);
+    expect(parseAmr(null)).toEqual([]);
+    expect(parseAmr('{"not":"a list"}')).toEqual([]);
+    expect(parseAmr('not json')).toEqual([]);
+    expect(parseAmr('["pwd","kba","mfa"]')).toEqual(['pwd', 'mfa']);
+  });
+});
+
+describe('factorChangeRefusal', () => {
+  const NOW = 1_800_000_000;
+  it.each(FACTOR_CHANGE_CASES)('$name → $expected', ({ enrolled, amr, age, expected }) => {
+    expect(factorChangeRefusal(enrolled, { amr, authTime: NOW - age }, NOW)).toBe(expected);
   });
 });
 

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { parseAmr } from '../../shared/acr.js';
 import { AppError } from '../../errors.js';
 import { type TokenResponse } from '../../tokens/service.js';
 import { requestContext } from '../../shared/request-context.js';
@@ -57,7 +58,7 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   // Tokens are signed before the transaction, so the database is never held while a JWT is signed;
   // the transaction decides whether they are stored and answered.
   const signer = failure ? undefined : await findUserById(app.db, row.user_id);
-  const prepared = signer && (await app.tokens.prepareGrantTokens({ app: client, user: signer, scope: row.scope, authTime: row.auth_time, nonce: row.nonce }));
+  const prepared = signer && (await app.tokens.prepareGrantTokens({ app: client, user: signer, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce }));
   type Outcome = { ok: TokenResponse } | { fail: string } | { replay: true };
   const outcome = await app.db.transaction().execute(async (trx): Promise<Outcome> => {
     if (!(await consumeAuthorizationCode(trx, codeHash, now))) return { replay: true };

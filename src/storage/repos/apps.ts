@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { MfaPolicy } from '../../sign-in/policy.js';
 import type { AppRow, AppsTable, Database } from '../schema.js';
 
 export type AppType = 'public' | 'confidential';
@@ -15,6 +16,8 @@ export interface App {
   allowedOrigins: string[];
   features: { auth: boolean; profile: boolean };
   requiredFields: RequiredField[];
+  /** Second-factor policy (CONTRACT §15.6). */
+  mfa: MfaPolicy;
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
@@ -31,6 +34,7 @@ export function toApp(row: AppRow): App {
     allowedOrigins: JSON.parse(row.allowed_origins) as string[],
     features: { auth: row.feature_auth === 1, profile: row.feature_profile === 1 },
     requiredFields: JSON.parse(row.required_fields) as RequiredField[],
+    mfa: row.mfa,
     disabled: row.disabled === 1,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -49,6 +53,7 @@ function toRow(app: App): AppsTable {
     feature_auth: app.features.auth ? 1 : 0,
     feature_profile: app.features.profile ? 1 : 0,
     required_fields: JSON.stringify(app.requiredFields),
+    mfa: app.mfa,
     disabled: app.disabled ? 1 : 0,
     created_at: app.createdAt,
     updated_at: app.updatedAt,

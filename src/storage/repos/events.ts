@@ -21,7 +21,14 @@ export type EventType =
   | 'profile.deleted'
   | 'app.user_blocked'
   | 'app.user_unblocked'
-  | 'user.claimed';
+  | 'user.claimed'
+  | 'mfa.enrolled'
+  | 'mfa.removed'
+  | 'mfa.challenge_failed'
+  | 'mfa.recovery_codes_generated'
+  | 'mfa.reset'
+  | 'passkey.registered'
+  | 'passkey.removed';
 
 export interface EventInput {
   type: EventType;

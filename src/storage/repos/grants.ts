@@ -13,6 +13,14 @@ export async function findGrant(db: Kysely<Database>, id: string): Promise<Grant
   return db.selectFrom('grants').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+/**
+ * `grants.awaiting_completion`: what a grant still waits for. A REST sign-in that is `pending` (profile
+ * data, a verified address) may be finished once by `/v1/auth/profile/complete`; a grant waiting for a
+ * second factor is no credential at all (its session JWT is refused as a bearer) until the factor is given.
+ */
+export const AWAITING = { nothing: 0, restSignIn: 1, secondFactor: 2 } as const;
+export type Awaiting = (typeof AWAITING)[keyof typeof AWAITING];
+
 /** The liveness rule of grants: not revoked, its absolute lifetime not passed, its user active (isGrantLive's WHERE). */
 export function isLiveGrant(grant: Pick<GrantRow, 'revoked_at' | 'expires_at'>, user: Pick<UserRow, 'status'>, now: number): boolean {
   return grant.revoked_at === null && grant.expires_at > now && user.status === 'active';
@@ -54,7 +62,26 @@ export async function revokeGrantsOfUser(db: Kysely<Database>, userId: string, a
 
 /** Ends the `pending` state of a REST sign-in's grant. Exactly one caller wins; returns whether it was this one. */
 export async function finishPendingGrant(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.updateTable('grants').set({ awaiting_completion: 0 }).where('id', '=', id).where('awaiting_completion', '=', 1).executeTakeFirst();
+  const result = await db
+    .updateTable('grants')
+    .set({ awaiting_completion: AWAITING.nothing })
+    .where('id', '=', id)
+    .where('awaiting_completion', '=', AWAITING.restSignIn)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/**
+ * Records the second factor on a grant that waits for one, and what it waits for next (a REST sign-in
+ * goes on to its other pending steps; a provider session is then complete). Exactly one caller wins.
+ */
+export async function recordSecondFactor(db: Kysely<Database>, id: string, amr: string, next: Awaiting): Promise<boolean> {
+  const result = await db
+    .updateTable('grants')
+    .set({ amr, awaiting_completion: next })
+    .where('id', '=', id)
+    .where('awaiting_completion', '=', AWAITING.secondFactor)
+    .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
 }
 
@@ -82,7 +109,7 @@ export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string)
     .innerJoin('users as u', 'u.id', 'g.user_id')
     .select([
       't.token_hash', 't.grant_id', 't.app_id', 't.scope', 't.created_at', 't.expires_at', 't.consumed_at', 't.successor_response', 't.successor_hash',
-      'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.nonce as g_nonce',
+      'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.amr as g_amr', 'g.nonce as g_nonce',
       'g.created_at as g_created_at', 'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.revoked_reason as g_revoked_reason',
       'g.awaiting_completion as g_awaiting_completion',
       'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
@@ -98,7 +125,7 @@ export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string)
       consumed_at: row.consumed_at, successor_response: row.successor_response, successor_hash: row.successor_hash,
     },
     grant: {
-      id: row.grant_id, app_id: row.g_app_id, user_id: row.g_user_id, scope: row.g_scope, auth_time: row.g_auth_time, nonce: row.g_nonce,
+      id: row.grant_id, app_id: row.g_app_id, user_id: row.g_user_id, scope: row.g_scope, auth_time: row.g_auth_time, amr: row.g_amr, nonce: row.g_nonce,
       created_at: row.g_created_at, expires_at: row.g_expires_at, revoked_at: row.g_revoked_at, revoked_reason: row.g_revoked_reason,
       awaiting_completion: row.g_awaiting_completion,
     },

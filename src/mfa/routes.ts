@@ -1,0 +1,79 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { namedClientId, resolveApp } from '../auth/service.js';
+import { AppError } from '../errors.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
+import { parseAmr } from '../shared/acr.js';
+import { requestContext } from '../shared/request-context.js';
+import { json, OPTIONAL_CLIENT_AUTH } from '../shared/responses.js';
+import { SignInResult } from '../shared/schemas.js';
+import { AWAITING, findGrant, type GrantRow } from '../storage/repos/grants.js';
+import { findUserById, type UserRow } from '../storage/repos/users.js';
+import { MfaVerifyBody, TotpSetup, TotpSetupBody } from './schemas.js';
+
+/**
+ * `/v1/auth/mfa/*`: the second step of a REST sign-in (CONTRACT §15.6), registered inside the
+ * `/v1/auth` scope (per-IP limit, CORS, client authentication as the other sign-in routes). The rule
+ * itself is `app.signIn`'s; these routes only read the pending session and answer.
+ */
+export default async function mfaSignInRoutes(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  const noStore = (reply: FastifyReply) => reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+
+  /** The pending sign-in a `session` names: its app (client-authenticated), grant and user. */
+  async function pendingOf(request: Parameters<typeof namedClientId>[0], body: { session: string; client_id?: string; client_secret?: string }) {
+    const claims = await app.tokens.verifySession(body.session, namedClientId(request, body));
+    const client = await resolveApp(app, request, { ...body, client_id: claims.appId }, { authenticate: true });
+    const grant: GrantRow | undefined = await findGrant(app.db, claims.grantId);
+    const user: UserRow | undefined = await findUserById(app.db, claims.sub);
+    if (!grant || !user || grant.awaiting_completion !== AWAITING.secondFactor) {
+      throw new AppError('invalid_token', { detail: 'session is not a sign-in waiting for a second factor' });
+    }
+    return { client, grant, user };
+  }
+
+  app.post(
+    '/verify',
+    {
+      schema: {
+        operationId: 'verifySecondFactor',
+        summary: 'Give the second factor of a pending sign-in',
+        description:
+          'With the `session` of a `pending` answer whose `next_step` is `mfa`: an authenticator-app code (each accepted once) or a recovery code (each usable once). ' +
+          'Five wrong codes lock the second factor like passwords (429 with `retry_after`). Answers the sign-in result: tokens, or the next pending step.',
+        security: OPTIONAL_CLIENT_AUTH,
+        body: MfaVerifyBody,
+        response: { 200: json('Signed in, or the next step is pending.', SignInResult) },
+        errors: { 400: ['invalid_code', 'invalid_token'], 403: ['user_disabled', 'user_blocked'] },
+      },
+    },
+    async (request, reply) => {
+      const { client, grant, user } = await pendingOf(request, request.body);
+      const result = await app.signIn.completeSecondFactor(client, grant, user, { kind: 'code', code: request.body.code }, requestContext(request));
+      return noStore(reply).send(result);
+    },
+  );
+
+  app.post(
+    '/totp/setup',
+    {
+      schema: {
+        operationId: 'setUpTotpDuringSignIn',
+        summary: 'Set up an authenticator app during a sign-in that requires one',
+        description:
+          'Only for a `pending` `mfa` answer with `enroll`: the app requires a second factor the user does not have. Returns a new secret; ' +
+          'the first code from the app, sent to `POST /v1/auth/mfa/verify`, confirms it and completes the sign-in (with the recovery codes, once).',
+        security: OPTIONAL_CLIENT_AUTH,
+        body: TotpSetupBody,
+        response: { 200: json('The secret to add to an authenticator app.', TotpSetup) },
+        errors: { 400: ['invalid_token'], 409: ['conflict'] },
+      },
+    },
+    async (request, reply) => {
+      const { client, grant, user } = await pendingOf(request, request.body);
+      const { demand } = await app.signIn.secondFactorDemand(app.db, user.id, parseAmr(grant.amr), client);
+      if (demand !== 'enrol') throw new AppError('conflict', { message: 'This sign-in asks for a second factor the user already has.' });
+      const enrolment = await app.mfa.beginTotp(user);
+      return noStore(reply).send({ secret: enrolment.secret, otpauth_uri: enrolment.uri });
+    },
+  );
+}

@@ -1,0 +1,206 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { AppError, isAppError } from '../errors.js';
+import type { TotpEnrolment } from '../mfa/service.js';
+import type { ZodTypeProvider } from '../plugins/validation.js';
+import { localeOf, renderPage } from '../plugins/views.js';
+import { type Amr, parseAmr } from '../shared/acr.js';
+import { PENDING_MFA_SECONDS, type PendingMfa } from '../shared/pending-flow.js';
+import { requestContext } from '../shared/request-context.js';
+import { factorChangeRefusal, type SecondFactorDemand, withSecondFactor } from '../sign-in/policy.js';
+import { findUserById, type UserRow } from '../storage/repos/users.js';
+import { afterSignIn, carriedQuery, field, flowApp, readFlow } from './flow.js';
+
+/**
+ * The second step of a hosted sign-in, and second factors on the account page (CONTRACT §15.6):
+ * - `/mfa` asks for the second factor of the first factor a hosted door remembered (flow.ts:
+ *   completeBrowserSignIn), or that `/oauth/authorize` wants for a signed-in session; when the app
+ *   requires a factor the user does not have, it sets up an authenticator app first. Only then is the
+ *   browser session signed in (new id, `amr` with `otp` and `mfa`).
+ * - `/account/mfa`: set up the authenticator app (QR code and the secret to type, confirmed by a first
+ *   code), remove it, new recovery codes. Changing factors needs a fresh second factor once the
+ *   account has one (policy.ts: factorChangeRefusal); "Verify again" asks for it through `/mfa`.
+ * Wrong codes meet the password lockout (Mfa.verifyCode). Works without JavaScript.
+ */
+
+const FORM_ERRORS = new Set(['invalid_code', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request']);
+
+function expired(): AppError {
+  return new AppError('invalid_request', { message: 'This sign-in has expired. Sign in again.', detail: 'no pending second factor' });
+}
+
+const AccountMfaForm = z.object({
+  csrf: z.string().optional(),
+  action: z.string().max(30).optional(),
+  code: z.string().max(40).optional(),
+});
+
+export default async function mfaPages(scope: FastifyInstance) {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  const t = (request: FastifyRequest) => app.messages.translator(localeOf(request));
+
+  /** The message a form shows for a refused code; anything unexpected is rethrown. */
+  function formError(request: FastifyRequest, reply: FastifyReply, error: unknown): string {
+    if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;
+    reply.code(error.status);
+    const tr = t(request);
+    if (error.code === 'rate_limited' && typeof error.extra?.retry_after === 'number') {
+      reply.header('retry-after', String(error.extra.retry_after));
+      return tr('mfa.error.locked', { minutes: String(Math.max(1, Math.ceil(error.extra.retry_after / 60))) });
+    }
+    const key = `mfa.error.${error.code}`;
+    const translated = tr(key);
+    return translated === key ? error.publicMessage : translated;
+  }
+
+  /** The pending second step of this browser, while it is fresh. */
+  function pendingOf(request: FastifyRequest): PendingMfa {
+    const pending = readFlow(request).mfa;
+    if (!pending || !request.browserSession || app.clock.now() - pending.since > PENDING_MFA_SECONDS) throw expired();
+    return pending;
+  }
+
+  async function demandOf(request: FastifyRequest, pending: PendingMfa): Promise<{ demand: SecondFactorDemand; user: UserRow; methods: string[] }> {
+    const user = await findUserById(app.db, pending.userId);
+    if (!user) throw expired();
+    const client = await flowApp(request);
+    const { demand, methods } = await app.signIn.secondFactorDemand(app.db, user.id, pending.amr, client);
+    // A step-up asked by the account page: the factor is asked even though the session has one.
+    if (pending.stepUp && methods.length > 0) return { demand: 'verify', user, methods };
+    return { demand, user, methods };
+  }
+
+  async function enrolmentFor(user: UserRow): Promise<TotpEnrolment> {
+    return (await app.mfa.pendingTotp(user)) ?? app.mfa.beginTotp(user);
+  }
+
+  async function renderMfa(request: FastifyRequest, reply: FastifyReply, locals: { error?: string } = {}) {
+    const pending = pendingOf(request);
+    const { demand, user, methods } = await demandOf(request, pending);
+    const client = await flowApp(request);
+    return renderPage(request, reply, 'mfa', {
+      titleKey: 'mfa.title',
+      csrf: request.browserSession!.csrf_token,
+      appName: client?.name,
+      email: user.email,
+      formAction: `/mfa${carriedQuery(request)}`,
+      enrolment: demand === 'enrol' ? await enrolmentFor(user) : undefined,
+      hasRecoveryCodes: methods.includes('recovery_code'),
+      hasTotp: methods.includes('totp'),
+      error: locals.error,
+    });
+  }
+
+  /** Signs the browser in with the strengthened `amr`, records the sign-in, and goes on. */
+  async function finish(request: FastifyRequest, reply: FastifyReply, pending: PendingMfa, amr: Amr[], method: string, recoveryCodes?: string[]) {
+    const client = await flowApp(request);
+    await app.browserSessions.writeData(request, { ...readFlow(request), mfa: undefined });
+    await app.browserSessions.signIn(request, reply, pending.userId, amr);
+    const via = pending.via;
+    await app.signIn.recordLogin(app.db, { userId: pending.userId, appId: client?.id ?? null, method: pending.method === 'step_up' ? method : pending.method, amr, via }, requestContext(request));
+    if (recoveryCodes) return renderCodes(request, reply, recoveryCodes, pending.returnTo ?? readFlow(request).resume ?? '/account');
+    return afterSignIn(request, reply, pending.returnTo);
+  }
+
+  function renderCodes(request: FastifyRequest, reply: FastifyReply, codes: string[], next: string) {
+    reply.header('cache-control', 'no-store');
+    return renderPage(request, reply, 'mfa-codes', { titleKey: 'mfa.codes.title', codes, next });
+  }
+
+  app.get('/mfa', async (request, reply) => {
+    reply.header('cache-control', 'no-store');
+    return renderMfa(request, reply);
+  });
+
+  app.post('/mfa', async (request, reply) => {
+    const pending = pendingOf(request);
+    if (field(request.body, 'action') !== 'verify') throw new AppError('invalid_request', { detail: 'unknown mfa action' });
+    const code = field(request.body, 'code').trim().slice(0, 40);
+    try {
+      await app.throttle.hitIp(request);
+      const { demand } = await demandOf(request, pending);
+      if (demand === 'none') return await finish(request, reply, pending, pending.amr, pending.method);
+      if (!code) throw new AppError('invalid_code');
+      const checked = await app.signIn.checkSecondFactor(pending.userId, pending.amr, { kind: 'code', code }, demand, requestContext(request));
+      return await finish(request, reply, pending, checked.amr, checked.method, checked.recoveryCodes);
+    } catch (error) {
+      return renderMfa(request, reply, { error: formError(request, reply, error) });
+    }
+  });
+
+  // Account page ------------------------------------------------------------------------------------
+
+  async function accountUser(request: FastifyRequest): Promise<UserRow> {
+    const session = request.browserSession;
+    const user = session?.user_id ? await findUserById(app.db, session.user_id) : undefined;
+    if (!user) throw new AppError('unauthorized', { message: 'Sign in on the account page first.' });
+    return user;
+  }
+
+  /** Changing factors: refused with a message (and a way to verify again) unless the session may. */
+  async function factorChangeProblem(request: FastifyRequest, user: UserRow): Promise<string | null> {
+    const session = request.browserSession!;
+    const enrolled = await app.mfa.enrolled(app.db, user.id);
+    const refusal = factorChangeRefusal(enrolled, { amr: parseAmr(session.amr), authTime: session.auth_time ?? session.created_at }, app.clock.now());
+    return refusal && t(request)(`mfa.error.${refusal}`);
+  }
+
+  const backToAccount = (reply: FastifyReply, done?: string) => reply.redirect(done ? `/account?done=${done}#mfa` : '/account#mfa', 303);
+
+  async function renderSetup(request: FastifyRequest, reply: FastifyReply, user: UserRow, error?: string) {
+    const enrolment = await app.mfa.pendingTotp(user);
+    if (!enrolment) return backToAccount(reply);
+    reply.header('cache-control', 'no-store');
+    return renderPage(request, reply, 'mfa-setup', { titleKey: 'mfa.setup.title', csrf: request.browserSession!.csrf_token, enrolment, error });
+  }
+
+  app.get('/account/mfa/totp', async (request, reply) => renderSetup(request, reply, await accountUser(request)));
+
+  app.post('/account/mfa', { schema: { body: AccountMfaForm } }, async (request, reply) => {
+    const user = await accountUser(request);
+    const action = request.body.action;
+    const ctx = requestContext(request);
+    const session = request.browserSession!;
+    if (action === 'reauth') {
+      // Verify again: /mfa asks for the factor and comes back here with a fresh sign-in.
+      await app.browserSessions.writeData(request, {
+        ...readFlow(request),
+        mfa: { userId: user.id, amr: parseAmr(session.amr), method: 'step_up', via: 'account', since: app.clock.now(), stepUp: true, returnTo: '/account' },
+      });
+      return reply.redirect('/mfa', 303);
+    }
+    const problem = await factorChangeProblem(request, user);
+    if (problem) return reply.redirect(`/account?mfa_error=${action === 'remove_totp' ? 'remove' : 'change'}#mfa`, 303);
+    if (action === 'setup_totp') {
+      try {
+        await app.mfa.beginTotp(user);
+      } catch (error) {
+        if (!isAppError(error) || error.code !== 'conflict') throw error;
+      }
+      return reply.redirect('/account/mfa/totp', 303);
+    }
+    if (action === 'verify') {
+      try {
+        const { recoveryCodes } = await app.mfa.confirmTotp(user.id, request.body.code ?? '', ctx);
+        // The code just proved the factor: this session now counts as two-factor.
+        await app.browserSessions.signIn(request, reply, user.id, withSecondFactor(parseAmr(session.amr), 'otp'));
+        if (recoveryCodes) return renderCodes(request, reply, recoveryCodes, '/account#mfa');
+        return backToAccount(reply, 'mfa_enrolled');
+      } catch (error) {
+        return renderSetup(request, reply, user, formError(request, reply, error));
+      }
+    }
+    if (action === 'remove_totp') {
+      await app.mfa.removeTotp(user.id, ctx, 'account');
+      return backToAccount(reply, 'mfa_removed');
+    }
+    if (action === 'regenerate_codes') return renderCodes(request, reply, await app.mfa.regenerateRecoveryCodes(user.id, ctx), '/account#mfa');
+    throw new AppError('invalid_request', { detail: 'unknown mfa action' });
+  });
+}
+
+/** What the account page shows of second factors. */
+export async function accountMfa(app: FastifyInstance, userId: string) {
+  const overview = await app.mfa.overview(app.db, userId);
+  return { totp: overview.totp, recoveryCodes: overview.recoveryCodes, hasFactor: overview.methods.length > 0 };
+}

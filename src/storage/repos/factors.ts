@@ -1,0 +1,102 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../schema.js';
+
+/** Second factors: the authenticator app (TOTP) and one-time recovery codes of a user. */
+
+export interface TotpFactor {
+  userId: string;
+  secretSealed: string;
+  confirmedAt: number | null;
+  lastStep: number | null;
+}
+
+export async function findTotpFactor(db: Kysely<Database>, userId: string): Promise<TotpFactor | undefined> {
+  const row = await db.selectFrom('totp_factors').selectAll().where('user_id', '=', userId).executeTakeFirst();
+  return row && { userId: row.user_id, secretSealed: row.secret_sealed, confirmedAt: row.confirmed_at, lastStep: row.last_step };
+}
+
+/** A new, unconfirmed secret; replaces an earlier unconfirmed one, never a confirmed factor. Returns false when one is confirmed. */
+export async function putUnconfirmedTotp(db: Kysely<Database>, userId: string, secretSealed: string, now: number): Promise<boolean> {
+  await db.deleteFrom('totp_factors').where('user_id', '=', userId).where('confirmed_at', 'is', null).execute();
+  const result = await db
+    .insertInto('totp_factors')
+    .values({ user_id: userId, secret_sealed: secretSealed, confirmed_at: null, last_step: null, created_at: now })
+    .onConflict((oc) => oc.column('user_id').doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
+}
+
+/**
+ * Accepts the code of time step `step` once: the step must be later than the last accepted one.
+ * Confirms an unconfirmed factor on the way. Exactly one concurrent caller wins.
+ */
+export async function acceptTotpStep(db: Kysely<Database>, userId: string, step: number, now: number): Promise<boolean> {
+  const result = await db
+    .updateTable('totp_factors')
+    .set((eb) => ({ last_step: step, confirmed_at: eb.fn.coalesce('confirmed_at', eb.val(now)) }))
+    .where('user_id', '=', userId)
+    .where((eb) => eb.or([eb('last_step', 'is', null), eb('last_step', '<', step)]))
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+export async function deleteTotpFactor(db: Kysely<Database>, userId: string): Promise<boolean> {
+  const result = await db.deleteFrom('totp_factors').where('user_id', '=', userId).executeTakeFirst();
+  return Number(result.numDeletedRows) > 0;
+}
+
+// Recovery codes -------------------------------------------------------------------------------------
+
+/** Replaces all of a user's recovery codes. */
+export async function replaceRecoveryCodes(db: Kysely<Database>, userId: string, codeHashes: string[], now: number): Promise<void> {
+  await db.deleteFrom('recovery_codes').where('user_id', '=', userId).execute();
+  if (codeHashes.length === 0) return;
+  await db
+    .insertInto('recovery_codes')
+    .values(codeHashes.map((codeHash) => ({ code_hash: codeHash, user_id: userId, created_at: now, used_at: null })))
+    .execute();
+}
+
+/** Uses a recovery code once; exactly one concurrent caller wins. */
+export async function useRecoveryCode(db: Kysely<Database>, userId: string, codeHash: string, now: number): Promise<boolean> {
+  const result = await db
+    .updateTable('recovery_codes')
+    .set({ used_at: now })
+    .where('code_hash', '=', codeHash)
+    .where('user_id', '=', userId)
+    .where('used_at', 'is', null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+export async function countUnusedRecoveryCodes(db: Kysely<Database>, userId: string): Promise<number> {
+  const row = await db
+    .selectFrom('recovery_codes')
+    .select((eb) => eb.fn.countAll<string | number>().as('n'))
+    .where('user_id', '=', userId)
+    .where('used_at', 'is', null)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+export async function deleteRecoveryCodes(db: Kysely<Database>, userId: string): Promise<void> {
+  await db.deleteFrom('recovery_codes').where('user_id', '=', userId).execute();
+}
+
+/** Whether the user has a confirmed authenticator app, and how many unused recovery codes. One query. */
+export async function findFactorSummary(db: Kysely<Database>, userId: string): Promise<{ totp: boolean; recoveryCodes: number }> {
+  const row = await db
+    .selectNoFrom((eb) => [
+      eb
+        .exists(eb.selectFrom('totp_factors').select('user_id').where('user_id', '=', userId).where('confirmed_at', 'is not', null))
+        .as('totp'),
+      eb
+        .selectFrom('recovery_codes')
+        .select((e) => e.fn.countAll<string | number>().as('n'))
+        .where('user_id', '=', userId)
+        .where('used_at', 'is', null)
+        .as('recovery_codes'),
+    ])
+    .executeTakeFirstOrThrow();
+  return { totp: Boolean(Number(row.totp)), recoveryCodes: Number(row.recovery_codes ?? 0) };
+}
