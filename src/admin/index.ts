@@ -1,7 +1,10 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { authenticateAdmin } from '../plugins/admin-token.js';
 import { EXAMPLE } from '../shared/examples.js';
-import { json, shareRouteDocs } from '../shared/responses.js';
+import { AppError } from '../errors.js';
+import { requestContext } from '../shared/request-context.js';
+import { json, noBody, shareRouteDocs } from '../shared/responses.js';
+import { findUserById } from '../storage/repos/users.js';
 import {
   AdminUser,
   AdminUserPage,
@@ -102,6 +105,26 @@ async function adminRoutes(scope: FastifyInstance) {
     },
     async (request) =>
     setUserStatus(app.db, now(), request.params.id, request.body.status),
+  );
+
+  app.delete(
+    '/users/:id/mfa',
+    {
+      schema: {
+        operationId: 'resetUserFactors',
+        summary: "Reset an end user's second factors",
+        description:
+          'For a user who lost their phone, recovery codes and passkeys: removes the authenticator app, the recovery codes and the passkeys, and lifts the lock on wrong codes. Records `mfa.reset`.',
+        params: UserParams,
+        response: { 204: noBody('The factors are gone; the password alone signs in again.') },
+        errors: { 404: ['not_found'] },
+      },
+    },
+    async (request, reply) => {
+      if (!(await findUserById(app.db, request.params.id))) throw new AppError('not_found', { detail: 'no such user' });
+      await app.mfa.resetFactors(request.params.id, requestContext(request));
+      return reply.code(204).send();
+    },
   );
 
   app.post(

@@ -17,7 +17,7 @@ import {
   replaceRecoveryCodes,
   useRecoveryCode,
 } from '../storage/repos/factors.js';
-import { countPasskeysOfUser } from '../storage/repos/passkeys.js';
+import { countPasskeysOfUser, deletePasskeysOfUser } from '../storage/repos/passkeys.js';
 import type { Database } from '../storage/schema.js';
 import type { Throttle } from '../throttle/service.js';
 import { looksLikeTotp, matchTotpStep, newRecoveryCodes, newTotpSecret, recoveryCodeHash, totpUri } from './codes.js';
@@ -151,13 +151,19 @@ export class Mfa {
     if (!totp && passkeys === 0) await deleteRecoveryCodes(trx, userId);
   }
 
-  /** An operator resets a user's second factors (lost phone and codes): app and codes go; passkeys stay unless asked. */
-  async resetFactors(userId: string, ctx: RequestContext): Promise<void> {
-    await this.deps.db.transaction().execute(async (trx) => {
-      await deleteTotpFactor(trx, userId);
+  /**
+   * An operator resets a user's second factors (lost phone, codes and passkeys): the authenticator app,
+   * the recovery codes and the passkeys go, the lock on wrong codes is lifted. The password alone then
+   * signs in again, and the user can enrol anew.
+   */
+  async resetFactors(userId: string, ctx: RequestContext): Promise<{ totp: boolean; passkeys: number }> {
+    return this.deps.db.transaction().execute(async (trx) => {
+      const totp = await deleteTotpFactor(trx, userId);
       await deleteRecoveryCodes(trx, userId);
+      const passkeys = await deletePasskeysOfUser(trx, userId);
       await this.deps.throttle.clearFactorFailures(trx, userId);
-      await appendEvent(trx, this.deps.clock.now(), { type: 'mfa.reset', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { by: 'admin' } });
+      await appendEvent(trx, this.deps.clock.now(), { type: 'mfa.reset', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { by: 'admin', totp, passkeys } });
+      return { totp, passkeys };
     });
   }
 

@@ -1,7 +1,7 @@
 import { decodeJwt } from 'jose';
 import { generateSync } from 'otplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, FrozenClock, nextWindowStart, type TestApp } from '../helpers/app.js';
+import { buildTestApp, FrozenClock, nextWindowStart, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
 import { authorizeUrl, Browser, csrfOf, exchangeCode, makeClient, PASSWORD, relative, type TestClient, uniqueEmail } from '../helpers/oauth-flows.js';
 
 /**
@@ -262,5 +262,22 @@ describe('changing factors on the account page', () => {
     const { session } = (await restLogin(client, user.email)).json();
     expect((await restVerify(client, session, user.recoveryCodes[0]!)).json()).toMatchObject({ code: 'invalid_code' });
     expect((await restVerify(client, session, fresh[0]!)).json()).toMatchObject({ status: 'ok' });
+  });
+});
+
+describe('an operator resets lost factors', () => {
+  it('DELETE /v1/admin/users/{id}/mfa removes them (mfa.reset), and the password alone signs in again', async () => {
+    const user = await enrolledUser();
+    const client = await makeClient(t);
+    expect((await restLogin(client, user.email)).json()).toMatchObject({ next_step: 'mfa' });
+    const row = await t.db.selectFrom('users').select(['id']).where('email', '=', user.email).executeTakeFirstOrThrow();
+    const admin = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    expect((await t.app.inject({ method: 'DELETE', url: `/v1/admin/users/${row.id}/mfa` })).statusCode).toBe(401);
+    expect((await t.app.inject({ method: 'DELETE', url: '/v1/admin/users/usr_nobody/mfa', headers: admin })).json()).toMatchObject({ code: 'not_found' });
+    const reset = await t.app.inject({ method: 'DELETE', url: `/v1/admin/users/${row.id}/mfa`, headers: admin });
+    expect(reset.statusCode).toBe(204);
+    expect((await restLogin(client, user.email)).json()).toMatchObject({ status: 'ok' });
+    const events = await t.db.selectFrom('events').select(['data']).where('type', '=', 'mfa.reset').where('user_id', '=', row.id).execute();
+    expect(events.map((e) => JSON.parse(e.data))).toEqual([{ by: 'admin', totp: true, passkeys: 0 }]);
   });
 });

@@ -91,6 +91,12 @@ export async function deletePasskey(db: Kysely<Database>, userId: string, id: st
   return Number(result.numDeletedRows) === 1 ? toPasskey(row) : undefined;
 }
 
+/** Deletes every passkey of a user (an operator's reset of lost factors); returns how many. */
+export async function deletePasskeysOfUser(db: Kysely<Database>, userId: string): Promise<number> {
+  const result = await db.deleteFrom('passkeys').where('user_id', '=', userId).executeTakeFirst();
+  return Number(result.numDeletedRows);
+}
+
 /**
  * Records a use: the new signature counter, the backup state the authenticator reports now, and the
  * time. Conditional on the counter still being the one the assertion was checked against, so of two
