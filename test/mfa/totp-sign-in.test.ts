@@ -2,24 +2,37 @@ import { decodeJwt } from 'jose';
 import { generateSync } from 'otplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, FrozenClock, nextWindowStart, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
-import { authorizeUrl, Browser, csrfOf, exchangeCode, makeClient, PASSWORD, relative, type TestClient, uniqueEmail } from '../helpers/oauth-flows.js';
+import { authorizeUrl, Browser, csrfOf, exchangeCode, makeClient, PASSWORD, pkcePair, relative, type TestClient, uniqueEmail } from '../helpers/oauth-flows.js';
+import { startProvider, type TestProvider } from '../helpers/oidc-provider.js';
+import { newId } from '../../src/shared/ids.js';
+import { insertIdentity } from '../../src/storage/repos/idp.js';
+import { grantConsent } from '../../src/storage/repos/consents.js';
+import { DEFAULT_SCOPE } from '../../src/shared/scopes.js';
 
 /**
  * TOTP as the second step of every sign-in door (CONTRACT §15.6, issue 16), black-box: enrol on
  * `/account` with a code computed from the secret the page shows, then sign in through the hosted
- * authorize flow and through REST; replayed codes, recovery codes once, the lockout, and an app that
+ * authorize flow, through REST and through the native provider door; replayed codes, recovery codes once, the lockout, and an app that
  * requires MFA from a user who has none. The clock is frozen at the start of a 30-second step and moved
  * a step at a time, so no code straddles a step edge.
  */
 
 let t: TestApp;
 let clock: FrozenClock;
+let provider: TestProvider;
 
 beforeAll(async () => {
   clock = new FrozenClock(nextWindowStart(30) + 3);
-  t = await buildTestApp({ clock, env: { IP_AUTH_PER_MINUTE: '100000' } });
+  provider = await startProvider({ redirectUris: ['http://localhost:3000/oauth/idp/callback'] });
+  t = await buildTestApp({
+    clock,
+    env: { IP_AUTH_PER_MINUTE: '100000', IDP_ISSUER: provider.issuer, IDP_CLIENT_ID: provider.clientId, IDP_CLIENT_SECRET: provider.clientSecret, IDP_NAME: 'TestIdP' },
+  });
 });
-afterAll(async () => t?.close());
+afterAll(async () => {
+  await t?.close();
+  await provider?.close();
+});
 
 const codeFor = (secret: string) => generateSync({ secret, epoch: clock.now() });
 const nextStep = () => clock.advance(30);
@@ -226,6 +239,70 @@ describe('an app that requires MFA', () => {
     expect(relative(String(second.headers.location))).toMatch(/^\/mfa/);
     const none = await browser.get(authorizeUrl(required, { extra: { prompt: 'none' } }).url);
     expect(new URL(String(none.headers.location)).searchParams.get('error')).toBe('interaction_required');
+  });
+});
+
+describe('native sign-in through the provider (POST /oauth/idp/exchange, /oauth/idp/resume)', () => {
+  const REDIRECT = 'com.example.mfa://cb';
+
+  /** A provider id_token of a user bound to the subject `sub`, dated by the test clock. */
+  async function boundIdToken(email: string, sub: string): Promise<string> {
+    const row = await t.db.selectFrom('users').select(['id']).where('email', '=', email).executeTakeFirstOrThrow();
+    await insertIdentity(t.db, { id: newId('pid'), userId: row.id, issuer: provider.issuer, subject: sub, email: null, createdAt: clock.now() });
+    return provider.sign(provider.claims(sub, { iat: clock.now(), exp: clock.now() + 600 }));
+  }
+  const native = (path: 'exchange' | 'resume', client: TestClient, body: Record<string, unknown>) =>
+    t.app.inject({ method: 'POST', url: `/oauth/idp/${path}`, payload: { client_id: client.app.id, redirect_uri: REDIRECT, ...body } });
+
+  it('an enrolled user: exchange answers pending mfa, resume with the code answers ok (session and code modes)', async () => {
+    const client = await makeClient(t, { mfa: 'required', redirectUris: [REDIRECT] });
+    const user = await enrolledUser();
+    const sub = `native-${user.email}`;
+    const pending = await native('exchange', client, { id_token: await boundIdToken(user.email, sub) });
+    expect(pending.statusCode).toBe(200);
+    expect(pending.json()).toMatchObject({ status: 'pending', next_step: 'mfa', methods: ['totp', 'recovery_code'] });
+    // The pending session is no bearer credential, and resume without the factor still asks for it.
+    expect((await t.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `Bearer ${pending.json().session}` } })).statusCode).toBe(401);
+    expect((await native('resume', client, { session: pending.json().session })).json()).toMatchObject({ status: 'pending', next_step: 'mfa' });
+    expect((await native('resume', client, { session: pending.json().session, code: '000001' })).json()).toMatchObject({ code: 'invalid_code' });
+    const ok = await native('resume', client, { session: pending.json().session, code: codeFor(user.secret) });
+    expect(ok.statusCode).toBe(200);
+    expect(ok.json()).toMatchObject({ status: 'ok', response_mode: 'session' });
+    nextStep();
+
+    // response_mode=code, for a user who consented before: the code is issued only after the factor,
+    // and its ID token says two factors.
+    const { id: userId } = await t.db.selectFrom('users').select(['id']).where('email', '=', user.email).executeTakeFirstOrThrow();
+    await grantConsent(t.db, client.app.id, userId, DEFAULT_SCOPE, clock.now());
+    const pkce = pkcePair();
+    const codeMode = { response_mode: 'code', code_challenge: pkce.challenge, code_challenge_method: 'S256' };
+    const second = await native('exchange', client, { ...codeMode, id_token: await provider.sign(provider.claims(sub, { iat: clock.now(), exp: clock.now() + 600 })) });
+    expect(second.json()).toMatchObject({ status: 'pending', next_step: 'mfa' });
+    expect(second.json().code).toBeUndefined();
+    const done = await native('resume', client, { ...codeMode, session: second.json().session, code: user.recoveryCodes[2] });
+    expect(done.json()).toMatchObject({ status: 'ok', response_mode: 'code' });
+    const tokens = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      payload: { grant_type: 'authorization_code', code: done.json().code, redirect_uri: REDIRECT, client_id: client.app.id, code_verifier: pkce.verifier },
+    });
+    expect(tokens.statusCode).toBe(200);
+    const idToken = decodeJwt(tokens.json().id_token);
+    expect(idToken.amr).toEqual(['fed', 'otp', 'mfa']);
+    expect(idToken.acr).toBe('urn:gatehouse:acr:2fa');
+    nextStep();
+  });
+
+  it('a user without a factor sets one up with the pending session, then resume completes', async () => {
+    const client = await makeClient(t, { mfa: 'required', redirectUris: [REDIRECT] });
+    const email = (await new Browser(t.app).register(uniqueEmail('native'))).email;
+    const pending = (await native('exchange', client, { id_token: await boundIdToken(email, `native-${email}`) })).json();
+    expect(pending).toMatchObject({ status: 'pending', next_step: 'mfa', methods: [], enroll: ['totp'] });
+    const setup = await t.app.inject({ method: 'POST', url: '/v1/auth/mfa/totp/setup', payload: { session: pending.session, client_id: client.app.id } });
+    expect(setup.statusCode).toBe(200);
+    const ok = await native('resume', client, { session: pending.session, code: codeFor(setup.json().secret) });
+    expect(ok.json()).toMatchObject({ status: 'ok', response_mode: 'session' });
+    nextStep();
   });
 });
 
