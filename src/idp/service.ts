@@ -13,7 +13,7 @@ import { checkChallenge, s256 } from '../sign-in/pkce.js';
 import type { SecondFactor } from '../sign-in/policy.js';
 import { FIRST_FACTOR, type SignIn } from '../sign-in/service.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
-import type { FlowState } from '../shared/pending-flow.js';
+import { type FlowState, pendingMfa } from '../shared/pending-flow.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { AWAITING, findGrant } from '../storage/repos/grants.js';
@@ -402,7 +402,7 @@ export class IdpService {
         await browserSessions.ensure(request, reply);
         const flow = browserSessions.readData<FlowState>(request);
         const resume = authorizeAgain().slice(this.deps.config.baseUrl.length);
-        await browserSessions.writeData(request, { ...flow, resume, mfa: { userId: user.id, amr: [...factor.amr], method: factor.method, via: 'idp_callback', since: now } });
+        await browserSessions.writeData(request, { ...flow, resume, mfa: pendingMfa(user.id, factor, { via: 'idp_callback', since: now }) });
         return appendQuery(`${this.deps.config.authUrl}/mfa`, { client_id: app.id });
       }
       const grantId = await this.deps.tokens.createGrant(this.db, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: now, amr: factor.amr, awaiting: AWAITING.secondFactor });

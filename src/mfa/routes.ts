@@ -8,7 +8,10 @@ import { json, OPTIONAL_CLIENT_AUTH } from '../shared/responses.js';
 import { SignInResult } from '../shared/schemas.js';
 import { AWAITING, findGrant, type GrantRow } from '../storage/repos/grants.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { MfaVerifyBody, TotpSetup, TotpSetupBody } from './schemas.js';
+import { AuthenticationOptions } from '../passkeys/schemas.js';
+import { originsOfApp } from '../shared/cors.js';
+import type { SecondFactorProof } from '../sign-in/service.js';
+import { MfaPasskeyOptionsBody, MfaVerifyBody, TotpSetup, TotpSetupBody } from './schemas.js';
 
 /**
  * `/v1/auth/mfa/*`: the second step of a REST sign-in (CONTRACT §15.6), registered inside the
@@ -38,18 +41,49 @@ export default async function mfaSignInRoutes(scope: FastifyInstance) {
         operationId: 'verifySecondFactor',
         summary: 'Give the second factor of a pending sign-in',
         description:
-          'With the `session` of a `pending` answer whose `next_step` is `mfa`: an authenticator-app code (each accepted once) or a recovery code (each usable once). ' +
+          'With the `session` of a `pending` answer whose `next_step` is `mfa`, exactly one of: `code`, an authenticator-app code (each accepted once) or a recovery code (each usable once); ' +
+          '`passkey`, the answer to options from `POST /v1/auth/mfa/passkey/options` (one of the same user\'s passkeys). ' +
           'Five wrong codes lock the second factor like passwords (429 with `retry_after`). Answers the sign-in result: tokens, or the next pending step.',
         security: OPTIONAL_CLIENT_AUTH,
         body: MfaVerifyBody,
         response: { 200: json('Signed in, or the next step is pending.', SignInResult) },
-        errors: { 400: ['invalid_code', 'invalid_token'], 403: ['user_disabled', 'user_blocked'] },
+        errors: { 400: ['invalid_code', 'invalid_token'], 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked', 'feature_disabled'] },
       },
     },
     async (request, reply) => {
       const { client, grant, user } = await pendingOf(request, request.body);
-      const result = await app.signIn.completeSecondFactor(client, grant, user, { kind: 'code', code: request.body.code }, requestContext(request));
+      const { code, passkey } = request.body;
+      const proof: SecondFactorProof =
+        passkey === undefined
+          ? { kind: 'code', code: code! }
+          : {
+              kind: 'passkey',
+              // Only a passkey of the user who gave the first factor, answering a challenge issued to this app.
+              amr: (await app.passkeys.verifyAuthentication({ userId: user.id, binding: `app:${client.id}`, response: passkey, appOrigins: originsOfApp(client) })).amr[0],
+            };
+      const result = await app.signIn.completeSecondFactor(client, grant, user, proof, requestContext(request));
       return noStore(reply).send(result);
+    },
+  );
+
+  app.post(
+    '/passkey/options',
+    {
+      schema: {
+        operationId: 'secondFactorPasskeyOptions',
+        summary: 'Options to give a passkey as the second factor of a pending sign-in',
+        description:
+          'For a `pending` `mfa` answer whose `methods` include `passkey`: options for `navigator.credentials.get()` listing that user\'s passkeys. ' +
+          'The challenge is bound to the app and answers once within 5 minutes, at `POST /v1/auth/mfa/verify` (`passkey`).',
+        security: OPTIONAL_CLIENT_AUTH,
+        body: MfaPasskeyOptionsBody,
+        response: { 200: json('Options for `navigator.credentials.get()`.', AuthenticationOptions) },
+        errors: { 400: ['invalid_token'], 403: ['feature_disabled'] },
+      },
+    },
+    async (request, reply) => {
+      const { client, user } = await pendingOf(request, request.body);
+      return noStore(reply).send(await app.passkeys.authenticationOptions({ userId: user.id, binding: `app:${client.id}` }));
     },
   );
 

@@ -1,21 +1,28 @@
 import { z } from 'zod';
 import { ClientId, ClientSecret } from '../auth/schemas.js';
+import { AuthenticationResponse } from '../passkeys/schemas.js';
 
 /** Bodies and answers of the second-factor step of REST sign-in (`/v1/auth/mfa/*`, CONTRACT §15.6). */
 
 const PendingSession = z.string().min(1).max(4000).describe('The `session` of a `pending` answer with `next_step: "mfa"`.');
 
-export const MfaVerifyBody = z.object({
-  session: PendingSession,
-  code: z
-    .string()
-    .trim()
-    .min(1)
-    .max(40)
-    .describe('Six digits from the authenticator app, or one of the recovery codes (`xxxxx-xxxxx`). With `enroll`, the first code of the app being set up.'),
-  client_id: ClientId,
-  client_secret: ClientSecret,
-});
+export const MfaVerifyBody = z
+  .object({
+    session: PendingSession,
+    code: z
+      .string()
+      .trim()
+      .min(1)
+      .max(40)
+      .optional()
+      .describe('Six digits from the authenticator app, or one of the recovery codes (`xxxxx-xxxxx`). With `enroll`, the first code of the app being set up.'),
+    passkey: AuthenticationResponse.optional().describe('Instead of `code`: the answer of `navigator.credentials.get()` to options from `POST /v1/auth/mfa/passkey/options`.'),
+    client_id: ClientId,
+    client_secret: ClientSecret,
+  })
+  .refine((body) => (body.code === undefined) !== (body.passkey === undefined), { message: 'send exactly one of code and passkey', path: ['code'] });
+
+export const MfaPasskeyOptionsBody = z.object({ session: PendingSession, client_id: ClientId, client_secret: ClientSecret });
 
 export const TotpSetupBody = z.object({ session: PendingSession, client_id: ClientId, client_secret: ClientSecret });
 

@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely';
 import QRCode from 'qrcode';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
-import type { SecondFactor } from '../sign-in/policy.js';
+import type { Amr } from '../shared/acr.js';
+import { type FactorChangeRefusal, factorChangeRefusal, type SecondFactor } from '../sign-in/policy.js';
 import { SecretBox } from '../shared/crypto.js';
 import type { RequestContext } from '../shared/request-context.js';
 import type { Clock } from '../shared/time.js';
@@ -111,9 +112,25 @@ export class Mfa {
     const now = this.deps.clock.now();
     return this.deps.db.transaction().execute(async (trx) => {
       await appendEvent(trx, now, { type: 'mfa.enrolled', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'totp' } });
-      const { recoveryCodes } = await findFactorSummary(trx, userId);
-      return { recoveryCodes: recoveryCodes > 0 ? null : await this.storeRecoveryCodes(trx, userId, ctx) };
+      return { recoveryCodes: await this.firstRecoveryCodes(trx, userId, ctx) };
     });
+  }
+
+  /**
+   * In the transaction that enrolled a factor (authenticator app or passkey): the user's first ten
+   * recovery codes when there are none yet, to be shown once; null when the user has them already.
+   */
+  async firstRecoveryCodes(trx: Kysely<Database>, userId: string, ctx: RequestContext): Promise<string[] | null> {
+    const { recoveryCodes } = await findFactorSummary(trx, userId);
+    return recoveryCodes > 0 ? null : this.storeRecoveryCodes(trx, userId, ctx);
+  }
+
+  /**
+   * Why a session (its `amr` and `auth_time`) may not add or remove this user's second factors now,
+   * or null when it may (policy.ts: factorChangeRefusal). Every door that changes factors asks this.
+   */
+  async changeRefusal(userId: string, session: { amr: readonly Amr[]; authTime: number }): Promise<FactorChangeRefusal | null> {
+    return factorChangeRefusal(await this.enrolled(this.deps.db, userId), session, this.deps.clock.now());
   }
 
   /** New recovery codes replace all earlier ones; returned once. Only for a user with a factor. */

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
 import { requestContext } from '../shared/request-context.js';
-import type { FlowState } from '../shared/pending-flow.js';
+import { type FlowState, pendingMfa, STEP_UP } from '../shared/pending-flow.js';
 import { missingRequiredFields } from '../sign-in/policy.js';
 import { DEFAULT_SCOPE, joinScope, scopeList, unknownScopes } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
@@ -240,7 +240,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
       resume,
       consent: undefined,
       profile: undefined,
-      mfa: { userId: user.id, amr: who.amr, method: 'step_up', via: 'authorize', since: app.clock.now() },
+      mfa: pendingMfa(user.id, { method: STEP_UP, amr: who.amr }, { via: 'authorize', since: app.clock.now() }),
     }));
     return reply.redirect(hostedUrl(app, '/mfa', req), 302);
   }

@@ -1,11 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../errors.js';
 import type { FirstFactor } from '../sign-in/service.js';
-import { type FlowState, isSafeResume } from '../shared/pending-flow.js';
+import { type FlowState, isSafeResume, pendingMfa } from '../shared/pending-flow.js';
 import { requestContext } from '../shared/request-context.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import type { UserRow } from '../storage/repos/users.js';
-import { localeOf } from '../plugins/views.js';
+import { localeOf, renderPage } from '../plugins/views.js';
 
 /**
  * Helpers shared by the hosted sign-in pages (login, register, and the other helpers' magic-link and
@@ -58,7 +58,7 @@ export async function completeBrowserSignIn(
   const { demand } = await app.signIn.secondFactorDemand(app.db, user.id, factor.amr, client);
   if (demand !== 'none') {
     await app.browserSessions.ensure(request, reply);
-    await app.browserSessions.writeData(request, { ...readFlow(request), mfa: { userId: user.id, amr: factor.amr, method: factor.method, via, since: app.clock.now(), returnTo } });
+    await app.browserSessions.writeData(request, { ...readFlow(request), mfa: pendingMfa(user.id, factor, { via, since: app.clock.now(), returnTo }) });
     return reply.redirect(`/mfa${carriedQuery(request)}`, 303);
   }
   await app.browserSessions.signIn(request, reply, user.id, factor.amr);
@@ -92,4 +92,10 @@ export function profileDataError(request: FastifyRequest, error: unknown): strin
 export function field(body: unknown, name: string): string {
   const v = (body as Record<string, unknown> | undefined)?.[name];
   return typeof v === 'string' ? v : '';
+}
+
+/** Shows a user's new recovery codes, once (never cached), with the way on. */
+export function showRecoveryCodes(request: FastifyRequest, reply: FastifyReply, codes: string[], next: string) {
+  reply.header('cache-control', 'no-store');
+  return renderPage(request, reply, 'mfa-codes', { titleKey: 'mfa.codes.title', codes, next });
 }

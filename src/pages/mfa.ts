@@ -2,28 +2,34 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError, isAppError } from '../errors.js';
 import type { TotpEnrolment } from '../mfa/service.js';
+import { AuthenticationResponse } from '../passkeys/schemas.js';
+import { sessionAuthentication } from '../plugins/browser-sessions.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
-import { PENDING_MFA_SECONDS, type PendingMfa } from '../shared/pending-flow.js';
+import { livePendingMfa, type PendingMfa, pendingMfa, STEP_UP } from '../shared/pending-flow.js';
 import { requestContext } from '../shared/request-context.js';
-import { factorChangeRefusal, type SecondFactorDemand, withSecondFactor } from '../sign-in/policy.js';
+import { type SecondFactorDemand, withSecondFactor } from '../sign-in/policy.js';
+import type { SecondFactorProof } from '../sign-in/service.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { afterSignIn, carriedQuery, field, flowApp, readFlow } from './flow.js';
+import { afterSignIn, carriedQuery, field, flowApp, readFlow, showRecoveryCodes } from './flow.js';
+import { ceremonyAnswer, passkeyGetForm } from './passkeys.js';
 
 /**
  * The second step of a hosted sign-in, and second factors on the account page (CONTRACT §15.6):
  * - `/mfa` asks for the second factor of the first factor a hosted door remembered (flow.ts:
- *   completeBrowserSignIn), or that `/oauth/authorize` wants for a signed-in session; when the app
- *   requires a factor the user does not have, it sets up an authenticator app first. Only then is the
- *   browser session signed in (new id, `amr` with `otp` and `mfa`).
+ *   completeBrowserSignIn), or that `/oauth/authorize` wants for a signed-in session: a code (TOTP or
+ *   recovery), or one of the user's passkeys (with JavaScript; the page script asks
+ *   `/mfa/passkey/options`). When the app requires a factor the user does not have, it sets up an
+ *   authenticator app first. Only then is the browser session signed in (new id, `amr` with the
+ *   factor and `mfa`).
  * - `/account/mfa`: set up the authenticator app (QR code and the secret to type, confirmed by a first
  *   code), remove it, new recovery codes. Changing factors needs a fresh second factor once the
  *   account has one (policy.ts: factorChangeRefusal); "Verify again" asks for it through `/mfa`.
  * Wrong codes meet the password lockout (Mfa.verifyCode). Works without JavaScript.
  */
 
-const FORM_ERRORS = new Set(['invalid_code', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request']);
+const FORM_ERRORS = new Set(['invalid_code', 'invalid_credentials', 'invalid_token', 'feature_disabled', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request']);
 
 function expired(): AppError {
   return new AppError('invalid_request', { message: 'This sign-in has expired. Sign in again.', detail: 'no pending second factor' });
@@ -34,6 +40,21 @@ const AccountMfaForm = z.object({
   action: z.string().max(30).optional(),
   code: z.string().max(40).optional(),
 });
+
+/** The second factor a `/mfa` form gives: the typed code, or the answer of the passkey ceremony. */
+async function proofOf(app: FastifyInstance, request: FastifyRequest, pending: PendingMfa): Promise<SecondFactorProof> {
+  if (field(request.body, 'action') === 'passkey') {
+    app.passkeys.assertEnabled();
+    const response = ceremonyAnswer(AuthenticationResponse, field(request.body, 'response'));
+    // Only a passkey of the user who gave the first factor, answering this browser's challenge.
+    const verified = await app.passkeys.verifyAuthentication({ userId: pending.userId, binding: `session:${request.browserSession!.id_hash}`, response });
+    return { kind: 'passkey', amr: verified.amr[0] };
+  }
+  if (field(request.body, 'action') !== 'verify') throw new AppError('invalid_request', { detail: 'unknown mfa action' });
+  const code = field(request.body, 'code').trim().slice(0, 40);
+  if (!code) throw new AppError('invalid_code');
+  return { kind: 'code', code };
+}
 
 export default async function mfaPages(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
@@ -55,8 +76,8 @@ export default async function mfaPages(scope: FastifyInstance) {
 
   /** The pending second step of this browser, while it is fresh. */
   function pendingOf(request: FastifyRequest): PendingMfa {
-    const pending = readFlow(request).mfa;
-    if (!pending || !request.browserSession || app.clock.now() - pending.since > PENDING_MFA_SECONDS) throw expired();
+    const pending = request.browserSession && livePendingMfa(readFlow(request), app.clock.now());
+    if (!pending) throw expired();
     return pending;
   }
 
@@ -64,9 +85,7 @@ export default async function mfaPages(scope: FastifyInstance) {
     const user = await findUserById(app.db, pending.userId);
     if (!user) throw expired();
     const client = await flowApp(request);
-    const { demand, methods } = await app.signIn.secondFactorDemand(app.db, user.id, pending.amr, client);
-    // A step-up asked by the account page: the factor is asked even though the session has one.
-    if (pending.stepUp && methods.length > 0) return { demand: 'verify', user, methods };
+    const { demand, methods } = await app.signIn.secondFactorDemand(app.db, user.id, pending.amr, client, pending.stepUp);
     return { demand, user, methods };
   }
 
@@ -87,6 +106,7 @@ export default async function mfaPages(scope: FastifyInstance) {
       enrolment: demand === 'enrol' ? await enrolmentFor(user) : undefined,
       hasRecoveryCodes: methods.includes('recovery_code'),
       hasTotp: methods.includes('totp'),
+      passkeys: methods.includes('passkey') && app.passkeys.enabled ? passkeyGetForm(`/mfa${carriedQuery(request)}`, '/mfa/passkey/options', 'mfa.passkey') : undefined,
       error: locals.error,
     });
   }
@@ -97,14 +117,9 @@ export default async function mfaPages(scope: FastifyInstance) {
     await app.browserSessions.writeData(request, { ...readFlow(request), mfa: undefined });
     await app.browserSessions.signIn(request, reply, pending.userId, amr);
     const via = pending.via;
-    await app.signIn.recordLogin(app.db, { userId: pending.userId, appId: client?.id ?? null, method: pending.method === 'step_up' ? method : pending.method, amr, via }, requestContext(request));
-    if (recoveryCodes) return renderCodes(request, reply, recoveryCodes, pending.returnTo ?? readFlow(request).resume ?? '/account');
+    await app.signIn.recordLogin(app.db, { userId: pending.userId, appId: client?.id ?? null, method: pending.method === STEP_UP ? method : pending.method, amr, via }, requestContext(request));
+    if (recoveryCodes) return showRecoveryCodes(request, reply, recoveryCodes, pending.returnTo ?? readFlow(request).resume ?? '/account');
     return afterSignIn(request, reply, pending.returnTo);
-  }
-
-  function renderCodes(request: FastifyRequest, reply: FastifyReply, codes: string[], next: string) {
-    reply.header('cache-control', 'no-store');
-    return renderPage(request, reply, 'mfa-codes', { titleKey: 'mfa.codes.title', codes, next });
   }
 
   app.get('/mfa', async (request, reply) => {
@@ -114,14 +129,12 @@ export default async function mfaPages(scope: FastifyInstance) {
 
   app.post('/mfa', async (request, reply) => {
     const pending = pendingOf(request);
-    if (field(request.body, 'action') !== 'verify') throw new AppError('invalid_request', { detail: 'unknown mfa action' });
-    const code = field(request.body, 'code').trim().slice(0, 40);
     try {
       await app.throttle.hitIp(request);
       const { demand } = await demandOf(request, pending);
       if (demand === 'none') return await finish(request, reply, pending, pending.amr, pending.method);
-      if (!code) throw new AppError('invalid_code');
-      const checked = await app.signIn.checkSecondFactor(pending.userId, pending.amr, { kind: 'code', code }, demand, requestContext(request));
+      const proof = await proofOf(app, request, pending);
+      const checked = await app.signIn.checkSecondFactor(pending.userId, pending.amr, proof, demand, requestContext(request));
       return await finish(request, reply, pending, checked.amr, checked.method, checked.recoveryCodes);
     } catch (error) {
       return renderMfa(request, reply, { error: formError(request, reply, error) });
@@ -137,13 +150,6 @@ export default async function mfaPages(scope: FastifyInstance) {
     return user;
   }
 
-  /** Changing factors: refused with a message (and a way to verify again) unless the session may. */
-  async function factorChangeProblem(request: FastifyRequest, user: UserRow): Promise<string | null> {
-    const session = request.browserSession!;
-    const enrolled = await app.mfa.enrolled(app.db, user.id);
-    const refusal = factorChangeRefusal(enrolled, { amr: parseAmr(session.amr), authTime: session.auth_time ?? session.created_at }, app.clock.now());
-    return refusal && t(request)(`mfa.error.${refusal}`);
-  }
 
   const backToAccount = (reply: FastifyReply, done?: string) => reply.redirect(done ? `/account?done=${done}#mfa` : '/account#mfa', 303);
 
@@ -165,12 +171,11 @@ export default async function mfaPages(scope: FastifyInstance) {
       // Verify again: /mfa asks for the factor and comes back here with a fresh sign-in.
       await app.browserSessions.writeData(request, {
         ...readFlow(request),
-        mfa: { userId: user.id, amr: parseAmr(session.amr), method: 'step_up', via: 'account', since: app.clock.now(), stepUp: true, returnTo: '/account' },
+        mfa: pendingMfa(user.id, { method: STEP_UP, amr: parseAmr(session.amr) }, { via: 'account', since: app.clock.now(), stepUp: true, returnTo: '/account' }),
       });
       return reply.redirect('/mfa', 303);
     }
-    const problem = await factorChangeProblem(request, user);
-    if (problem) return reply.redirect(`/account?mfa_error=${action === 'remove_totp' ? 'remove' : 'change'}#mfa`, 303);
+    if (await app.mfa.changeRefusal(user.id, sessionAuthentication(session))) return reply.redirect(`/account?mfa_error=${action === 'remove_totp' ? 'remove' : 'change'}#mfa`, 303);
     if (action === 'setup_totp') {
       try {
         await app.mfa.beginTotp(user);
@@ -184,7 +189,7 @@ export default async function mfaPages(scope: FastifyInstance) {
         const { recoveryCodes } = await app.mfa.confirmTotp(user.id, request.body.code ?? '', ctx);
         // The code just proved the factor: this session now counts as two-factor.
         await app.browserSessions.signIn(request, reply, user.id, withSecondFactor(parseAmr(session.amr), 'otp'));
-        if (recoveryCodes) return renderCodes(request, reply, recoveryCodes, '/account#mfa');
+        if (recoveryCodes) return showRecoveryCodes(request, reply, recoveryCodes, '/account#mfa');
         return backToAccount(reply, 'mfa_enrolled');
       } catch (error) {
         return renderSetup(request, reply, user, formError(request, reply, error));
@@ -194,7 +199,7 @@ export default async function mfaPages(scope: FastifyInstance) {
       await app.mfa.removeTotp(user.id, ctx, 'account');
       return backToAccount(reply, 'mfa_removed');
     }
-    if (action === 'regenerate_codes') return renderCodes(request, reply, await app.mfa.regenerateRecoveryCodes(user.id, ctx), '/account#mfa');
+    if (action === 'regenerate_codes') return showRecoveryCodes(request, reply, await app.mfa.regenerateRecoveryCodes(user.id, ctx), '/account#mfa');
     throw new AppError('invalid_request', { detail: 'unknown mfa action' });
   });
 }

@@ -3,11 +3,12 @@ import { z, type ZodType } from 'zod';
 import { AppError, isAppError } from '../errors.js';
 import { BROWSER_BUNDLE_VERSION } from '../passkeys/index.js';
 import { AuthenticationResponse, RegistrationResponse } from '../passkeys/schemas.js';
+import { sessionAuthentication } from '../plugins/browser-sessions.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import { requestContext } from '../shared/request-context.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { completeBrowserSignIn } from './flow.js';
+import { completeBrowserSignIn, showRecoveryCodes } from './flow.js';
 
 /**
  * Passkeys on the hosted pages (issue 16): `/account` lists, adds, renames and removes them;
@@ -26,9 +27,14 @@ export async function accountPasskeys(app: FastifyInstance, userId: string) {
   return { scripts: PASSKEY_SCRIPTS, items: await app.passkeys.list(userId) };
 }
 
+/** A form that asks the page script for a passkey (views/partials/passkey-get.eta) and posts its answer to `action`. */
+export function passkeyGetForm(action: string, options: string, label: string, autofill = false) {
+  return { scripts: PASSKEY_SCRIPTS, action, options, label, autofill };
+}
+
 /** What `/login` shows of passkeys (undefined while they are off); `carried` = the query kept between pages. */
 export function loginPasskeys(app: FastifyInstance, carried: string) {
-  return app.passkeys.enabled ? { scripts: PASSKEY_SCRIPTS, action: `/login/passkey${carried}` } : undefined;
+  return app.passkeys.enabled ? passkeyGetForm(`/login/passkey${carried}`, '/login/passkey/options', 'passkey.login.button', true) : undefined;
 }
 
 const Form = z.object({
@@ -40,7 +46,7 @@ const Form = z.object({
 });
 
 /** The ceremony answer the page script put in the `response` field, checked against its schema. */
-function ceremonyAnswer<T extends ZodType>(schema: T, value: string | undefined): z.output<T> {
+export function ceremonyAnswer<T extends ZodType>(schema: T, value: string | undefined): z.output<T> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value ?? '');
@@ -77,11 +83,19 @@ export default async function passkeyPages(scope: FastifyInstance) {
     try {
       const user = await signedInUser(request);
       const ctx = requestContext(request);
+      // Adding or removing a factor needs a fresh second factor once the account has one (Mfa.changeRefusal).
+      if ((form.action === 'add_passkey' || form.action === 'remove_passkey') && (await app.mfa.changeRefusal(user.id, sessionAuthentication(request.browserSession!)))) {
+        return reply.redirect('/account?mfa_error=change#mfa', 303);
+      }
       if (form.action === 'add_passkey') {
         app.passkeys.assertEnabled();
         await app.throttle.hitIp(request);
         const response = ceremonyAnswer(RegistrationResponse, form.response);
-        await app.passkeys.verifyRegistration({ userId: user.id, binding: `session:${request.browserSession!.id_hash}`, response, name: form.name, via: 'account' }, ctx);
+        const { recoveryCodes } = await app.passkeys.verifyRegistration(
+          { userId: user.id, binding: `session:${request.browserSession!.id_hash}`, response, name: form.name, via: 'account' },
+          ctx,
+        );
+        if (recoveryCodes) return showRecoveryCodes(request, reply, recoveryCodes, '/account#passkeys');
       } else if (form.action === 'rename_passkey' && form.passkey_id) {
         await app.passkeys.rename(user.id, form.passkey_id, form.name ?? '');
       } else if (form.action === 'remove_passkey' && form.passkey_id) {

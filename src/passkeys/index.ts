@@ -13,12 +13,16 @@ import { safeEqual } from '../shared/ids.js';
 import { requestContext } from '../shared/request-context.js';
 import { json, OPTIONAL_CLIENT_AUTH, shareRouteDocs, text } from '../shared/responses.js';
 import { SignInResult } from '../shared/schemas.js';
+import { sessionAuthentication } from '../plugins/browser-sessions.js';
+import { parseAmr } from '../shared/acr.js';
+import { type FlowState, livePendingMfa } from '../shared/pending-flow.js';
+import { findGrant } from '../storage/repos/grants.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { relyingPartyOf } from './relying-party.js';
 import {
   AuthenticationOptions,
   PageOptionsBody,
-  Passkey,
+  RegisteredPasskey,
   RegisterVerifyBody,
   RegistrationOptions,
   SignInOptionsBody,
@@ -37,9 +41,9 @@ export const passkeysPlugin = fp(
   async (app: FastifyInstance) => {
     const rp = relyingPartyOf(app.config.authUrl);
     if (!rp.enabled) app.log.warn({ auth_url: app.config.authUrl }, `passkeys are off: ${rp.reason}`);
-    app.decorate('passkeys', new Passkeys({ db: app.db, clock: app.clock, rp }));
+    app.decorate('passkeys', new Passkeys({ db: app.db, clock: app.clock, rp, factors: app.mfa }));
   },
-  { name: 'passkeys', dependencies: ['db'] },
+  { name: 'passkeys', dependencies: ['db', 'mfa'] },
 );
 
 /** The browser half of WebAuthn, served from the installed package (its version is in the page's URL). */
@@ -112,6 +116,10 @@ async function pageOptionsRoutes(scope: FastifyInstance) {
       const session = await pageSession(app, request, request.body.csrf);
       const user = session.user_id ? await findUserById(app.db, session.user_id) : undefined;
       if (!user || user.status !== 'active') throw new AppError('unauthorized', { message: 'Sign in on the account page first.' });
+      // Refused before the ceremony, so the authenticator does not make a credential the server then refuses.
+      if (await app.mfa.changeRefusal(user.id, sessionAuthentication(session))) {
+        throw new AppError('forbidden', { message: 'Confirm your second factor first (“Verify with my second factor” below).', detail: 'factor change refused' });
+      }
       const options = await app.passkeys.registrationOptions({ user, binding: `session:${session.id_hash}` });
       return noStore(reply).send(options);
     },
@@ -131,6 +139,27 @@ async function pageOptionsRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       const session = await pageSession(app, request, request.body.csrf);
       const options = await app.passkeys.authenticationOptions({ binding: `session:${session.id_hash}` });
+      return noStore(reply).send(options);
+    },
+  );
+
+  app.post(
+    '/mfa/passkey/options',
+    {
+      schema: {
+        operationId: 'mfaPasskeyOptions',
+        summary: 'Options to confirm a sign-in with a passkey as its second factor',
+        description:
+          'For the page script of `/mfa`: the browser session (cookie) with a pending second step, and its CSRF token. Only the passkeys of the user who gave the first factor; the answer goes to `POST /mfa` (`action=passkey`).',
+        body: PageOptionsBody,
+        response: { 200: json('Options for `navigator.credentials.get()`.', AuthenticationOptions) },
+      },
+    },
+    async (request, reply) => {
+      const session = await pageSession(app, request, request.body.csrf);
+      const pending = livePendingMfa(app.browserSessions.dataOf<FlowState>(session), app.clock.now());
+      if (!pending) throw new AppError('invalid_request', { message: 'This sign-in has expired. Sign in again.', detail: 'no pending second factor' });
+      const options = await app.passkeys.authenticationOptions({ userId: pending.userId, binding: `session:${session.id_hash}` });
       return noStore(reply).send(options);
     },
   );
@@ -154,12 +183,23 @@ async function restRoutes(scope: FastifyInstance) {
     shareRouteDocs(route, { tags: ['auth'], errors: { 400: ['invalid_request'], 403: ['feature_disabled'], 429: ['rate_limited'] } }),
   );
 
-  /** The signed-in user of an app's access token (registration). */
+  /**
+   * The signed-in user of an app's access token (registration), when its sign-in may add a factor:
+   * once the user has one, the token's sign-in must have proved a second factor within the last 15
+   * minutes (Mfa.changeRefusal), or a stolen password would be enough to add an attacker's passkey.
+   */
   async function bearerUser(request: FastifyRequest): Promise<{ user: UserRow; appId: string }> {
     const identity = await app.tokens.authenticate(request);
     request.corsAppId = identity.appId;
-    const user = await findUserById(app.db, identity.userId);
-    if (!user || user.status !== 'active') throw new AppError('unauthorized', { detail: 'user gone or disabled' });
+    const [user, grant] = await Promise.all([findUserById(app.db, identity.userId), findGrant(app.db, identity.grantId)]);
+    if (!user || user.status !== 'active' || !grant) throw new AppError('unauthorized', { detail: 'user or grant gone, or user disabled' });
+    const refusal = await app.mfa.changeRefusal(user.id, { amr: parseAmr(grant.amr), authTime: grant.auth_time });
+    if (refusal) {
+      throw new AppError('forbidden', {
+        message: 'Adding a passkey to an account with a second factor needs a sign-in with that factor in the last 15 minutes.',
+        detail: `factor change refused: ${refusal}`,
+      });
+    }
     return { user, appId: identity.appId };
   }
 
@@ -215,10 +255,12 @@ async function restRoutes(scope: FastifyInstance) {
       schema: {
         operationId: 'passkeyRegistrationOptions',
         summary: 'Options to add a passkey to the signed-in user',
-        description: "With the user's access token from this app. A discoverable credential with user verification; the user's passkeys are excluded.",
+        description:
+          "With the user's access token from this app. A discoverable credential with user verification; the user's passkeys are excluded. " +
+          'Once the user has a second factor, the token must come from a sign-in that proved one (`amr` has `mfa`, `hwk` or `swk`) in the last 15 minutes: otherwise 403 `forbidden`.',
         security: [{ accessToken: [] }],
         response: { 200: json('Options for `navigator.credentials.create()`.', RegistrationOptions) },
-        errors: { 401: ['unauthorized'] },
+        errors: { 401: ['unauthorized'], 403: ['forbidden'] },
       },
     },
     async (request, reply) => {
@@ -234,21 +276,25 @@ async function restRoutes(scope: FastifyInstance) {
       schema: {
         operationId: 'passkeyRegister',
         summary: 'Add a passkey to the signed-in user',
-        description: 'The answer of `navigator.credentials.create()` to options from `POST /v1/auth/passkey/register/options` with the same token\'s app. Records `passkey.registered`.',
+        description:
+          'The answer of `navigator.credentials.create()` to options from `POST /v1/auth/passkey/register/options` with the same token\'s app. Records `passkey.registered`. ' +
+          "The user's first second factor comes with ten recovery codes (`recovery_codes`), shown only in this answer.",
         security: [{ accessToken: [] }],
         body: RegisterVerifyBody,
-        response: { 201: json('The passkey.', Passkey) },
-        errors: { 400: ['invalid_token'], 401: ['unauthorized'], 409: ['conflict'] },
+        response: { 201: json('The passkey.', RegisteredPasskey) },
+        errors: { 400: ['invalid_token'], 401: ['unauthorized'], 403: ['forbidden'], 409: ['conflict'] },
       },
     },
     async (request, reply) => {
       const { user, appId } = await bearerUser(request);
       const client = await resolveApp(app, request, { client_id: appId }, { authenticate: false });
-      const passkey = await app.passkeys.verifyRegistration(
+      const { passkey, recoveryCodes } = await app.passkeys.verifyRegistration(
         { userId: user.id, binding: `app:${appId}`, response: request.body.response, name: request.body.name, appOrigins: originsOfApp(client), appId, via: 'api' },
         requestContext(request),
       );
-      return noStore(reply).code(201).send(toPasskeyJson(passkey));
+      return noStore(reply)
+        .code(201)
+        .send({ ...toPasskeyJson(passkey), ...(recoveryCodes ? { recovery_codes: recoveryCodes } : {}) });
     },
   );
 }

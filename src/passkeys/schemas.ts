@@ -97,6 +97,10 @@ export const Passkey = z
   })
   .meta({ id: 'Passkey', description: 'A registered passkey (never its key).' });
 
+export const RegisteredPasskey = Passkey.extend({
+  recovery_codes: z.array(z.string()).length(10).optional().describe("Only with the user's first second factor: ten one-time recovery codes, shown only here."),
+}).meta({ id: 'RegisteredPasskey', description: 'A passkey just added.' });
+
 /** `POST /v1/auth/passkey/options`: the app that asks (it renders its own sign-in UI). */
 export const SignInOptionsBody = z.object({ client_id: ClientId });
 

@@ -11,6 +11,7 @@ import {
 import { decodeClientDataJSON } from '@simplewebauthn/server/helpers';
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
+import type { Mfa } from '../mfa/service.js';
 import type { Amr } from '../shared/acr.js';
 import { hashSecret, newId } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
@@ -58,10 +59,14 @@ export interface PasskeyView {
   lastUsedAt: string | null;
 }
 
+/** What passkeys need of the second-factor service: a passkey is a factor, backed up by recovery codes. */
+export type PasskeyFactors = Pick<Mfa, 'firstRecoveryCodes' | 'dropOrphanRecoveryCodes'>;
+
 export interface PasskeysDeps {
   db: Kysely<Database>;
   clock: Clock;
   rp: RelyingParty;
+  factors: PasskeyFactors;
 }
 
 /** How long a challenge can be answered (the browser's own timeout is shorter). */
@@ -129,12 +134,13 @@ export class Passkeys {
 
   /**
    * Checks the answer to a registration challenge of this user and binding, and stores the passkey
-   * (`passkey.registered`). The ceremony ran on AUTH_URL's origin, or on one of `appOrigins`.
+   * (`passkey.registered`). The ceremony ran on AUTH_URL's origin, or on one of `appOrigins`. A first
+   * factor comes with the user's first recovery codes, returned once.
    */
   async verifyRegistration(
     input: { userId: string; binding: Binding; response: RegistrationResponseJSON; name?: string; appOrigins?: readonly string[]; appId?: string | null; via: string },
     ctx: RequestContext,
-  ): Promise<PasskeyView> {
+  ): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
     const rp = this.relyingParty();
     const name = input.name === undefined || input.name.trim() === '' ? undefined : passkeyName(input.name);
     if (name === null) throw new AppError('invalid_request', { details: [{ path: 'name', message: 'must be 1–64 characters without control characters' }] });
@@ -166,7 +172,7 @@ export class Passkeys {
       name: name ?? `Passkey ${isoTime(now).slice(0, 10)}`,
       createdAt: now,
     };
-    await this.deps.db.transaction().execute(async (trx) => {
+    const recoveryCodes = await this.deps.db.transaction().execute(async (trx) => {
       if (await findPasskeyByCredentialId(trx, passkey.credentialId)) throw new AppError('conflict', { message: 'This passkey is already registered.' });
       await insertPasskey(trx, passkey);
       await appendEvent(trx, now, {
@@ -177,8 +183,9 @@ export class Passkeys {
         userAgent: ctx.userAgent,
         data: { passkey_id: passkey.id, device_type: passkey.deviceType, backed_up: passkey.backedUp, via: input.via },
       });
+      return this.deps.factors.firstRecoveryCodes(trx, input.userId, ctx);
     });
-    return toView({ ...passkey, lastUsedAt: null });
+    return { passkey: toView({ ...passkey, lastUsedAt: null }), recoveryCodes };
   }
 
   // Authentication -----------------------------------------------------------------------------------
@@ -263,13 +270,17 @@ export class Passkeys {
     if (!(await renamePasskey(this.deps.db, userId, id, valid))) throw new AppError('not_found', { message: 'No such passkey.' });
   }
 
-  /** Removes one of the user's passkeys (`passkey.removed`); it stops working at once. */
+  /**
+   * Removes one of the user's passkeys (`passkey.removed`); it stops working at once. The caller has
+   * checked the session may change factors (Mfa.changeRefusal). The last factor takes the recovery codes with it.
+   */
   async remove(userId: string, id: string, input: { via: string; appId?: string | null }, ctx: RequestContext): Promise<void> {
     const now = this.deps.clock.now();
     await this.deps.db.transaction().execute(async (trx) => {
       const removed = await deletePasskey(trx, userId, id);
       if (!removed) throw new AppError('not_found', { message: 'No such passkey.' });
       await appendEvent(trx, now, { type: 'passkey.removed', appId: input.appId ?? null, userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { passkey_id: id, via: input.via } });
+      await this.deps.factors.dropOrphanRecoveryCodes(trx, userId);
     });
   }
 

@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
 import { createHmac, hkdfSync } from 'node:crypto';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
-import { type Amr, serializeAmr } from '../shared/acr.js';
+import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import { hashSecret, newSecret } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
 import {
@@ -100,8 +100,13 @@ export class BrowserSessions {
 
   /** Page state carried between hosted pages (e.g. the authorize request to resume after sign-in). */
   readData<T extends object>(request: FastifyRequest): Partial<T> {
+    return this.dataOf<T>(request.browserSession);
+  }
+
+  /** The page state of a session loaded outside the pages scope (e.g. a page script's JSON request). */
+  dataOf<T extends object>(session: BrowserSessionRow | null | undefined): Partial<T> {
     try {
-      return JSON.parse(request.browserSession?.data ?? '{}') as Partial<T>;
+      return JSON.parse(session?.data ?? '{}') as Partial<T>;
     } catch {
       return {};
     }
@@ -179,3 +184,8 @@ export default fp(
   },
   { name: 'browser-sessions', dependencies: ['db'] },
 );
+
+/** How a signed-in browser session authenticated, for the rules that ask how strong and how recent it is. */
+export function sessionAuthentication(session: Pick<BrowserSessionRow, 'amr' | 'auth_time' | 'created_at'>): { amr: Amr[]; authTime: number } {
+  return { amr: parseAmr(session.amr), authTime: session.auth_time ?? session.created_at };
+}

@@ -51,6 +51,24 @@ export interface PendingMfa {
 /** How long a checked first factor waits for its second. */
 export const PENDING_MFA_SECONDS = 600;
 
+/** The `method` of a pending second step asked of a session that was already signed in. */
+export const STEP_UP = 'step_up';
+
+/** The pending second step of a first factor a hosted door checked: the one shape every door stores. */
+export function pendingMfa(
+  userId: string,
+  factor: { method: string; amr: readonly Amr[] },
+  input: { via: string; since: number; returnTo?: PendingMfa['returnTo']; stepUp?: boolean },
+): PendingMfa {
+  return { userId, amr: [...factor.amr], method: factor.method, ...input };
+}
+
+/** The pending second step of a browser, while it is fresh. */
+export function livePendingMfa(flow: FlowState, now: number): PendingMfa | undefined {
+  const pending = flow.mfa;
+  return pending && now - pending.since <= PENDING_MFA_SECONDS ? pending : undefined;
+}
+
 export interface FlowState {
   resume?: string;
   consent?: PendingConsent;

@@ -59,8 +59,11 @@ export type SecondFactorDemand = 'none' | 'verify' | 'enrol';
  * a passkey). A user who enrolled a factor is always asked for it, whatever the app's policy: it was the
  * user's own choice to protect the account, and an app cannot waive it. A user without one is made to
  * enrol only by an app that requires MFA; `off` and `optional` both let such a user through.
+ * A step-up (the account page before changing factors) asks for a factor the user has even from a
+ * session that is already multi-factor: it proves the factor is still at hand now.
  */
-export function secondFactorDemand(amr: readonly Amr[], enrolled: readonly SecondFactor[], policy: MfaPolicy): SecondFactorDemand {
+export function secondFactorDemand(amr: readonly Amr[], enrolled: readonly SecondFactor[], policy: MfaPolicy, stepUp = false): SecondFactorDemand {
+  if (stepUp && enrolled.length > 0) return 'verify';
   if (isMultiFactor(amr)) return 'none';
   if (enrolled.length > 0) return 'verify';
   return policy === 'required' ? 'enrol' : 'none';

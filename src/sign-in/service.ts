@@ -113,9 +113,15 @@ export class SignIn {
    * Whether an authentication needs a second factor before it counts, for this app or (`app`
    * undefined: the account page) for the user alone: the one rule every door asks (policy.ts).
    */
-  async secondFactorDemand(db: Kysely<Database>, userId: string, amr: readonly Amr[], app: Pick<App, 'mfa'> | undefined): Promise<{ demand: SecondFactorDemand; methods: SecondFactor[] }> {
+  async secondFactorDemand(
+    db: Kysely<Database>,
+    userId: string,
+    amr: readonly Amr[],
+    app: Pick<App, 'mfa'> | undefined,
+    stepUp = false,
+  ): Promise<{ demand: SecondFactorDemand; methods: SecondFactor[] }> {
     const methods = await this.deps.mfa.enrolled(db, userId);
-    return { demand: secondFactorDemand(amr, methods, app?.mfa ?? 'optional'), methods };
+    return { demand: secondFactorDemand(amr, methods, app?.mfa ?? 'optional', stepUp), methods };
   }
 
   /**

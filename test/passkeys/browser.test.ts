@@ -12,7 +12,8 @@ import { freePort } from '../helpers/processes.js';
  * verification) on a real listening Gatehouse at http://localhost:PORT (browsers refuse WebAuthn on an
  * IP-address origin): add a passkey on /account through the page script, sign out, sign in with it
  * through /oauth/authorize of an app, and get tokens whose ID token says `amr: ["hwk"]`; another
- * authenticator without the credential cannot sign in; a removed passkey stops working.
+ * authenticator without the credential cannot sign in; removing the passkey needs it as a second
+ * factor first (/mfa), and a removed passkey stops working.
  */
 
 describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', () => {
@@ -77,18 +78,26 @@ describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', (
     return { callback: page.url(), verifier: verifier! };
   }
 
-  it('adds a passkey on /account, then signs in with it through /oauth/authorize (button, then autofill): the ID token says amr hwk', async () => {
-    const user = await makeUser(t.app);
-    const { context, page } = await contextWithAuthenticator();
-
+  /** Signs in on /account with the password and adds a passkey (the account's first factor: its recovery codes are shown once). */
+  async function addFirstPasskey(page: Page, user: { email: string; password: string }, name?: string) {
     await page.goto(`${base}/account`);
     await page.fill('input[name=email]', user.email);
     await page.fill('input[name=password]', user.password);
     await page.click('button[name=action][value=login]');
     await page.waitForSelector('#passkey-add:not([hidden])');
-    await page.fill('#passkey-new-name', 'Virtual key');
+    if (name) await page.fill('#passkey-new-name', name);
     await page.click('button[name=action][value=add_passkey]');
+    await page.waitForSelector('[data-field=recovery_code]');
+    expect(await page.locator('[data-field=recovery_code]').count()).toBe(10);
+    await page.click('a[href="/account#passkeys"]');
     await page.waitForSelector('form[data-passkey]');
+  }
+
+  it('adds a passkey on /account, then signs in with it through /oauth/authorize (button, then autofill): the ID token says amr hwk', async () => {
+    const user = await makeUser(t.app);
+    const { context, page } = await contextWithAuthenticator();
+
+    await addFirstPasskey(page, user, 'Virtual key');
     expect(await page.inputValue('form[data-passkey] input[name=name]')).toBe('Virtual key');
     expect(await t.app.passkeys.countPasskeys(user.id)).toBe(1);
 
@@ -111,16 +120,10 @@ describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', (
     await context.close();
   }, 120_000);
 
-  it('another authenticator without the credential cannot sign in; a removed passkey stops working', async () => {
+  it('another authenticator without the credential cannot sign in; removal asks for the passkey at /mfa; a removed passkey stops working', async () => {
     const user = await makeUser(t.app);
     const { context, page } = await contextWithAuthenticator();
-    await page.goto(`${base}/account`);
-    await page.fill('input[name=email]', user.email);
-    await page.fill('input[name=password]', user.password);
-    await page.click('button[name=action][value=login]');
-    await page.waitForSelector('#passkey-add:not([hidden])');
-    await page.click('button[name=action][value=add_passkey]');
-    await page.waitForSelector('form[data-passkey]');
+    await addFirstPasskey(page, user);
 
     // A second browser with an authenticator of its own: no passkey to offer, nobody signed in.
     const stranger = await contextWithAuthenticator();
@@ -130,7 +133,16 @@ describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', (
     expect(new URL(stranger.page.url()).pathname).toBe('/login');
     await stranger.context.close();
 
-    // The first browser removes its passkey; the authenticator still holds it, but it no longer signs in.
+    // The password session may not remove the account's factor: "verify again" asks for the passkey
+    // itself at /mfa (the second factor), then the removal goes through.
+    await page.click('form[data-passkey] button[name=action][value=remove_passkey]');
+    await page.waitForURL(/mfa_error=change/);
+    expect(await page.locator('form[data-passkey]').count()).toBe(1);
+    await page.click('button[name=action][value=reauth]');
+    await page.waitForURL(/\/mfa$/);
+    await page.click('#passkey-signin button[name=action][value=passkey]');
+    await page.waitForURL((u) => u.pathname === '/account');
+    // The authenticator still holds the passkey, but once removed it no longer signs in.
     await page.click('form[data-passkey] button[name=action][value=remove_passkey]');
     await page.waitForSelector('#passkey-add:not([hidden])');
     expect(await page.locator('form[data-passkey]').count()).toBe(0);

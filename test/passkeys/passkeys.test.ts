@@ -30,11 +30,11 @@ async function accessTokenOf(email: string, password: string, app: TestClient = 
   return token;
 }
 
-/** A user with a passkey registered over REST (from the app's origin). */
-async function userWithPasskey(options: { synced?: boolean; name?: string } = {}) {
+/** A user with a passkey registered over REST (from the app's origin, unless another is given). */
+async function userWithPasskey(options: { synced?: boolean; name?: string; origin?: string } = {}) {
   const user = await makeUser(t.app);
   const token = await accessTokenOf(user.email, user.password);
-  const authenticator = new SoftAuthenticator({ origin: APP_ORIGIN, synced: options.synced });
+  const authenticator = new SoftAuthenticator({ origin: options.origin ?? APP_ORIGIN, synced: options.synced });
   const optionsRes = await post('/v1/auth/passkey/register/options', {}, { authorization: `Bearer ${token}` });
   expect(optionsRes.statusCode, optionsRes.body).toBe(200);
   const verify = await post('/v1/auth/passkey/register/verify', { response: authenticator.create(optionsRes.json()), name: options.name }, { authorization: `Bearer ${token}` });
@@ -81,16 +81,28 @@ describe('REST: register and sign in (apps with their own UI)', () => {
     const authenticator = new SoftAuthenticator({ origin: APP_ORIGIN });
     const registered = await post('/v1/auth/passkey/register/verify', { response: authenticator.create(creation), name: 'Work laptop' }, { authorization: `Bearer ${token}` });
     expect(registered.statusCode, registered.body).toBe(201);
-    expect(registered.json()).toEqual({ id: expect.stringMatching(/^pk_/), name: 'Work laptop', device_type: 'singleDevice', backed_up: false, created_at: expect.any(String), last_used_at: null });
+    // The user's first second factor: the recovery codes come with it, once.
+    const recoveryCodes = registered.json().recovery_codes;
+    expect(recoveryCodes).toHaveLength(10);
+    expect(registered.json()).toEqual({
+      id: expect.stringMatching(/^pk_/),
+      name: 'Work laptop',
+      device_type: 'singleDevice',
+      backed_up: false,
+      created_at: expect.any(String),
+      last_used_at: null,
+      recovery_codes: recoveryCodes,
+    });
     const stored = await t.db.selectFrom('passkeys').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow();
     expect(stored).toMatchObject({ credential_id: authenticator.credentials[0]!.id, counter: 0, transports: '["internal"]', device_type: 'singleDevice', backed_up: 0, name: 'Work laptop', last_used_at: null });
     const event = await t.db.selectFrom('events').selectAll().where('type', '=', 'passkey.registered').where('user_id', '=', user.id).executeTakeFirstOrThrow();
     expect(JSON.parse(event.data)).toEqual({ passkey_id: registered.json().id, device_type: 'singleDevice', backed_up: false, via: 'api' });
     expect(event.app_id).toBe(client.app.id);
 
-    // The same user asking again gets its passkey excluded.
-    const again = await post('/v1/auth/passkey/register/options', {}, { authorization: `Bearer ${token}` });
-    expect(again.json().excludeCredentials).toEqual([{ id: authenticator.credentials[0]!.id, type: 'public-key', transports: ['internal'] }]);
+    // Now that the account has a factor, the password sign-in's token may not add another.
+    const refused = await post('/v1/auth/passkey/register/options', {}, { authorization: `Bearer ${token}` });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json()).toMatchObject({ code: 'forbidden' });
 
     const request = await signInOptions();
     expect(request).toMatchObject({ rpId: 'localhost', userVerification: 'required', allowCredentials: [] });
@@ -105,6 +117,15 @@ describe('REST: register and sign in (apps with their own UI)', () => {
     expect(used.last_used_at).toBe(t.clock.now());
     const login = await t.db.selectFrom('events').selectAll().where('type', '=', 'user.login_succeeded').where('user_id', '=', user.id).orderBy('id', 'desc').executeTakeFirstOrThrow();
     expect(JSON.parse(login.data)).toMatchObject({ method: 'passkey' });
+
+    // The passkey sign-in's token may: asking again, the user's passkey is excluded, and no new codes come.
+    const again = await post('/v1/auth/passkey/register/options', {}, { authorization: `Bearer ${body.access_token}` });
+    expect(again.statusCode, again.body).toBe(200);
+    expect(again.json().excludeCredentials).toEqual([{ id: authenticator.credentials[0]!.id, type: 'public-key', transports: ['internal'] }]);
+    const second = new SoftAuthenticator({ origin: APP_ORIGIN });
+    const added = await post('/v1/auth/passkey/register/verify', { response: second.create(again.json()) }, { authorization: `Bearer ${body.access_token}` });
+    expect(added.statusCode, added.body).toBe(201);
+    expect(added.json().recovery_codes).toBeUndefined();
   });
 
   it('a synced passkey signs in with amr swk and its backup state is kept', async () => {
@@ -206,6 +227,8 @@ describe('REST: register and sign in (apps with their own UI)', () => {
     expect(crossUser.statusCode).toBe(400);
     expect(crossUser.json().code).toBe('invalid_token');
     expect(await t.app.passkeys.countPasskeys(user.id)).toBe(0);
+    // No factor left: the recovery codes went with the last one.
+    expect(await t.db.selectFrom('recovery_codes').select('user_id').where('user_id', '=', user.id).execute()).toEqual([]);
     expect(await t.app.passkeys.countPasskeys(someoneElse.id)).toBe(0);
   });
 
@@ -271,10 +294,11 @@ describe('the second-factor interface (used by the MFA step)', () => {
   });
 });
 
-describe('hosted pages: /account and /login (the page script\'s requests)', () => {
-  const pageOptions = (browser: Browser, url: string, csrf: string) =>
-    t.app.inject({ method: 'POST', url, headers: { ...browser.jar.header(), 'content-type': 'application/json' }, payload: { csrf } });
+/** The page script's JSON request for options, with the browser's cookies. */
+const pageOptions = (browser: Browser, url: string, csrf: string) =>
+  t.app.inject({ method: 'POST', url, headers: { ...browser.jar.header(), 'content-type': 'application/json' }, payload: { csrf } });
 
+describe('hosted pages: /account and /login (the page script\'s requests)', () => {
   it('adds, lists, renames and removes a passkey on /account; it signs in on /login until removed', async () => {
     const user = await makeUser(t.app);
     const browser = new Browser(t.app);
@@ -290,8 +314,10 @@ describe('hosted pages: /account and /login (the page script\'s requests)', () =
     expect(options.statusCode, options.body).toBe(200);
     const authenticator = new SoftAuthenticator({ origin: AUTH_ORIGIN });
     const added = await browser.post('/account/passkeys', { csrf, action: 'add_passkey', name: 'Phone', response: JSON.stringify(authenticator.create(options.json())) });
-    expect(added.statusCode, added.body).toBe(303);
-    expect(added.headers.location).toBe('/account#passkeys');
+    // The first factor of the account: its recovery codes are shown once, then on to the passkeys.
+    expect(added.statusCode, added.body).toBe(200);
+    expect([...added.body.matchAll(/data-field="recovery_code"/g)]).toHaveLength(10);
+    expect(added.body).toContain('href="/account#passkeys"');
     page = await browser.get('/account');
     expect(page.body).toContain('value="Phone"');
     const id = /name="passkey_id" value="(pk_[^"]+)"/.exec(page.body)![1]!;
@@ -302,8 +328,11 @@ describe('hosted pages: /account and /login (the page script\'s requests)', () =
     const badName = await browser.post('/account/passkeys', { csrf, action: 'rename_passkey', passkey_id: id, name: 'a\u0000b' });
     expect(badName.statusCode).toBe(400);
     expect(badName.headers['content-type']).toMatch(/text\/html/);
-    const notMine = await browser.post('/account/passkeys', { csrf, action: 'remove_passkey', passkey_id: 'pk_not_mine' });
-    expect(notMine.statusCode).toBe(404);
+    // The password session may not remove (or add) a factor now that the account has one.
+    const tooWeak = await browser.post('/account/passkeys', { csrf, action: 'remove_passkey', passkey_id: id });
+    expect(tooWeak.headers.location).toBe('/account?mfa_error=change#mfa');
+    expect((await pageOptions(browser, '/account/passkeys/options', csrf)).statusCode).toBe(403);
+    expect(await t.app.passkeys.countPasskeys(user.id)).toBe(1);
 
     // Signed out, the passkey signs in on /login (challenge bound to this browser session).
     await browser.post('/account', { csrf, action: 'logout' });
@@ -329,6 +358,8 @@ describe('hosted pages: /account and /login (the page script\'s requests)', () =
     expect(page.body).toContain(user.email);
 
     const newCsrf = csrfOf(page.body);
+    const notMine = await browser.post('/account/passkeys', { csrf: newCsrf, action: 'remove_passkey', passkey_id: 'pk_not_mine' });
+    expect(notMine.statusCode).toBe(404);
     const removed = await browser.post('/account/passkeys', { csrf: newCsrf, action: 'remove_passkey', passkey_id: id });
     expect(removed.statusCode).toBe(303);
     const event = await t.db.selectFrom('events').selectAll().where('type', '=', 'passkey.removed').where('user_id', '=', user.id).executeTakeFirstOrThrow();
@@ -395,3 +426,62 @@ describe('AUTH_URL on an IP address: passkeys are off', () => {
     expect(add.statusCode).toBe(403);
   });
 });
+
+describe('a passkey as the second factor of a password sign-in', () => {
+  it('REST: pending mfa offers the passkey; only a passkey of that user, answering this app, completes it', async () => {
+    const { user, authenticator, passkey } = await userWithPasskey();
+    const stranger = await userWithPasskey();
+    const pending = (await post('/v1/auth/login', { email: user.email, password: user.password, client_id: client.app.id })).json();
+    expect(pending).toMatchObject({ status: 'pending', next_step: 'mfa', methods: ['passkey', 'recovery_code'] });
+    const mfaOptions = (session: string) => post('/v1/auth/mfa/passkey/options', { session, client_id: client.app.id });
+    const verify = (session: string, body: Record<string, unknown>) => post('/v1/auth/mfa/verify', { session, client_id: client.app.id, ...body });
+
+    const options = await mfaOptions(pending.session);
+    expect(options.statusCode, options.body).toBe(200);
+    expect(options.json().allowCredentials).toEqual([{ id: authenticator.credentials[0]!.id, type: 'public-key', transports: ['internal'] }]);
+    // Another user's passkey answering this user's challenge is refused, and uses up the challenge.
+    const strangersAnswer = stranger.authenticator.get(options.json(), { credential: stranger.authenticator.credentials[0] });
+    expect((await verify(pending.session, { passkey: strangersAnswer })).json()).toMatchObject({ code: 'invalid_credentials' });
+    // Neither both proofs nor none.
+    expect((await verify(pending.session, {})).statusCode).toBe(400);
+    const fresh = (await mfaOptions(pending.session)).json();
+    expect((await verify(pending.session, { code: '123456', passkey: authenticator.get(fresh) })).json()).toMatchObject({ code: 'invalid_request' });
+
+    const ok = await verify(pending.session, { passkey: authenticator.get((await mfaOptions(pending.session)).json()) });
+    expect(ok.statusCode, ok.body).toBe(200);
+    secrets.push(ok.json().access_token, ok.json().refresh_token);
+    expect(decodeJwt(ok.json().id_token)).toMatchObject({ sub: user.id, amr: ['pwd', 'hwk', 'mfa'], acr: 'urn:gatehouse:acr:2fa' });
+    const login = await t.db.selectFrom('events').selectAll().where('type', '=', 'user.login_succeeded').where('user_id', '=', user.id).orderBy('id', 'desc').executeTakeFirstOrThrow();
+    expect(JSON.parse(login.data)).toMatchObject({ method: 'passkey', amr: ['pwd', 'hwk', 'mfa'] });
+    expect(passkey.id).toMatch(/^pk_/);
+  });
+
+  it('hosted: /mfa offers the passkey (page script options bound to the pending user) and signs the browser in', async () => {
+    const { user, authenticator } = await userWithPasskey({ origin: AUTH_ORIGIN });
+    const browser = new Browser(t.app);
+    const login = await browser.submit('/login', { email: user.email, password: user.password, action: 'login' });
+    expect(login.headers.location).toMatch(/^\/mfa/);
+    const page = await browser.get('/mfa');
+    expect(page.body).toContain('data-webauthn-options="/mfa/passkey/options"');
+    expect(page.body).toContain('name="code"'); // the recovery codes, without JavaScript
+    const csrf = csrfOf(page.body);
+    // Only a browser with a pending second step gets options, and only for that user's passkeys.
+    const other = new Browser(t.app);
+    const otherCsrf = csrfOf((await other.get('/login')).body);
+    expect((await pageOptions(other, '/mfa/passkey/options', otherCsrf)).json()).toMatchObject({ code: 'invalid_request' });
+    const options = await pageOptions(browser, '/mfa/passkey/options', csrf);
+    expect(options.statusCode, options.body).toBe(200);
+    expect(options.json().allowCredentials.map((c: { id: string }) => c.id)).toEqual([authenticator.credentials[0]!.id]);
+
+    const done = await browser.post('/mfa', { csrf, action: 'passkey', response: JSON.stringify(authenticator.get(options.json())) });
+    expect(done.statusCode, done.body).toBe(303);
+    expect(done.headers.location).toBe('/account');
+    const account = await browser.get('/account');
+    expect(account.body).toContain(user.email);
+    // The session now counts as two factors: it may remove the passkey.
+    const id = /name="passkey_id" value="(pk_[^"]+)"/.exec(account.body)![1]!;
+    const removed = await browser.post('/account/passkeys', { csrf: csrfOf(account.body), action: 'remove_passkey', passkey_id: id });
+    expect(removed.headers.location).toBe('/account#passkeys');
+  });
+});
+

@@ -73,6 +73,7 @@ export interface SecondFactorCase {
   amr: Amr[];
   enrolled: SecondFactor[];
   policy: MfaPolicy;
+  stepUp?: boolean;
   expected: SecondFactorDemand;
 }
 
@@ -89,6 +90,10 @@ export const SECOND_FACTOR_CASES: SecondFactorCase[] = [
   { name: 'synced passkey alone', amr: ['swk'], enrolled: [], policy: 'required', expected: 'none' },
   { name: 'a code alone is not two factors', amr: ['otp'], enrolled: ['totp'], policy: 'optional', expected: 'verify' },
   { name: 'no amr recorded (older rows)', amr: [], enrolled: ['totp'], policy: 'optional', expected: 'verify' },
+  { name: 'step-up of a two-factor session', amr: ['pwd', 'otp', 'mfa'], enrolled: ['totp'], policy: 'optional', stepUp: true, expected: 'verify' },
+  { name: 'step-up of a passkey session', amr: ['hwk'], enrolled: ['passkey'], policy: 'off', stepUp: true, expected: 'verify' },
+  { name: 'step-up with nothing enrolled: nothing to ask', amr: ['pwd'], enrolled: [], policy: 'optional', stepUp: true, expected: 'none' },
+  { name: 'step-up with nothing enrolled, app requires MFA', amr: ['pwd'], enrolled: [], policy: 'required', stepUp: true, expected: 'enrol' },
 ];
 
 export interface FactorChangeCase {

@@ -62,8 +62,8 @@ describe('nextStep', () => {
 });
 
 describe('secondFactorDemand (CONTRACT §15.6)', () => {
-  it.each(SECOND_FACTOR_CASES)('$name → $expected', ({ amr, enrolled, policy, expected }) => {
-    expect(secondFactorDemand(amr, enrolled, policy)).toBe(expected);
+  it.each(SECOND_FACTOR_CASES)('$name → $expected', ({ amr, enrolled, policy, stepUp, expected }) => {
+    expect(secondFactorDemand(amr, enrolled, policy, stepUp)).toBe(expected);
   });
 
   it('a second factor adds its method and mfa once, keeping the first factor', () => {
