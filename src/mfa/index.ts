@@ -10,7 +10,7 @@ declare module 'fastify' {
 
 /** `app.mfa`: second factors (authenticator app, recovery codes) and their checks (service.ts). */
 async function mfaPlugin(app: FastifyInstance) {
-  app.decorate('mfa', new Mfa({ db: app.db, clock: app.clock, config: app.config, throttle: app.throttle }));
+  app.decorate('mfa', new Mfa({ db: app.db, clock: app.clock, config: app.config, throttle: app.throttle, log: app.log }));
 }
 
 export default fp(mfaPlugin, { name: 'mfa', dependencies: ['db', 'throttle'] });

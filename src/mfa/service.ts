@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import QRCode from 'qrcode';
 import type { ResolvedConfig } from '../config.js';
@@ -18,7 +19,7 @@ import {
   replaceRecoveryCodes,
   useRecoveryCode,
 } from '../storage/repos/factors.js';
-import { countPasskeysOfUser, deletePasskeysOfUser } from '../storage/repos/passkeys.js';
+import { deletePasskeysOfUser } from '../storage/repos/passkeys.js';
 import type { Database } from '../storage/schema.js';
 import type { Throttle } from '../throttle/service.js';
 import { looksLikeTotp, matchTotpStep, newRecoveryCodes, newTotpSecret, recoveryCodeHash, totpUri } from './codes.js';
@@ -35,6 +36,7 @@ export interface MfaDeps {
   clock: Clock;
   config: ResolvedConfig;
   throttle: Throttle;
+  log: FastifyBaseLogger;
 }
 
 /** What the enrolment page shows: the secret for manual entry, the URI and its QR code (SVG). */
@@ -63,12 +65,13 @@ export class Mfa {
 
   /** The user's factors. Recovery codes count only beside a real factor (they back one up). */
   async overview(db: Kysely<Database>, userId: string): Promise<FactorOverview> {
-    const [summary, passkeys] = await Promise.all([findFactorSummary(db, userId), countPasskeysOfUser(db, userId)]);
+    // One query: every sign-in of a single-factor session asks this.
+    const summary = await findFactorSummary(db, userId);
     const methods: SecondFactor[] = [];
     if (summary.totp) methods.push('totp');
-    if (passkeys > 0) methods.push('passkey');
+    if (summary.passkeys > 0) methods.push('passkey');
     if (methods.length > 0 && summary.recoveryCodes > 0) methods.push('recovery_code');
-    return { totp: summary.totp, passkeys, recoveryCodes: summary.recoveryCodes, methods };
+    return { ...summary, methods };
   }
 
   async enrolled(db: Kysely<Database>, userId: string): Promise<SecondFactor[]> {
@@ -89,7 +92,8 @@ export class Mfa {
   async pendingTotp(user: { id: string; email: string }): Promise<TotpEnrolment | null> {
     const factor = await findTotpFactor(this.deps.db, user.id);
     if (!factor || factor.confirmedAt !== null) return null;
-    return this.enrolmentOf(this.box.open(factor.secretSealed), user.email);
+    const secret = this.secretOf(user.id, factor.secretSealed);
+    return secret === null ? null : this.enrolmentOf(secret, user.email);
   }
 
   private async enrolmentOf(secret: string, account: string): Promise<TotpEnrolment> {
@@ -105,15 +109,20 @@ export class Mfa {
   async confirmTotp(userId: string, code: string, ctx: RequestContext): Promise<{ recoveryCodes: string[] | null }> {
     const factor = await findTotpFactor(this.deps.db, userId);
     if (!factor || factor.confirmedAt !== null) throw new AppError('invalid_request', { message: 'Start setting up an authenticator app first.' });
-    await this.checkCode(userId, ctx, async (db, now) => {
-      const step = await matchTotpStep(this.box.open(factor.secretSealed), code, now);
-      return step !== null && (await acceptTotpStep(db, userId, step, now));
-    });
-    const now = this.deps.clock.now();
-    return this.deps.db.transaction().execute(async (trx) => {
-      await appendEvent(trx, now, { type: 'mfa.enrolled', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'totp' } });
-      return { recoveryCodes: await this.firstRecoveryCodes(trx, userId, ctx) };
-    });
+    const secret = this.secretOf(userId, factor.secretSealed);
+    // The step that confirms the app, its event and the first recovery codes commit together.
+    return this.checkCode(
+      userId,
+      ctx,
+      async (trx, now) => {
+        const step = secret === null ? null : await matchTotpStep(secret, code, now);
+        return step !== null && (await acceptTotpStep(trx, userId, step, now));
+      },
+      async (trx, now) => {
+        await appendEvent(trx, now, { type: 'mfa.enrolled', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'totp' } });
+        return { recoveryCodes: await this.firstRecoveryCodes(trx, userId, ctx) };
+      },
+    );
   }
 
   /**
@@ -200,20 +209,54 @@ export class Mfa {
       }
       const factor = await findTotpFactor(db, userId);
       if (!factor || factor.confirmedAt === null) return false;
-      const step = await matchTotpStep(this.box.open(factor.secretSealed), code, now);
+      const secret = this.secretOf(userId, factor.secretSealed);
+      const step = secret === null ? null : await matchTotpStep(secret, code, now);
       return step !== null && (await acceptTotpStep(db, userId, step, now));
     });
     return method;
   }
 
-  /** One guarded code check: reserve an attempt, check, then clear the counter or record the failure. */
-  private async checkCode(userId: string, ctx: RequestContext, check: (db: Kysely<Database>, now: number) => Promise<boolean>): Promise<void> {
+  /**
+   * The authenticator app's secret, or null when it cannot be opened: sealed under another SECRET_KEY
+   * (changed since), or damaged. Its codes then never match (recovery codes and passkeys still work,
+   * and an operator can reset the user's factors); the operator is told, never the user a 500.
+   */
+  private secretOf(userId: string, sealed: string): string | null {
+    try {
+      return this.box.open(sealed);
+    } catch (error) {
+      this.deps.log.error({ user_id: userId, err: error }, 'the TOTP secret of a user cannot be opened: was SECRET_KEY changed? Recovery codes still work; DELETE /v1/admin/users/{id}/mfa resets the user');
+      return null;
+    }
+  }
+
+  /**
+   * One guarded code check: reserve an attempt, check, then clear the counter or record the failure.
+   * The check and `accepted` (what a good code does) run in one transaction.
+   */
+  private async checkCode(userId: string, ctx: RequestContext, check: (trx: Kysely<Database>, now: number) => Promise<boolean>): Promise<void>;
+  private async checkCode<T>(
+    userId: string,
+    ctx: RequestContext,
+    check: (trx: Kysely<Database>, now: number) => Promise<boolean>,
+    accepted: (trx: Kysely<Database>, now: number) => Promise<T>,
+  ): Promise<T>;
+  private async checkCode<T>(
+    userId: string,
+    ctx: RequestContext,
+    check: (trx: Kysely<Database>, now: number) => Promise<boolean>,
+    accepted?: (trx: Kysely<Database>, now: number) => Promise<T>,
+  ): Promise<T | void> {
     const { throttle } = this.deps;
     const attempt = await throttle.reserveFactorAttempt(userId);
     const now = this.deps.clock.now();
-    if (await check(this.deps.db, now)) {
+    const outcome = await this.deps.db.transaction().execute(async (trx) => {
+      if (!(await check(trx, now))) return { ok: false as const };
+      return { ok: true as const, value: accepted ? await accepted(trx, now) : undefined };
+    });
+    if (outcome.ok) {
       await throttle.clearFactorFailures(this.deps.db, userId);
-      return;
+      return outcome.value;
     }
     await this.deps.db.transaction().execute(async (trx) => {
       const locked = await throttle.recordLoginFailure(trx, attempt);

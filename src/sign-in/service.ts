@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
 import type { Mfa } from '../mfa/service.js';
-import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
+import { type Amr, isMultiFactor, parseAmr, serializeAmr } from '../shared/acr.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { DEFAULT_SCOPE, isSubsetScope } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
@@ -105,7 +105,9 @@ export class SignIn {
   }
 
   async nextStep(db: Kysely<Database>, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope' | 'enrolled'>): Promise<NextStep> {
-    const [consentedScope, enrolled] = await Promise.all([findConsentedScope(db, app.id, user.id), this.deps.mfa.enrolled(db, user.id)]);
+    const consentedScope = await findConsentedScope(db, app.id, user.id);
+    // A multi-factor sign-in owes no second factor whatever is enrolled: no query for it.
+    const enrolled = isMultiFactor(grant.amr) ? [] : await this.deps.mfa.enrolled(db, user.id);
     return nextStep(user, app, { ...grant, consentedScope, enrolled });
   }
 

@@ -29,12 +29,21 @@ beforeAll(async () => {
     env: { IP_AUTH_PER_MINUTE: '100000', IDP_ISSUER: provider.issuer, IDP_CLIENT_ID: provider.clientId, IDP_CLIENT_SECRET: provider.clientSecret, IDP_NAME: 'TestIdP' },
   });
 });
+/** Every secret, code and token the tests handle: none may appear in a log line. */
+const secrets: string[] = [];
+
 afterAll(async () => {
+  const logs = t.logs.join('\n');
+  for (const s of secrets) expect(logs.includes(s), `secret leaked to logs: ${s.slice(0, 4)}…`).toBe(false);
   await t?.close();
   await provider?.close();
 });
 
-const codeFor = (secret: string) => generateSync({ secret, epoch: clock.now() });
+const codeFor = (secret: string) => {
+  const code = generateSync({ secret, epoch: clock.now() });
+  secrets.push(code);
+  return code;
+};
 const nextStep = () => clock.advance(30);
 
 const fieldValues = (html: string, field: string) => [...html.matchAll(new RegExp(`data-field="${field}">([^<]+)<`, 'g'))].map((m) => m[1]!);
@@ -61,6 +70,7 @@ async function enrolledUser(): Promise<{ browser: Browser; email: string; secret
   expect(recoveryCodes).toHaveLength(10);
   expect(new Set(recoveryCodes).size).toBe(10);
   nextStep();
+  secrets.push(secret!, ...recoveryCodes);
   return { browser, email, secret: secret!, recoveryCodes };
 }
 
@@ -339,6 +349,24 @@ describe('changing factors on the account page', () => {
     const { session } = (await restLogin(client, user.email)).json();
     expect((await restVerify(client, session, user.recoveryCodes[0]!)).json()).toMatchObject({ code: 'invalid_code' });
     expect((await restVerify(client, session, fresh[0]!)).json()).toMatchObject({ status: 'ok' });
+  });
+});
+
+describe('a secret that cannot be opened (SECRET_KEY changed since enrolment)', () => {
+  it('its codes are refused as wrong (400, never 500), the operator is told, and a recovery code still signs in', async () => {
+    const user = await enrolledUser();
+    const { id } = await t.db.selectFrom('users').select(['id']).where('email', '=', user.email).executeTakeFirstOrThrow();
+    const sealed = await t.db.selectFrom('totp_factors').select(['secret_sealed']).where('user_id', '=', id).executeTakeFirstOrThrow();
+    const [version, iv, body] = sealed.secret_sealed.split('.');
+    await t.db.updateTable('totp_factors').set({ secret_sealed: `${version}.${iv}.${body}.${Buffer.alloc(16).toString('base64url')}` }).where('user_id', '=', id).execute();
+    const client = await makeClient(t);
+    const { session } = (await restLogin(client, user.email)).json();
+    const refused = await restVerify(client, session, codeFor(user.secret));
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({ code: 'invalid_code' });
+    expect(t.logs.some((line) => line.includes('TOTP secret of a user cannot be opened'))).toBe(true);
+    expect((await restVerify(client, session, user.recoveryCodes[0]!)).json()).toMatchObject({ status: 'ok' });
+    nextStep();
   });
 });
 

@@ -84,7 +84,7 @@ export async function deleteRecoveryCodes(db: Kysely<Database>, userId: string):
 }
 
 /** Whether the user has a confirmed authenticator app, and how many unused recovery codes. One query. */
-export async function findFactorSummary(db: Kysely<Database>, userId: string): Promise<{ totp: boolean; recoveryCodes: number }> {
+export async function findFactorSummary(db: Kysely<Database>, userId: string): Promise<{ totp: boolean; passkeys: number; recoveryCodes: number }> {
   const row = await db
     .selectNoFrom((eb) => [
       eb
@@ -96,7 +96,12 @@ export async function findFactorSummary(db: Kysely<Database>, userId: string): P
         .where('user_id', '=', userId)
         .where('used_at', 'is', null)
         .as('recovery_codes'),
+      eb
+        .selectFrom('passkeys')
+        .select((e) => e.fn.countAll<string | number>().as('n'))
+        .where('user_id', '=', userId)
+        .as('passkeys'),
     ])
     .executeTakeFirstOrThrow();
-  return { totp: Boolean(Number(row.totp)), recoveryCodes: Number(row.recovery_codes ?? 0) };
+  return { totp: Boolean(Number(row.totp)), passkeys: Number(row.passkeys ?? 0), recoveryCodes: Number(row.recovery_codes ?? 0) };
 }
