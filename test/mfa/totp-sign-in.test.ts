@@ -128,6 +128,27 @@ describe('hosted sign-in with an authenticator app', () => {
     const events = await t.db.selectFrom('events').select(['data']).where('type', '=', 'user.login_succeeded').where('app_id', '=', client.app.id).execute();
     expect(events.map((e) => JSON.parse(e.data).amr)).toContainEqual(['pwd', 'otp', 'mfa']);
     nextStep();
+
+    // prompt=login, and max_age shorter than the sign-in's age, ask for both factors again; the new
+    // ID token's auth_time is the time of the new sign-in.
+    let authTime = idToken.auth_time!;
+    for (const extra of [{ prompt: 'login' }, { max_age: '20' }]) {
+      nextStep();
+      const again = authorizeUrl(client, { extra });
+      const toLogin = await browser.get(again.url);
+      expect(relative(String(toLogin.headers.location)), JSON.stringify(extra)).toMatch(/^\/login/);
+      const password = await browser.submit(relative(String(toLogin.headers.location)), { email: user.email, password: PASSWORD, action: 'login' });
+      expect(String(password.headers.location)).toMatch(/^\/mfa/);
+      const page = await browser.get(String(password.headers.location));
+      const verified = await browser.post(String(password.headers.location), { csrf: csrfOf(page.body), action: 'verify', code: codeFor(user.secret) });
+      const back = await browser.get(String(verified.headers.location));
+      const reissued = await exchangeCode(t.app, client, new URL(String(back.headers.location)).searchParams.get('code')!, again.verifier);
+      const later = decodeJwt(reissued.json().id_token);
+      expect(later.amr).toEqual(['pwd', 'otp', 'mfa']);
+      expect(later.auth_time).toBeGreaterThan(authTime);
+      authTime = later.auth_time!;
+    }
+    nextStep();
   });
 
   it('refuses a code of a time step already used, and a recovery code twice', async () => {
