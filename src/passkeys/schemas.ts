@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ClientId, ClientSecret } from '../auth/schemas.js';
 import { PASSKEY_NAME_MAX } from './names.js';
 
 /**
@@ -8,8 +9,6 @@ import { PASSKEY_NAME_MAX } from './names.js';
  */
 
 const Base64Url = z.string().min(1).max(16_384).regex(/^[A-Za-z0-9_-]+$/, 'must be base64url');
-const ClientId = z.string().min(1).max(200).optional();
-const ClientSecret = z.string().min(1).max(500).optional();
 
 const ExtensionOutputs = z.record(z.string(), z.unknown()).default({}).describe('Client extension results (not used).');
 const Attachment = z.enum(['platform', 'cross-platform']).optional();
