@@ -114,7 +114,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   if (options.migrate !== false) await migrateToLatest(storage);
 
   await app.register(corePlugin, { config, storage, clock: options.clock ?? systemClock, ownsStorage: !options.storage });
-  await app.register(errorHandler, { issuer: config.baseUrl, renderHtmlError });
+  await app.register(errorHandler, { issuer: config.baseUrl, production: config.production, renderHtmlError });
   // Before any route: the OpenAPI document is generated from the routes as they are registered.
   await app.register(openapiPlugin);
   await app.register(formbody);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { renderPage, VIEWS_DIR } from '../plugins/views.js';
 import { html, shareRouteDocs, text } from '../shared/responses.js';
 import { type App, findApp, listAllApps } from '../storage/repos/apps.js';
+import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
 
 /**
  * `/demo` (CONTRACT §0; only when NODE_ENV is not production): a small single-page client that runs
@@ -18,10 +19,10 @@ export default async function demo(app: FastifyInstance) {
   async function demoApp(clientId: unknown): Promise<App | undefined> {
     if (typeof clientId === 'string' && clientId.length <= 200) {
       const named = await findApp(app.db, clientId);
-      return named && named.redirectUris.includes(callbackUri) ? named : undefined;
+      return named && isRegisteredRedirectUri(named.redirectUris, callbackUri) ? named : undefined;
     }
     const apps = await listAllApps(app.db);
-    return apps.find((a) => a.name === 'demo' && !a.disabled && a.redirectUris.includes(callbackUri));
+    return apps.find((a) => a.name === 'demo' && !a.disabled && isRegisteredRedirectUri(a.redirectUris, callbackUri));
   }
 
   const routeConfig = { config: { errorStyle: 'html' as const } };

@@ -3,7 +3,7 @@ import { Eta } from 'eta';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { join, resolve } from 'node:path';
-import type { AppError } from '../errors.js';
+import { type AppError, describeError } from '../errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { Messages, pickLocale, type Locale, type Translate } from './i18n.js';
 
@@ -58,9 +58,25 @@ export async function renderPage(
   return reply.type('text/html; charset=utf-8').send(html);
 }
 
-/** The hosted error page, used by the error handler for html-style routes. */
+/** What the error page says about a refused redirect_uri (src/shared/redirect-uri-match.ts decides what is safe to show). */
+function refusedRedirectUri(error: AppError) {
+  const extra = error.extra ?? {};
+  if (typeof extra.redirect_uri !== 'string') return undefined;
+  return {
+    value: extra.redirect_uri,
+    nearest: typeof extra.nearest_redirect_uri === 'string' ? extra.nearest_redirect_uri : undefined,
+    differences: Array.isArray(extra.differences) ? extra.differences.map(String) : [],
+  };
+}
+
+/**
+ * The hosted error page, used by the error handler for html-style routes: the exact reason outside
+ * production (`describeError`, in the page's language), and a refused redirect_uri with the exact-match rule.
+ */
 export function renderHtmlError(request: FastifyRequest, reply: FastifyReply, error: AppError): Promise<FastifyReply> {
-  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message: error.publicMessage });
+  const production = request.server.config.production;
+  const message = describeError(error, { production, locale: localeOf(request) });
+  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message, production, refused: refusedRedirectUri(error) });
 }
 
 async function viewsPlugin(app: FastifyInstance) {
