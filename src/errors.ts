@@ -57,7 +57,8 @@ export type ErrorCode = keyof typeof ERROR_CATALOGUE;
  * Why exactly a request failed, for the developer integrating an app (issue 15 "developer feedback").
  * Outside production the response text is the reason's (`describeError`); production keeps the code's
  * generic message, which tells a guesser nothing about which check failed. English, and Simplified
- * Chinese for the hosted error page.
+ * Chinese for the hosted error page. The English text goes into `error_description`, so it keeps to
+ * the characters RFC 6749 §5.2 allows there (printable ASCII without `"` and `\`).
  */
 export const ERROR_REASONS = {
   // POST /oauth/token, grant_type=authorization_code
@@ -94,7 +95,7 @@ export const ERROR_REASONS = {
     'zh-CN': '发送了 code_verifier，但授权请求没有 code_challenge：两者要么都发送，要么都不发送。',
   },
   code_verifier_malformed: {
-    en: 'code_verifier is malformed: it must be 43 to 128 characters of A-Z, a-z, 0-9, "-", ".", "_", "~" (RFC 7636 §4.1).',
+    en: 'code_verifier is malformed: it must be 43 to 128 characters, each a letter, a digit or one of - . _ ~ (RFC 7636 section 4.1).',
     'zh-CN': 'code_verifier 格式错误：必须是 43 到 128 个 A-Z、a-z、0-9、"-"、"."、"_"、"~" 字符（RFC 7636 §4.1）。',
   },
   user_disabled: {

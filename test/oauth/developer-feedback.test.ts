@@ -16,6 +16,10 @@ function expectReason(res: { statusCode: number; json(): unknown }, error: strin
   expect(res.json()).toEqual({ error, error_description: ERROR_REASONS[reason].en });
 }
 
+it('every reason fits error_description (RFC 6749 §5.2: printable ASCII without " and \\)', () => {
+  for (const reason of Object.values(ERROR_REASONS)) expect(reason.en).toMatch(/^[\x20\x21\x23-\x5b\x5d-\x7e]+$/);
+});
+
 describe('developer feedback outside production', () => {
   let t: TestApp;
   let appA: TestClient;
