@@ -98,6 +98,12 @@ describe('developer feedback outside production', () => {
     expect(escaped.body).toContain('&lt;script&gt;');
     expect(escaped.body).toContain(ERROR_REASONS.redirect_uri_not_registered['zh-CN']);
 
+    // The provider-start door refuses the same way.
+    const start = await t.app.inject(`/oauth/idp/start?client_id=${appA.app.id}&redirect_uri=${encodeURIComponent('http://localhost:8080/cb')}`);
+    expect(start.statusCode).toBe(400);
+    expect(start.body).toContain('<code>http://localhost:8080/cb</code>');
+    expect(start.body).toContain('<code>http://127.0.0.1:8080/cb</code>');
+
     const unknown = await t.app.inject('/oauth/authorize?response_type=code&client_id=app_missing&redirect_uri=https%3A%2F%2Fa.example%2Fcb');
     expect(unknown.statusCode).toBe(400);
     expect(unknown.body).toContain('No app has this client_id');
