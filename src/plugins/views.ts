@@ -5,6 +5,7 @@ import fp from 'fastify-plugin';
 import { join, resolve } from 'node:path';
 import { type AppError, describeError } from '../errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
+import { refusedRedirectUri } from '../shared/redirect-uri-match.js';
 import { Messages, pickLocale, type Locale, type Translate } from './i18n.js';
 
 /** Where templates, locale files and static assets live (beside the code, whatever the working directory). */
@@ -58,20 +59,10 @@ export async function renderPage(
   return reply.type('text/html; charset=utf-8').send(html);
 }
 
-/** What the error page says about a refused redirect_uri (src/shared/redirect-uri-match.ts decides what is safe to show). */
-function refusedRedirectUri(error: AppError) {
-  const extra = error.extra ?? {};
-  if (typeof extra.redirect_uri !== 'string') return undefined;
-  return {
-    value: extra.redirect_uri,
-    nearest: typeof extra.nearest_redirect_uri === 'string' ? extra.nearest_redirect_uri : undefined,
-    differences: Array.isArray(extra.differences) ? extra.differences.map(String) : [],
-  };
-}
-
 /**
  * The hosted error page, used by the error handler for html-style routes: the exact reason outside
- * production (`describeError`, in the page's language), and a refused redirect_uri with the exact-match rule.
+ * production (`describeError`, in the page's language), and a refused redirect_uri with the exact-match
+ * rule (src/shared/redirect-uri-match.ts decides what is safe to show).
  */
 export function renderHtmlError(request: FastifyRequest, reply: FastifyReply, error: AppError): Promise<FastifyReply> {
   const production = request.server.config.production;

@@ -65,3 +65,21 @@ export function unregisteredRedirectUri(registered: readonly string[], uri: stri
     extra: { redirect_uri: uri, ...(nearest ? { nearest_redirect_uri: nearest.uri, differences: nearest.differences } : {}) },
   });
 }
+
+/** What the hosted error page shows about a refused redirect_uri: the value, and outside production its near match. */
+export interface RefusedRedirectUri {
+  value: string;
+  nearest?: string;
+  differences: RedirectUriDifference[];
+}
+
+/** The refused redirect_uri an error from `unregisteredRedirectUri` carries; undefined for any other error. */
+export function refusedRedirectUri(error: AppError): RefusedRedirectUri | undefined {
+  const extra = error.extra ?? {};
+  if (error.reason !== 'redirect_uri_not_registered' || typeof extra.redirect_uri !== 'string') return undefined;
+  return {
+    value: extra.redirect_uri,
+    nearest: typeof extra.nearest_redirect_uri === 'string' ? extra.nearest_redirect_uri : undefined,
+    differences: Array.isArray(extra.differences) ? (extra.differences as RedirectUriDifference[]) : [],
+  };
+}
