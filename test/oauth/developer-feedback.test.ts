@@ -87,8 +87,8 @@ describe('developer feedback outside production', () => {
     expect(res.statusCode).toBe(400);
     expect(res.headers.location).toBeUndefined();
     expect(res.body).toContain(ERROR_REASONS.redirect_uri_not_registered.en.replace(/'/g, '&#39;'));
-    expect(res.body).toContain(`<code>${refused}</code>`);
-    expect(res.body).toContain('<code>https://a.example/cb/</code>');
+    expect(res.body).toContain(`<code class="uri">${refused}</code>`);
+    expect(res.body).toContain('<code class="uri">https://a.example/cb/</code>');
     expect(res.body).toContain('trailing slash');
 
     const hostile = 'https://a.example/"><script>alert(1)</script>';
@@ -101,8 +101,8 @@ describe('developer feedback outside production', () => {
     // The provider-start door refuses the same way.
     const start = await t.app.inject(`/oauth/idp/start?client_id=${appA.app.id}&redirect_uri=${encodeURIComponent('http://localhost:8080/cb')}`);
     expect(start.statusCode).toBe(400);
-    expect(start.body).toContain('<code>http://localhost:8080/cb</code>');
-    expect(start.body).toContain('<code>http://127.0.0.1:8080/cb</code>');
+    expect(start.body).toContain('<code class="uri">http://localhost:8080/cb</code>');
+    expect(start.body).toContain('<code class="uri">http://127.0.0.1:8080/cb</code>');
 
     const unknown = await t.app.inject('/oauth/authorize?response_type=code&client_id=app_missing&redirect_uri=https%3A%2F%2Fa.example%2Fcb');
     expect(unknown.statusCode).toBe(400);
@@ -131,7 +131,7 @@ describe('developer feedback in production', () => {
     const res = await t.app.inject(`/oauth/authorize?response_type=code&client_id=${appA.app.id}&redirect_uri=${encodeURIComponent('https://a.example/cb')}`);
     expect(res.statusCode).toBe(400);
     expect(res.body).toContain('The redirect_uri is not registered for this application.');
-    expect(res.body).toContain('<code>https://a.example/cb</code>');
+    expect(res.body).toContain('<code class="uri">https://a.example/cb</code>');
     expect(res.body).toContain('exactly, character for character');
     expect(res.body).not.toContain('https://a.example/cb/');
   });
