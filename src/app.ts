@@ -32,6 +32,7 @@ import adminApi from './admin/index.js';
 import adminLegalRoutes from './admin/legal.js';
 import authRoutes from './auth/index.js';
 import demoRoutes from './demo/index.js';
+import homeRoutes from './home/index.js';
 import devAppUsersRoutes from './dev/app-users.js';
 import devEventsRoutes from './dev/events.js';
 import devApi from './dev/index.js';
@@ -114,7 +115,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   if (options.migrate !== false) await migrateToLatest(storage);
 
   await app.register(corePlugin, { config, storage, clock: options.clock ?? systemClock, ownsStorage: !options.storage });
-  await app.register(errorHandler, { issuer: config.baseUrl, renderHtmlError });
+  await app.register(errorHandler, { issuer: config.baseUrl, production: config.production, renderHtmlError });
   // Before any route: the OpenAPI document is generated from the routes as they are registered.
   await app.register(openapiPlugin);
   await app.register(formbody);
@@ -141,6 +142,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(discoveryRoutes);
   await app.register(oauthRoutes);
   if (!config.production) await app.register(demoRoutes);
+  if (!config.production) await app.register(homeRoutes);
   await app.register(profileRoutes, { prefix: '/v1/profile' });
   await app.register(legalRoutes, { prefix: '/v1/legal' });
   await app.register(devApi, { prefix: '/v1/dev', routes: [devAppUsersRoutes, devEventsRoutes, devLegalRoutes] });

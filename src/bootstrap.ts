@@ -3,6 +3,7 @@ import type { ResolvedConfig } from './config.js';
 import { createDeveloper } from './admin/service.js';
 import { createApp } from './dev/service.js';
 import { AppError } from './errors.js';
+import { developerLinks } from './shared/dev-links.js';
 import { hasAnyDeveloper } from './storage/repos/developers.js';
 import type { Database } from './storage/schema.js';
 
@@ -47,16 +48,22 @@ export async function runFirstStart(db: Kysely<Database>, config: ResolvedConfig
 /** Runs the first start and prints its one-time notice straight to stdout (not the log: the key is shown nowhere else). */
 export async function firstStartAnnounced(db: Kysely<Database>, config: ResolvedConfig, now: number): Promise<void> {
   const created = await runFirstStart(db, config, now);
-  if (created) process.stdout.write(firstStartNotice(created, config.baseUrl));
+  if (created) process.stdout.write(firstStartNotice(created, config));
 }
 
-export function firstStartNotice(result: FirstStartResult, baseUrl: string): string {
+/** The first-start banner: the one-time key, and where a new developer goes next (only what this instance serves). */
+export function firstStartNotice(result: FirstStartResult, config: Pick<ResolvedConfig, 'production' | 'baseUrl' | 'authUrl' | 'smtpUrl'>): string {
+  const links = developerLinks(config);
   return [
     '',
     '==================== Gatehouse first start ====================',
+    `Bootstrap developer: ${result.developerId} (${BOOTSTRAP_DEVELOPER_EMAIL})`,
     `Bootstrap developer API key (shown once, store it now): ${result.apiKey}`,
-    `Demo app client_id: ${result.demoClientId} (outside production, open ${baseUrl}/demo)`,
-    'Use it as "Authorization: Bearer <key>" on /v1/dev. Set ADMIN_TOKEN to manage developers.',
+    `Console: ${links.console}`,
+    links.demo ? `Demo app client_id: ${result.demoClientId} (open ${links.demo})` : `Demo app client_id: ${result.demoClientId}`,
+    ...(links.mailbox ? [`Dev mailbox (mail is not sent while SMTP_URL is unset): ${links.mailbox}`] : []),
+    `Discovery: ${links.discovery} · API reference: ${links.docs}`,
+    'Use the key as "Authorization: Bearer <key>" on /v1/dev. Set ADMIN_TOKEN to manage developers.',
     '================================================================',
     '',
   ].join('\n');

@@ -1,20 +1,19 @@
 import { parseArgs } from 'node:util';
 import type { Kysely } from 'kysely';
-import type { ZodType } from 'zod';
 import { CreateDeveloperBody } from './admin/schemas.js';
 import { createDeveloper } from './admin/service.js';
 import { buildApp } from './app.js';
 import type { ResolvedConfig } from './config.js';
 import { CreateAppBody } from './dev/schemas.js';
 import { createApp } from './dev/service.js';
+import { appList, type CliResult, developerList, parseInput, resolveDeveloper, userList } from './cli/listing.js';
 import { AppError } from './errors.js';
 import { isValidIssuer, saveProviderSetting } from './idp/provider.js';
 import { IdpSettingBody } from './idp/schemas.js';
 import { loadConfig, start } from './server.js';
 import { systemClock } from './shared/time.js';
-import { createStorage } from './storage/connect.js';
+import { createStorage, type Dialect } from './storage/connect.js';
 import { migrateToLatest } from './storage/migrator.js';
-import { findDeveloper } from './storage/repos/developers.js';
 import type { Database } from './storage/schema.js';
 
 /**
@@ -29,8 +28,13 @@ Commands:
   serve                                    Run the server (WORKERS>1: one process per worker)
   migrate                                  Apply pending database migrations
   developer create --email E [--name N]    Create a developer; prints its API key once
-  app create --developer ID --name N --redirect-uri U [--redirect-uri U2 ...] [--type public|confidential]
-                                           Create an app (confidential: prints its client secret once)
+  developer list                           List the developers (id, email, name, number of apps)
+  app create [--developer ID] --name N --redirect-uri U [--redirect-uri U2 ...] [--type public|confidential]
+                                           Create an app (confidential: prints its client secret once);
+                                           --developer may be left out while there is only one developer
+  app list [--developer ID]                List the apps (of one developer, or of all)
+  user list [--app ID] [--search TEXT] [--status S] [--page N] [--page-size N]
+                                           List the users of an app (with the last sign-in), or of the platform
   keys rotate                              Add new signing keys and retire the previous ones
   purge                                    Delete expired codes, tokens, sessions, counters, old mail and events once
   idp set --issuer URL --client-id ID [--client-secret S] [--audience A ...] [--name N]
@@ -53,42 +57,27 @@ const OPTIONS = {
   'client-id': { type: 'string' },
   'client-secret': { type: 'string' },
   audience: { type: 'string', multiple: true },
+  app: { type: 'string' },
+  search: { type: 'string' },
+  status: { type: 'string' },
+  page: { type: 'string' },
+  'page-size': { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
 
-class UsageError extends Error {}
-
-/** A command's result: the JSON form, and the lines a person reads. */
-interface Result {
-  json: unknown;
-  lines: string[];
-}
-
-/** Validates flags with the same schema as the HTTP API; a problem names the flag (`--redirect-uri.1: …`). */
-function parseInput<T>(schema: ZodType<T>, input: unknown, flagOf: Record<string, string>): T {
-  const parsed = schema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  const details = parsed.error.issues.map((issue) => {
-    const [field, ...rest] = issue.path.map(String);
-    const flag = field ? (flagOf[field] ?? field) : 'input';
-    return { path: [flag, ...rest].join('.'), message: issue.message };
-  });
-  throw new AppError('invalid_request', { details });
-}
-
 /** Opens the configured database (migrated) for one command, and closes it afterwards. */
-async function withDatabase<T>(config: ResolvedConfig, fn: (db: Kysely<Database>, now: number) => Promise<T>): Promise<T> {
+async function withDatabase<T>(config: ResolvedConfig, fn: (db: Kysely<Database>, now: number, dialect: Dialect) => Promise<T>): Promise<T> {
   const storage = createStorage(config.databaseUrl);
   try {
     await migrateToLatest(storage);
-    return await fn(storage.db, systemClock.now());
+    return await fn(storage.db, systemClock.now(), storage.dialect);
   } finally {
     await storage.close();
   }
 }
 
-async function migrate(config: ResolvedConfig): Promise<Result> {
+async function migrate(config: ResolvedConfig): Promise<CliResult> {
   const storage = createStorage(config.databaseUrl);
   try {
     const applied = await migrateToLatest(storage);
@@ -98,7 +87,7 @@ async function migrate(config: ResolvedConfig): Promise<Result> {
   }
 }
 
-async function developerCreate(config: ResolvedConfig, values: Values): Promise<Result> {
+async function developerCreate(config: ResolvedConfig, values: Values): Promise<CliResult> {
   const input = parseInput(CreateDeveloperBody, { email: values.email, name: values.name }, { email: '--email', name: '--name' });
   const developer = await withDatabase(config, (db, now) => createDeveloper(db, now, input));
   return {
@@ -107,24 +96,19 @@ async function developerCreate(config: ResolvedConfig, values: Values): Promise<
   };
 }
 
-async function appCreate(config: ResolvedConfig, values: Values): Promise<Result> {
-  if (!values.developer) throw new UsageError('app create needs --developer ID');
-  const developerId = values.developer;
+async function appCreate(config: ResolvedConfig, values: Values): Promise<CliResult> {
   const input = parseInput(
     CreateAppBody,
     { name: values.name, redirect_uris: values['redirect-uri'] ?? [], type: values.type ?? 'public' },
     { name: '--name', redirect_uris: '--redirect-uri', type: '--type' },
   );
-  const app = await withDatabase(config, async (db, now) => {
-    if (!(await findDeveloper(db, developerId))) throw new AppError('not_found', { message: `No developer with id ${developerId}.` });
-    return createApp(db, now, developerId, input);
-  });
+  const app = await withDatabase(config, async (db, now) => createApp(db, now, (await resolveDeveloper(db, values.developer)).id, input));
   const lines = [`App ${app.client_id} (${app.name}, ${app.type})`, ...app.redirect_uris.map((uri) => `  redirect URI: ${uri}`)];
   if (app.client_secret) lines.push(`Client secret (shown once, store it now): ${app.client_secret}`);
   return { json: app, lines };
 }
 
-async function keysRotate(config: ResolvedConfig): Promise<Result> {
+async function keysRotate(config: ResolvedConfig): Promise<CliResult> {
   // The same key store the server uses (sealing, retirement), so the rotation is exactly the admin API's.
   const app = await buildApp(config, { logStream: false });
   try {
@@ -135,7 +119,7 @@ async function keysRotate(config: ResolvedConfig): Promise<Result> {
   }
 }
 
-async function purge(config: ResolvedConfig): Promise<Result> {
+async function purge(config: ResolvedConfig): Promise<CliResult> {
   const app = await buildApp(config, { logStream: false });
   try {
     const counts = await app.purge.runOnce();
@@ -146,7 +130,7 @@ async function purge(config: ResolvedConfig): Promise<Result> {
   }
 }
 
-async function idpSet(config: ResolvedConfig, values: Values): Promise<Result> {
+async function idpSet(config: ResolvedConfig, values: Values): Promise<CliResult> {
   const input = parseInput(
     IdpSettingBody,
     { issuer: values.issuer, client_id: values['client-id'], client_secret: values['client-secret'], audiences: values.audience, name: values.name ?? 'Identity provider' },
@@ -174,10 +158,16 @@ async function run(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return values.help ? 0 : 2;
   }
-  const commands: Record<string, (config: ResolvedConfig) => Promise<Result>> = {
+  const commands: Record<string, (config: ResolvedConfig) => Promise<CliResult>> = {
     migrate,
     'developer create': (config) => developerCreate(config, values),
+    'developer list': (config) => withDatabase(config, (db) => developerList(db)),
     'app create': (config) => appCreate(config, values),
+    'app list': (config) => withDatabase(config, (db) => appList(db, values.developer)),
+    'user list': (config) =>
+      withDatabase(config, (db, _now, dialect) =>
+        userList(db, dialect, { app: values.app, search: values.search, status: values.status, page: values.page, pageSize: values['page-size'] }),
+      ),
     'keys rotate': keysRotate,
     purge,
     'idp set': (config) => idpSet(config, values),
@@ -197,10 +187,6 @@ async function run(argv: string[]): Promise<number> {
     process.stdout.write(values.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.lines.join('\n')}\n`);
     return 0;
   } catch (error) {
-    if (error instanceof UsageError) {
-      process.stderr.write(`${error.message}\n\n${USAGE}`);
-      return 2;
-    }
     if (!(error instanceof AppError)) throw error;
     const body = { code: error.code, message: error.publicMessage, ...(error.details ? { details: error.details } : {}) };
     if (values.json) process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);

@@ -252,7 +252,7 @@ export default async function authRoutes(scope: FastifyInstance) {
       // must still authenticate when it is confidential.
       const tokenApp = (await findRefreshToken(app.db, hashSecret(body.refresh_token)))?.app_id;
       const namesClient = namedClientId(request, body) !== undefined || request.headers.authorization !== undefined;
-      if (tokenApp === undefined && !namesClient) throw new AppError('invalid_grant', { detail: 'unknown refresh token' });
+      if (tokenApp === undefined && !namesClient) throw new AppError('invalid_grant', { reason: 'refresh_token_unknown' });
       const client = await resolveApp(app, request, body, { authenticate: true, fallbackClientId: tokenApp });
       const json = await app.tokens.refresh({ refreshToken: body.refresh_token, client, scope: body.scope }, requestContext(request));
       return noStore(reply).type('application/json; charset=utf-8').send(json);

@@ -5,6 +5,7 @@ import { authenticateClient } from '../sign-in/client-auth.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import type { Database } from '../storage/schema.js';
 import type { Throttle } from '../throttle/service.js';
+import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
 
 /**
  * The app a `/v1/auth` request names, by `client_id` in the body or `X-Client-Id` (they must agree;
@@ -50,6 +51,6 @@ const missingClient = () => new AppError('invalid_request', { details: [{ path: 
 /** An exact whitelist match, or 400 invalid_redirect_uri. */
 export function checkRedirectUri(client: App, redirectUri: string | undefined): string | undefined {
   if (redirectUri === undefined) return undefined;
-  if (!client.redirectUris.includes(redirectUri)) throw new AppError('invalid_redirect_uri');
+  if (!isRegisteredRedirectUri(client.redirectUris, redirectUri)) throw new AppError('invalid_redirect_uri', { reason: 'redirect_uri_not_registered' });
   return redirectUri;
 }

@@ -43,7 +43,7 @@ async function browserApp(app: FastifyInstance, clientId: string, redirectUri: s
     return await app.idp.checkApp(clientId, redirectUri);
   } catch (error) {
     if (isAppError(error) && error.code === 'invalid_client') {
-      throw new AppError('invalid_client', { status: 400, message: 'This application is unknown or disabled.', detail: error.detail });
+      throw new AppError('invalid_client', { status: 400, message: 'This application is unknown or disabled.', reason: error.reason });
     }
     throw error;
   }

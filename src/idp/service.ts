@@ -9,6 +9,7 @@ import { hashSecret, newId, newSecret, safeEqual } from '../shared/ids.js';
 import { DEFAULT_SCOPE } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
 import { appendQuery } from '../shared/url.js';
+import { isRegisteredRedirectUri, unregisteredRedirectUri } from '../shared/redirect-uri-match.js';
 import { checkChallenge, s256 } from '../sign-in/pkce.js';
 import type { SecondFactor } from '../sign-in/policy.js';
 import { FIRST_FACTOR, type SignIn } from '../sign-in/service.js';
@@ -182,8 +183,8 @@ export class IdpService {
   /** App + exact redirect_uri check shared by every entry point (SPEC §7 rule 1). */
   async checkApp(clientId: string, redirectUri: string): Promise<App> {
     const app = await findApp(this.db, clientId);
-    if (!app || app.disabled) throw new AppError('invalid_client', { detail: 'unknown or disabled client_id' });
-    if (!app.redirectUris.includes(redirectUri)) throw new AppError('invalid_redirect_uri', { detail: 'redirect_uri not registered' });
+    if (!app || app.disabled) throw new AppError('invalid_client', { reason: app ? 'client_disabled' : 'client_unknown' });
+    if (!isRegisteredRedirectUri(app.redirectUris, redirectUri)) throw unregisteredRedirectUri(app.redirectUris, redirectUri, { production: this.deps.config.production });
     return app;
   }
 

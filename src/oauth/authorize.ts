@@ -10,6 +10,7 @@ import { type App, findApp } from '../storage/repos/apps.js';
 import { findGrant } from '../storage/repos/grants.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { checkChallenge } from '../sign-in/pkce.js';
+import { isRegisteredRedirectUri, unregisteredRedirectUri } from '../shared/redirect-uri-match.js';
 import { duplicatedParams, type Params } from './params.js';
 
 /**
@@ -54,18 +55,19 @@ async function checkClient(app: FastifyInstance, raw: unknown): Promise<App> {
     throw new AppError('invalid_request', { message: 'The client_id parameter is missing or repeated.' });
   }
   const client = clientId.length <= 200 ? await findApp(app.db, clientId) : undefined;
-  if (!client || client.disabled) throw new AppError('invalid_client', { status: 400, message: 'This application is unknown or disabled.', detail: 'authorize: unknown client' });
+  if (!client || client.disabled) {
+    throw new AppError('invalid_client', { status: 400, message: 'This application is unknown or disabled.', reason: client ? 'client_disabled' : 'client_unknown' });
+  }
   return client;
 }
 
-function checkRedirectUri(client: App, raw: unknown): string {
+function checkRedirectUri(client: App, raw: unknown, production: boolean): string {
   const redirectUri = (raw as Record<string, unknown>).redirect_uri;
   if (typeof redirectUri !== 'string' || redirectUri === '') {
     throw new AppError('invalid_request', { message: 'The redirect_uri parameter is missing or repeated.' });
   }
-  // Exact string comparison, no normalisation (SECURITY.md items 1–5).
-  if (!client.redirectUris.includes(redirectUri)) {
-    throw new AppError('invalid_redirect_uri', { message: 'The redirect_uri is not registered for this application.' });
+  if (!isRegisteredRedirectUri(client.redirectUris, redirectUri)) {
+    throw unregisteredRedirectUri(client.redirectUris, redirectUri, { production, message: 'The redirect_uri is not registered for this application.' });
   }
   return redirectUri;
 }
@@ -129,7 +131,7 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
   const client = await checkClient(app, raw);
   // A request object may be what carries redirect_uri: then the refusal can only be the HTML page.
   if (raw.redirect_uri === undefined) refuseRequestObjects(raw as Params);
-  const redirectUri = checkRedirectUri(client, raw);
+  const redirectUri = checkRedirectUri(client, raw, app.config.production);
   // A repeated state is not echoed (which one would be right?); the error says why.
   request.errorRedirect = { redirectUri, state: typeof raw.state === 'string' ? raw.state : undefined };
 

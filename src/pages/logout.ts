@@ -4,6 +4,7 @@ import { appendQuery } from '../shared/url.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import { field } from './flow.js';
 import { renderPage } from '../plugins/views.js';
+import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
 
 /**
  * `GET /oauth/logout?id_token_hint&client_id&post_logout_redirect_uri&state&ui_locales` (CONTRACT §4,
@@ -47,7 +48,7 @@ async function checkTarget(app: FastifyInstance, input: Record<string, unknown>)
   if (clientId && (!client || client.disabled)) throw new AppError('invalid_client', { status: 400, message: 'This application is unknown or disabled.' });
   if (redirectUri !== undefined) {
     if (!client) throw new AppError('invalid_request', { message: 'post_logout_redirect_uri needs client_id or id_token_hint.' });
-    if (!client.redirectUris.includes(redirectUri)) throw new AppError('invalid_redirect_uri', { message: 'The post_logout_redirect_uri is not registered for this application.' });
+    if (!isRegisteredRedirectUri(client.redirectUris, redirectUri)) throw new AppError('invalid_redirect_uri', { message: 'The post_logout_redirect_uri is not registered for this application.' });
   }
   return { app: client, redirectUri, state, uiLocales };
 }

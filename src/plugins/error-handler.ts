@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { AppError, type ErrorCode } from '../errors.js';
+import { AppError, describeError, type ErrorCode } from '../errors.js';
 import { appendQuery } from '../shared/url.js';
 
 /**
@@ -10,7 +10,8 @@ import { appendQuery } from '../shared/url.js';
  * - `'html'` → the hosted error page;
  * - and once a route has verified `client_id` + `redirect_uri` (it sets `request.errorRedirect`),
  *   errors go back to that URI as `error`, `error_description`, `state`, `iss` (RFC 9207).
- * 5xx bodies are always generic; the real error is logged with the request id.
+ * 5xx bodies are always generic; the real error is logged with the request id. Outside production the
+ * text names the exact reason when the error carries one (errors.ts `describeError`).
  */
 
 export type ErrorStyle = 'json' | 'oauth' | 'html';
@@ -29,6 +30,8 @@ declare module 'fastify' {
 
 export interface ErrorHandlerOptions {
   issuer: string;
+  /** Production keeps the generic messages; elsewhere responses name the exact reason (`describeError`). */
+  production: boolean;
   /** Renders the hosted HTML error page (provided by the pages feature). */
   renderHtmlError?: (request: FastifyRequest, reply: FastifyReply, error: AppError) => unknown;
 }
@@ -126,6 +129,7 @@ export function toAppError(error: unknown): AppError {
 export function sendError(request: FastifyRequest, reply: FastifyReply, err: AppError, options: ErrorHandlerOptions): unknown {
   if (err.status >= 500) request.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
   else request.log.info({ code: err.code, detail: err.detail }, 'request rejected');
+  const description = describeError(err, { production: options.production });
 
   if (err.headers) reply.headers(err.headers);
   if (err.code === 'rate_limited' && typeof err.extra?.retry_after === 'number') reply.header('retry-after', String(err.extra.retry_after));
@@ -135,7 +139,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: App
     const error = OAUTH_NAMES[err.code] ?? err.code;
     reply.header('cache-control', 'no-store');
     return reply.redirect(
-      appendQuery(redirect.redirectUri, { error, error_description: err.publicMessage, state: redirect.state, iss: options.issuer }),
+      appendQuery(redirect.redirectUri, { error, error_description: description, state: redirect.state, iss: options.issuer }),
       302,
     );
   }
@@ -152,14 +156,14 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: App
     if (err.status === 401 && !reply.hasHeader('www-authenticate')) {
       reply.header('www-authenticate', err.code === 'invalid_client' ? 'Basic realm="gatehouse"' : `Bearer error="${error}"`);
     }
-    return reply.send({ error, error_description: err.publicMessage });
+    return reply.send({ error, error_description: description });
   }
   if (err.status === 401 && err.code === 'unauthorized' && !reply.hasHeader('www-authenticate')) {
     reply.header('www-authenticate', 'Bearer error="invalid_token"');
   }
   return reply.send({
     code: err.code,
-    message: err.publicMessage,
+    message: description,
     ...(err.details ? { details: err.details } : {}),
     ...(err.extra ?? {}),
   });

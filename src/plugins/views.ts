@@ -3,8 +3,9 @@ import { Eta } from 'eta';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { join, resolve } from 'node:path';
-import type { AppError } from '../errors.js';
+import { type AppError, describeError } from '../errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
+import { refusedRedirectUri } from '../shared/redirect-uri-match.js';
 import { Messages, pickLocale, type Locale, type Translate } from './i18n.js';
 
 /** Where templates, locale files and static assets live (beside the code, whatever the working directory). */
@@ -58,9 +59,15 @@ export async function renderPage(
   return reply.type('text/html; charset=utf-8').send(html);
 }
 
-/** The hosted error page, used by the error handler for html-style routes. */
+/**
+ * The hosted error page, used by the error handler for html-style routes: the exact reason outside
+ * production (`describeError`, in the page's language), and a refused redirect_uri with the exact-match
+ * rule (src/shared/redirect-uri-match.ts decides what is safe to show).
+ */
 export function renderHtmlError(request: FastifyRequest, reply: FastifyReply, error: AppError): Promise<FastifyReply> {
-  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message: error.publicMessage });
+  const production = request.server.config.production;
+  const message = describeError(error, { production, locale: localeOf(request) });
+  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message, production, refused: refusedRedirectUri(error) });
 }
 
 async function viewsPlugin(app: FastifyInstance) {

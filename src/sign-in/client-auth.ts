@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { AppError } from '../errors.js';
+import { AppError, type ErrorReason } from '../errors.js';
 import { hashSecret, safeEqual } from '../shared/ids.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import type { Database } from '../storage/schema.js';
@@ -26,9 +26,10 @@ interface BasicCredentials {
   clientSecret: string;
 }
 
-function invalidClient(detail: string, basic: boolean): AppError {
+function invalidClient(detail: string, basic: boolean, reason?: ErrorReason): AppError {
   return new AppError('invalid_client', {
     detail,
+    reason,
     headers: { 'www-authenticate': basic ? 'Basic realm="gatehouse", charset="UTF-8"' : 'Basic realm="gatehouse"' },
   });
 }
@@ -83,19 +84,19 @@ export async function authenticateClient(deps: { db: Kysely<Database>; throttle:
   const app = clientId.length <= 200 ? await findApp(deps.db, clientId) : undefined;
   // Unknown apps still cost one hash, so timing says nothing about which client ids exist.
   const presentedHash = secret !== undefined ? hashSecret(secret) : '';
-  if (!app || app.disabled) throw invalidClient('unknown or disabled client', !!basic);
+  if (!app || app.disabled) throw invalidClient('unknown or disabled client', !!basic, app ? 'client_disabled' : 'client_unknown');
 
   if (app.type === 'confidential') {
-    if (secret === undefined || !app.clientSecretHash) throw invalidClient('confidential client sent no secret', !!basic);
+    if (secret === undefined || !app.clientSecretHash) throw invalidClient('confidential client sent no secret', !!basic, 'client_secret_missing');
     const throttleKey = `client-secret-failure:${app.id}:${credentials.ip}`;
     await deps.throttle.assertUnderLimit(throttleKey, MAX_FAILED_SECRETS_PER_MINUTE, 60);
     if (!safeEqual(presentedHash, app.clientSecretHash)) {
       await deps.throttle.hitKey(throttleKey, MAX_FAILED_SECRETS_PER_MINUTE, 60);
-      throw invalidClient('wrong client secret', !!basic);
+      throw invalidClient('wrong client secret', !!basic, 'client_secret_wrong');
     }
   } else if (secret !== undefined && secret !== '') {
     // A public app has no secret; a secret sent anyway is a client mistake worth refusing.
-    throw invalidClient('public client sent a secret', !!basic);
+    throw invalidClient('public client sent a secret', !!basic, 'client_secret_unexpected');
   }
   return { app, method };
 }

@@ -27,7 +27,7 @@ export type RefusalStyle = 'api' | 'authorize' | 'token';
 
 /** The one error for each refusal cause, in the vocabulary of the door that reports it. */
 export function refusalError(cause: SignInRefusal | CodeBasisProblem, style: RefusalStyle): AppError {
-  if (style === 'token') return new AppError('invalid_grant', { detail: `grant basis gone: ${cause}` });
+  if (style === 'token') return new AppError('invalid_grant', { detail: `grant basis gone: ${cause}`, reason: cause });
   if (cause !== 'user_disabled' && cause !== 'user_blocked') return new AppError('access_denied', { detail: cause });
   if (style === 'api') return new AppError(cause);
   const message = cause === 'user_disabled' ? 'This account is disabled.' : 'This account is blocked for this application.';

@@ -287,14 +287,14 @@ export class TokenService {
     const now = this.clock.now();
     const hash = hashSecret(input.refreshToken);
     const family = await findRefreshFamily(this.db, hash);
-    if (!family) throw new AppError('invalid_grant', { detail: 'unknown refresh token' });
+    if (!family) throw new AppError('invalid_grant', { reason: 'refresh_token_unknown' });
     const { token: row, grant, user } = family;
-    if (row.app_id !== input.client.id) throw new AppError('invalid_grant', { detail: 'refresh token of another client' });
+    if (row.app_id !== input.client.id) throw new AppError('invalid_grant', { reason: 'refresh_token_other_client' });
     if (input.scope !== undefined && !isSubsetScope(input.scope, row.scope)) throw new AppError('invalid_scope', { detail: 'scope wider than granted' });
 
     if (row.consumed_at === null) {
-      if (row.expires_at <= now) throw new AppError('invalid_grant', { detail: 'refresh token expired' });
-      if (!isLiveGrant(grant, user, now)) throw new AppError('invalid_grant', { detail: 'grant revoked or expired' });
+      if (row.expires_at <= now) throw new AppError('invalid_grant', { reason: 'refresh_token_expired' });
+      if (!isLiveGrant(grant, user, now)) throw new AppError('invalid_grant', { reason: 'refresh_token_revoked' });
       const scope = input.scope !== undefined ? joinScope(scopeList(input.scope)) : row.scope;
       // Signed before the transaction; the conditional UPDATE decides the one winner.
       const { response, refreshRow } = await this.prepareTokens({
@@ -336,7 +336,7 @@ export class TokenService {
         data: { grant_id: row.grant_id, token_hash_prefix: hash.slice(0, 8) },
       });
     });
-    throw new AppError('invalid_grant', { detail: 'rotated refresh token reused: family revoked' });
+    throw new AppError('invalid_grant', { reason: 'refresh_token_reused' });
   }
 
   /** Revokes the family of a refresh token (logout, RFC 7009). Unknown tokens are ignored. */

@@ -36,7 +36,21 @@ describe('first start (CONTRACT §0)', () => {
       redirectUris: ['http://localhost:4000/demo/callback'],
       features: { auth: true, profile: true },
     });
-    expect(firstStartNotice(created!, noAdmin.baseUrl)).toContain(created!.apiKey);
+    const notice = firstStartNotice(created!, noAdmin);
+    for (const line of [
+      `Bootstrap developer: ${created!.developerId} (${BOOTSTRAP_DEVELOPER_EMAIL})`,
+      `Bootstrap developer API key (shown once, store it now): ${created!.apiKey}`,
+      'Console: http://localhost:4000/console',
+      `Demo app client_id: ${created!.demoClientId} (open http://localhost:4000/demo)`,
+      'Dev mailbox (mail is not sent while SMTP_URL is unset): http://localhost:4000/dev/mailbox',
+    ]) {
+      expect(notice).toContain(line);
+    }
+    // Only what the instance serves: no mailbox with SMTP_URL, no demo or mailbox in production.
+    expect(firstStartNotice(created!, testConfig({ SMTP_URL: 'smtp://mail.test' }))).not.toContain('/dev/mailbox');
+    const production = firstStartNotice(created!, testConfig({ NODE_ENV: 'production', BASE_URL: 'https://auth.test' }));
+    expect(production).toContain('Console: https://auth.test/console');
+    expect(production).not.toMatch(/\/demo|\/dev\/mailbox/);
 
     expect(await runFirstStart(db, noAdmin, 1_800_000_001)).toBeNull();
     expect(await db.selectFrom('developers').selectAll().execute()).toHaveLength(1);

@@ -73,9 +73,9 @@ describe('CLI', { timeout: 120_000 }, () => {
     expect(json(duplicate.stdout)).toMatchObject({ code: 'conflict' });
   });
 
-  it('app create applies the redirect-URI rules', async () => {
+  it('app create applies the redirect-URI rules; --developer defaults to the only developer', async () => {
     const app = await runCli(
-      ['app', 'create', '--developer', developer.id, '--name', 'Backend', '--redirect-uri', 'https://a.example/cb', '--redirect-uri', 'http://127.0.0.1:8080/cb', '--type', 'confidential', '--json'],
+      ['app', 'create', '--name', 'Backend', '--redirect-uri', 'https://a.example/cb', '--redirect-uri', 'http://127.0.0.1:8080/cb', '--type', 'confidential', '--json'],
       env,
     );
     expect(app.code).toBe(0);
@@ -87,6 +87,11 @@ describe('CLI', { timeout: 120_000 }, () => {
     expect(badUri.code).toBe(1);
     expect(badUri.stderr).toMatch(/--redirect-uri\.0: the javascript: scheme is not allowed/);
     expect((await runCli(['app', 'create', '--developer', 'dev_missing', '--name', 'X', '--redirect-uri', 'https://a.example/cb'], env)).code).toBe(1);
+
+    // The list commands run in-process in cli-lists.test.ts; this is their process wiring.
+    const listed = await runCli(['app', 'list'], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(new RegExp(`^CLIENT_ID\\s+NAME\\s+TYPE\\s+DEVELOPER\\s+STATUS\\s+REDIRECT_URIS\\n${appBody.client_id}\\s+Backend\\s+confidential\\s+${developer.id}\\s+active\\s+https://a.example/cb http://127.0.0.1:8080/cb\\n$`));
   });
 
   it('keys rotate adds new active keys', async () => {

@@ -55,6 +55,9 @@ describe('npm start', { timeout: 60_000 }, () => {
     const ended = await first.server.done;
     expect(ended.code, ended.stderr).toBe(0);
     expect(ended.stdout).toMatch(/Bootstrap developer API key \(shown once, store it now\): dk_[A-Za-z0-9_-]{43}/);
+    expect(ended.stdout).toMatch(/Bootstrap developer: dev_\S+ \(bootstrap@localhost\)/);
+    expect(ended.stdout).toContain(`Console: http://localhost:${first.port}/console`);
+    expect(ended.stdout).toContain(`http://localhost:${first.port}/dev/mailbox`);
     expect(ended.stderr).toMatch(/SECRET_KEY is not set: generated a development key/);
 
     const apiKey = /(dk_[A-Za-z0-9_-]{43})/.exec(ended.stdout)![1]!;

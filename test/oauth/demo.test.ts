@@ -29,6 +29,17 @@ describe('/demo', () => {
     expect((await t.app.inject('/demo/callback')).statusCode).toBe(200);
   });
 
+  it('opened on another loopback host than {base_url} (localhost), starts over on {base_url}', async () => {
+    for (const host of ['127.0.0.1:3000', '[::1]:3000', '127.0.0.1']) {
+      const res = await t.app.inject({ url: '/demo?client_id=app_x', headers: { host } });
+      expect(res.statusCode, host).toBe(302);
+      expect(res.headers.location).toBe('http://localhost:3000/demo?client_id=app_x');
+    }
+    for (const host of ['localhost:3000', 'localhost:8080', 'gatehouse.internal:3000']) {
+      expect((await t.app.inject({ url: '/demo', headers: { host } })).statusCode, host).toBe(200);
+    }
+  });
+
   it('HEAD /oauth/authorize does not run the flow', async () => {
     const res = await t.app.inject({ method: 'HEAD', url: '/oauth/authorize?client_id=x' });
     expect(res.headers.location).toBeUndefined();

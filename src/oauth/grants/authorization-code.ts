@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { parseAmr } from '../../shared/acr.js';
-import { AppError } from '../../errors.js';
+import { AppError, type ErrorReason } from '../../errors.js';
 import { type TokenResponse } from '../../tokens/service.js';
 import { requestContext } from '../../shared/request-context.js';
 import { hashSecret } from '../../shared/ids.js';
@@ -19,14 +19,15 @@ import { required, type Params } from '../params.js';
 import { isValidVerifier, verifyPkce } from '../../sign-in/pkce.js';
 
 /** Why a code cannot be redeemed by this request, judged from the code row alone (null when it can). */
-function codeCheckFailure(row: AuthorizationCodeRow, now: number, redirectUri: string, verifier: string | undefined): string | null {
-  if (row.expires_at <= now) return 'code expired';
-  if (row.redirect_uri !== redirectUri) return 'redirect_uri differs from the authorization request';
+function codeCheckFailure(row: Pick<AuthorizationCodeRow, 'expires_at' | 'redirect_uri' | 'code_challenge'>, now: number, redirectUri: string, verifier: string | undefined): ErrorReason | null {
+  if (row.expires_at <= now) return 'code_expired';
+  if (row.redirect_uri !== redirectUri) return 'redirect_uri_mismatch';
   if (row.code_challenge !== null) {
-    if (verifier === undefined) return 'code_verifier missing for a code with a challenge';
-    if (!verifyPkce(verifier, row.code_challenge)) return 'code_verifier does not match';
+    if (verifier === undefined) return 'code_verifier_missing';
+    if (!verifyPkce(verifier, row.code_challenge)) return 'code_verifier_mismatch';
   } else if (verifier !== undefined) {
-    return 'code_verifier sent for a code without a challenge (downgrade)';
+    // A downgrade: the verifier of another, challenged request replayed against this code.
+    return 'code_verifier_unexpected';
   }
   return null;
 }
@@ -44,13 +45,13 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   const redirectUri = required(params, 'redirect_uri');
   const verifier = params.code_verifier;
   if (verifier !== undefined && !isValidVerifier(verifier)) {
-    throw new AppError('invalid_grant', { message: 'The code_verifier is malformed.', detail: 'code_verifier syntax' });
+    throw new AppError('invalid_grant', { message: 'The code_verifier is malformed.', reason: 'code_verifier_malformed' });
   }
-  if (code.length > 200) throw new AppError('invalid_grant', { detail: 'code too long' });
+  if (code.length > 200) throw new AppError('invalid_grant', { detail: 'code too long', reason: 'code_unknown' });
   const codeHash = hashSecret(code);
   const row = await findAuthorizationCode(app.db, codeHash);
-  if (!row) throw new AppError('invalid_grant', { detail: 'unknown code' });
-  if (row.app_id !== client.id) throw new AppError('invalid_grant', { detail: 'code issued to another client' });
+  if (!row) throw new AppError('invalid_grant', { reason: 'code_unknown' });
+  if (row.app_id !== client.id) throw new AppError('invalid_grant', { reason: 'code_other_client' });
 
   const now = app.clock.now();
   // Checks that need nothing but the request and the code row; a failure still burns the code below.
@@ -59,22 +60,22 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   // the transaction decides whether they are stored and answered.
   const signer = failure ? undefined : await findUserById(app.db, row.user_id);
   const prepared = signer && (await app.tokens.prepareGrantTokens({ app: client, user: signer, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce }));
-  type Outcome = { ok: TokenResponse } | { fail: string } | { replay: true };
+  type Outcome = { ok: TokenResponse } | { fail: ErrorReason } | { replay: true };
   const outcome = await app.db.transaction().execute(async (trx): Promise<Outcome> => {
     if (!(await consumeAuthorizationCode(trx, codeHash, now))) return { replay: true };
     if (failure) return { fail: failure };
     const user = await findUserById(trx, row.user_id);
-    if (!user || !prepared) return { fail: 'user gone' };
+    if (!user || !prepared) return { fail: 'user_gone' };
     // The basis the code was issued on must still hold (sign-in/policy.ts: codeBasisProblem).
     const problem = await app.signIn.codeBasisProblem(trx, row, user);
-    if (problem) return { fail: `grant basis gone: ${problem}` };
+    if (problem) return { fail: problem };
     await prepared.store(trx);
     await setAuthorizationCodeGrant(trx, codeHash, prepared.grantId);
     return { ok: prepared.response };
   });
 
   if ('ok' in outcome) return outcome.ok;
-  if ('fail' in outcome) throw new AppError('invalid_grant', { detail: outcome.fail });
+  if ('fail' in outcome) throw new AppError('invalid_grant', { reason: outcome.fail });
 
   // Replay (sequential or concurrent): revoke the grant the winning redemption produced.
   const settled = await findAuthorizationCode(app.db, codeHash);
@@ -91,5 +92,5 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
       data: { grant_id: grant?.id ?? null, code_hash_prefix: codeHash.slice(0, 8) },
     });
   });
-  throw new AppError('invalid_grant', { detail: 'authorization code replayed: its grant was revoked' });
+  throw new AppError('invalid_grant', { reason: 'code_replayed' });
 }

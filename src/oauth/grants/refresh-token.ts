@@ -12,7 +12,7 @@ import { required, type Params } from '../params.js';
  */
 export async function refreshTokenGrant(app: FastifyInstance, request: FastifyRequest, client: App, params: Params): Promise<string> {
   const refreshToken = required(params, 'refresh_token');
-  if (refreshToken.length > 512) throw new AppError('invalid_grant', { detail: 'refresh token too long' });
+  if (refreshToken.length > 512) throw new AppError('invalid_grant', { detail: 'refresh token too long', reason: 'refresh_token_unknown' });
   const scope = params.scope === undefined || params.scope.trim() === '' ? undefined : params.scope;
   if (scope !== undefined && unknownScopes(scope).length) throw new AppError('invalid_scope');
   return app.tokens.refresh({ refreshToken, client, scope }, requestContext(request));
