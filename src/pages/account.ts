@@ -32,6 +32,8 @@ const AccountQuery = z.object({
   done: z.string().max(20).optional(),
   client_id: z.string().max(200).optional(),
   mfa_error: z.string().max(10).optional(),
+  // The page's language (views.ts localeOf), kept through validation.
+  ui_locales: z.string().max(100).optional(),
 });
 type AccountQueryInput = z.output<typeof AccountQuery>;
 
@@ -45,6 +47,7 @@ const Form = z.object({
   phone_number: z.string().max(40).optional(),
   birthdate: z.string().max(20).optional(),
   client_id: z.string().max(200).optional(),
+  ui_locales: z.string().max(100).optional(),
 });
 
 /** Provider-bind outcomes the account page can explain (anything else shows a generic message). */
