@@ -24,13 +24,13 @@ function luminance(hex: string): number {
 }
 
 /** WCAG contrast ratio of two `#rrggbb` colours. */
-export function contrastRatio(a: string, b: string): number {
+function contrastRatio(a: string, b: string): number {
   const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x) as [number, number];
   return (hi + 0.05) / (lo + 0.05);
 }
 
 /** The text colour on an accent background: white or near-black, whichever contrasts more (always ≥ 4.5:1). */
-export function textOn(accent: string): string {
+function textOn(accent: string): string {
   return contrastRatio(accent, '#ffffff') >= contrastRatio(accent, '#111111') ? '#ffffff' : '#111111';
 }
 

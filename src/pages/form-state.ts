@@ -20,9 +20,6 @@ export interface FormState {
   help?: Array<{ href: string; label: string }>;
 }
 
-/** An empty form state (nothing refused yet). */
-export const NO_ERRORS: FormState = { fields: {} };
-
 export function formState(parts: { message?: string; fields?: Record<string, string | undefined>; focus?: string; help?: FormState['help'] }): FormState {
   const fields: Record<string, string> = {};
   for (const [name, message] of Object.entries(parts.fields ?? {})) if (message) fields[name] = message;
@@ -45,7 +42,7 @@ export interface FailureOptions {
 }
 
 /** "3 minutes" / "1 minute" / "40 seconds" in the page's language. */
-export function waitText(t: Translate, seconds: number): string {
+function waitText(t: Translate, seconds: number): string {
   if (seconds < 60) return t('form.wait.seconds', { n: Math.max(1, Math.ceil(seconds)) });
   const minutes = Math.ceil(seconds / 60);
   return minutes === 1 ? t('form.wait.minute') : t('form.wait.minutes', { n: minutes });
