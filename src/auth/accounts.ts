@@ -160,7 +160,7 @@ export class Accounts {
    * versions (if published). Returns the user row.
    */
   async register(
-    input: { email: string; password: string; name?: string; acceptLegal?: boolean; locale?: Locale },
+    input: { email: string; password: string; name?: string; acceptLegal?: boolean; locale: Locale },
     ctx: AccountContext,
   ): Promise<UserRow> {
     const email = normalizeEmail(input.email);
@@ -197,7 +197,7 @@ export class Accounts {
           if (error instanceof AppError && error.code === 'rate_limited') return; // the account exists either way
           throw error;
         }
-        await this.issueVerifyCode(trx, user, input.locale ?? 'en');
+        await this.issueVerifyCode(trx, user, input.locale);
       });
     } catch (error) {
       if (isUniqueViolation(error)) throw new AppError('email_taken', { detail: 'concurrent registration' });
@@ -210,7 +210,7 @@ export class Accounts {
   /** Changes the password of a signed-in user (account page): checks the current one, then revokes other sign-ins. */
   async changePassword(
     userId: string,
-    input: { currentPassword: string; newPassword: string; keepBrowserSessionIdHash?: string; locale?: Locale },
+    input: { currentPassword: string; newPassword: string; keepBrowserSessionIdHash?: string; locale: Locale },
     ctx: AccountContext,
   ): Promise<void> {
     const user = await findUserById(this.db, userId);
@@ -226,7 +226,7 @@ export class Accounts {
     user: UserRow,
     password: string,
     ctx: AccountContext,
-    options: { method: 'change' | 'reset'; keepBrowserSessionIdHash?: string; locale?: Locale; consume?: (trx: Kysely<Database>) => Promise<boolean> },
+    options: { method: 'change' | 'reset'; keepBrowserSessionIdHash?: string; locale: Locale; consume?: (trx: Kysely<Database>) => Promise<boolean> },
   ): Promise<void> {
     const hash = await hashPassword(password);
     const now = this.clock.now();
@@ -253,7 +253,7 @@ export class Accounts {
       await this.mailer.enqueue(trx, {
         kind: 'notice',
         to: user.email,
-        locale: options.locale ?? 'en',
+        locale: options.locale,
         template: 'password_changed',
         params: { link: `${this.config.authUrl}/password/forgot` },
       });
@@ -275,7 +275,7 @@ export class Accounts {
    * An address without an active account gets the same work (grant row, rendered mail) with a
    * stand-in grant of no user and a mail the sender drops unsent, so time and statements match.
    */
-  async requestMagicLink(input: { email: string; locale?: Locale; redirectUri?: string; app?: MailingApp }, ctx: AccountContext): Promise<void> {
+  async requestMagicLink(input: { email: string; locale: Locale; redirectUri?: string; app?: MailingApp }, ctx: AccountContext): Promise<void> {
     const email = normalizeEmail(input.email);
     await this.db.transaction().execute(async (trx) => {
       await this.throttle.hitMail(trx, 'magic_link', email);
@@ -294,7 +294,7 @@ export class Accounts {
   private async mailLink(
     trx: Kysely<Database>,
     email: string,
-    input: { locale?: Locale; redirectUri?: string; app?: MailingApp },
+    input: { locale: Locale; redirectUri?: string; app?: MailingApp },
     link: {
       kind: (typeof KIND)['magic' | 'reset'];
       prefix: string;
@@ -329,7 +329,7 @@ export class Accounts {
     await this.mailer.enqueue(trx, {
       kind: link.mailKind,
       to: email,
-      locale: input.locale ?? 'en',
+      locale: input.locale,
       template: link.template,
       params: { link: url, ...(link.code ? { code: link.code } : {}), minutes: link.ttl / 60, app: input.app?.name ?? '', host: linkDestination(url) },
       discard: !target.user,
@@ -441,7 +441,7 @@ export class Accounts {
    * and only while the user is still an active user of it; for anyone else
    * `{auth_url}/password/reset?token=…` (not bound). The mail names the app and the link's host.
    */
-  async requestPasswordReset(input: { email: string; locale?: Locale; redirectUri?: string; app?: MailingApp }, ctx: AccountContext): Promise<void> {
+  async requestPasswordReset(input: { email: string; locale: Locale; redirectUri?: string; app?: MailingApp }, ctx: AccountContext): Promise<void> {
     const email = normalizeEmail(input.email);
     const now = this.clock.now();
     await this.db.transaction().execute(async (trx) => {
@@ -467,7 +467,7 @@ export class Accounts {
    * presented without that app's client_id (`ctx.appId`), or whose user is no longer an active user of
    * it. A reset proves the mailbox: an account never proven before is claimed (`claimAccount`) first.
    */
-  async resetPassword(input: { token: string; password: string; locale?: Locale }, ctx: AccountContext): Promise<UserRow> {
+  async resetPassword(input: { token: string; password: string; locale: Locale }, ctx: AccountContext): Promise<UserRow> {
     const now = this.clock.now();
     const row = await findOneTimeTokenByHash(this.db, KIND.reset, hashSecret(input.token));
     if (!row || row.consumed_at !== null || row.expires_at <= now || !row.user_id) throw new AppError('invalid_token', { detail: 'reset token unknown, used or expired' });
@@ -513,12 +513,12 @@ export class Accounts {
   }
 
   /** Mails a new 6-digit verification code (10 min; voids the previous one). Mail limit `verify`. Returns its lifetime. */
-  async requestEmailVerification(userId: string, input: { locale?: Locale }, _ctx: AccountContext): Promise<{ expiresIn: number }> {
+  async requestEmailVerification(userId: string, input: { locale: Locale }, _ctx: AccountContext): Promise<{ expiresIn: number }> {
     const user = await findUserById(this.db, userId);
     if (!user || user.status !== 'active') throw new AppError('unauthorized', { detail: 'user gone or disabled' });
     await this.db.transaction().execute(async (trx) => {
       await this.throttle.hitMail(trx, 'verify', user.email);
-      await this.issueVerifyCode(trx, user, input.locale ?? 'en');
+      await this.issueVerifyCode(trx, user, input.locale);
     });
     this.mailer.nudge();
     return { expiresIn: VERIFY_CODE_TTL };

@@ -29,6 +29,8 @@ async function appsRoutes(scope: FastifyInstance) {
     features: { auth: true, profile: true },
     required_fields: [],
     mfa: 'optional',
+    logo_url: null,
+    accent_color: null,
     disabled: false,
     created_at: EXAMPLE.time,
     updated_at: EXAMPLE.time,

@@ -5,6 +5,7 @@ import { validateRedirectUris } from './redirect-uris.js';
 /** Request schemas of the developer API (CONTRACT §9). Unknown keys are refused, so typos surface as 400. */
 
 const MAX_ALLOWED_ORIGINS = 20;
+const MAX_LOGO_URL = 2048;
 
 const AppName = z.string().trim().min(1).max(100);
 
@@ -28,6 +29,23 @@ const MfaPolicy = z
   .enum(['off', 'optional', 'required'])
   .describe('Second factor: `required` makes every user sign in with two factors (enrolling one if needed); with `optional` (default) and `off`, users who enrolled a factor are asked for it.');
 
+/** Where the hosted pages load an app's logo from: https only (no mixed content), no credentials in it. */
+const LogoUrl = z
+  .string()
+  .trim()
+  .max(MAX_LOGO_URL)
+  .refine((value) => {
+    const url = URL.canParse(value) ? new URL(value) : undefined;
+    return url !== undefined && url.protocol === 'https:' && url.hostname !== '' && url.username === '' && url.password === '';
+  }, 'must be an https URL without credentials')
+  .describe('An https URL of the logo the hosted sign-in pages show for this app (at most 2048 characters); null removes it.');
+
+const AccentColor = z
+  .string()
+  .regex(/^#[0-9a-fA-F]{6}$/, 'must be a colour in the form #rrggbb')
+  .transform((value) => value.toLowerCase())
+  .describe("The hosted pages' button colour for this app, `#rrggbb` (the text on it is chosen to keep WCAG AA contrast); null restores the default.");
+
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
 export const CreateAppBody = z.strictObject({
@@ -38,6 +56,8 @@ export const CreateAppBody = z.strictObject({
   required_fields: RequiredFields.default([]),
   allowed_origins: AllowedOrigins.default([]),
   mfa: MfaPolicy.default('optional'),
+  logo_url: LogoUrl.nullable().default(null),
+  accent_color: AccentColor.nullable().default(null),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -49,6 +69,8 @@ export const UpdateAppBody = z.strictObject({
   required_fields: RequiredFields.optional(),
   allowed_origins: AllowedOrigins.optional(),
   mfa: MfaPolicy.optional(),
+  logo_url: LogoUrl.nullable().optional(),
+  accent_color: AccentColor.nullable().optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -66,6 +88,8 @@ export const AppView = z
     features: z.object({ auth: z.boolean(), profile: z.boolean() }),
     required_fields: z.array(z.enum(['name', 'phone_number', 'birthdate', 'email_verified'])),
     mfa: z.enum(['off', 'optional', 'required']),
+    logo_url: z.string().nullable().describe('Hosted-page logo (https URL), or null.'),
+    accent_color: z.string().nullable().describe('Hosted-page accent colour `#rrggbb`, or null.'),
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

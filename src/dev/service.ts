@@ -6,6 +6,9 @@ import { type App, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '..
 import type { Database } from '../storage/schema.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
+/** A new app: branding is optional for callers other than the API (first start, the CLI). */
+export type NewAppInput = Omit<CreateAppInput, 'logo_url' | 'accent_color'> & Partial<Pick<CreateAppInput, 'logo_url' | 'accent_color'>>;
+
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
 export interface AppView {
   id: string;
@@ -17,6 +20,8 @@ export interface AppView {
   features: App['features'];
   required_fields: App['requiredFields'];
   mfa: App['mfa'];
+  logo_url: string | null;
+  accent_color: string | null;
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -34,6 +39,8 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     features: app.features,
     required_fields: app.requiredFields,
     mfa: app.mfa,
+    logo_url: app.branding.logoUrl,
+    accent_color: app.branding.accentColor,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -42,7 +49,7 @@ export function toAppView(app: App, clientSecret?: string): AppView {
 }
 
 /** Creates an app; a confidential app gets a client secret, returned once (only its hash is stored). */
-export async function createApp(db: Kysely<Database>, now: number, developerId: string, input: CreateAppInput): Promise<AppView> {
+export async function createApp(db: Kysely<Database>, now: number, developerId: string, input: NewAppInput): Promise<AppView> {
   const clientSecret = input.type === 'confidential' ? newSecret('cs') : undefined;
   const app: App = {
     id: newId('app'),
@@ -55,6 +62,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     features: input.features,
     requiredFields: input.required_fields,
     mfa: input.mfa,
+    branding: { logoUrl: input.logo_url ?? null, accentColor: input.accent_color ?? null },
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -76,6 +84,11 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
     features: { ...app.features, ...patch.features },
     requiredFields: patch.required_fields ?? app.requiredFields,
     mfa: patch.mfa ?? app.mfa,
+    // null clears a branding field; absent keeps it.
+    branding: {
+      logoUrl: patch.logo_url === undefined ? app.branding.logoUrl : patch.logo_url,
+      accentColor: patch.accent_color === undefined ? app.branding.accentColor : patch.accent_color,
+    },
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,
   };

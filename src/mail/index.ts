@@ -11,6 +11,7 @@ import type { Clock } from '../shared/time.js';
 import {
   claimMail,
   countPendingMail,
+  findMail,
   insertOutboxMail,
   listDueMail,
   listRecentMail,
@@ -213,10 +214,20 @@ export class Mailer {
     this.transport = null;
   }
 
-  /** The newest mails with their bodies (dev mailbox; never exposed in production). */
-  async recent(limit = 50): Promise<MailboxEntry[]> {
-    const rows = (await listRecentMail(this.db, limit)).filter((row) => row.kind !== DISCARD_KIND);
-    return rows.map((row) => ({
+  /** The newest mails with their bodies, optionally only those to one address (dev mailbox; never exposed in production). */
+  async recent(limit = 50, to?: string): Promise<MailboxEntry[]> {
+    const rows = (await listRecentMail(this.db, limit, to)).filter((row) => row.kind !== DISCARD_KIND);
+    return rows.map((row) => this.entry(row));
+  }
+
+  /** One mail with its bodies (dev mailbox), or undefined (unknown id, or a discarded stand-in). */
+  async one(id: string): Promise<MailboxEntry | undefined> {
+    const row = await findMail(this.db, id);
+    return row && row.kind !== DISCARD_KIND ? this.entry(row) : undefined;
+  }
+
+  private entry(row: OutboxRow): MailboxEntry {
+    return {
       id: row.id,
       kind: row.kind,
       to: row.to_address,
@@ -227,7 +238,7 @@ export class Mailer {
       sent_at: row.sent_at,
       attempts: row.attempts,
       last_error: row.last_error,
-    }));
+    };
   }
 
   pending(): Promise<number> {

@@ -25,9 +25,11 @@ export class MailRenderer {
 
   render(template: string, locale: Locale, t: Translate, params: Record<string, string | number>): RenderedMail {
     if (!/^[a-z][a-z0-9_-]*$/.test(template)) throw new Error(`bad mail template name ${template}`);
-    const locals = { ...params, t, locale, params };
+    const subject = t(`mail.${template}.subject`, params);
+    // The HTML `<title>` is the subject with its parameters filled in (a code, an app name).
+    const locals = { ...params, t, locale, params, subject };
     return {
-      subject: t(`mail.${template}.subject`, params),
+      subject,
       text: this.text.render(`./${template}.text.eta`, locals),
       html: this.html.render(`./${template}.html.eta`, locals),
     };

@@ -1,15 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError, isAppError } from '../errors.js';
+import { formatDateTime } from '../plugins/i18n.js';
 import { requestContext } from '../shared/request-context.js';
-import { isoTime } from '../shared/time.js';
 import { listAppsOfUser } from '../storage/repos/app-users.js';
 import { listBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import { PROFILE_FIELDS } from '../sign-in/profile-data.js';
 import { listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
-import { completeBrowserSignIn, profileDataError } from './flow.js';
+import { appLink, carriedQuery, completeBrowserSignIn } from './flow.js';
+import { type FormState, formFailure, formState, signInHelp } from './form-state.js';
 import { accountMfa } from './mfa.js';
 import { accountPasskeys } from './passkeys.js';
 import { localeOf, renderPage } from '../plugins/views.js';
@@ -29,7 +30,10 @@ const AccountQuery = z.object({
   bound: z.string().max(4).optional(),
   idp_error: z.string().max(40).optional(),
   done: z.string().max(20).optional(),
+  client_id: z.string().max(200).optional(),
   mfa_error: z.string().max(10).optional(),
+  // The page's language (views.ts localeOf), kept through validation.
+  ui_locales: z.string().max(100).optional(),
 });
 type AccountQueryInput = z.output<typeof AccountQuery>;
 
@@ -43,6 +47,7 @@ const Form = z.object({
   phone_number: z.string().max(40).optional(),
   birthdate: z.string().max(20).optional(),
   client_id: z.string().max(200).optional(),
+  ui_locales: z.string().max(100).optional(),
 });
 
 /** Provider-bind outcomes the account page can explain (anything else shows a generic message). */
@@ -61,12 +66,15 @@ export default async function accountPages(scope: FastifyInstance) {
     return user && user.status === 'active' ? user : undefined;
   }
 
-  async function render(request: FastifyRequest, reply: FastifyReply, locals: { error?: string; notice?: string; email?: string; section?: string } = {}) {
+  async function render(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; notice?: string; email?: string } = {}) {
     const session = await app.browserSessions.ensure(request, reply);
     const query = (request.query ?? {}) as AccountQueryInput;
     const tr = t(request);
     const bindEntry = query.bind === '1';
     const user = await currentUser(request);
+    const locale = localeOf(request);
+    const when = (at: number | string) => formatDateTime(locale, at);
+    const backTo = await appLink(request);
     if (!user) {
       return renderPage(request, reply, 'account', {
         titleKey: 'idp.account.title',
@@ -75,7 +83,9 @@ export default async function accountPages(scope: FastifyInstance) {
         formAction: bindEntry ? '/account?bind=1' : '/account',
         bindEntry,
         email: locals.email ?? '',
-        error: locals.error,
+        form: locals.form,
+        notice: query.done === 'signed_out' ? tr('account.signed_out') : undefined,
+        backTo,
       });
     }
     const provider = await app.idp.provider();
@@ -84,16 +94,17 @@ export default async function accountPages(scope: FastifyInstance) {
     const now = app.clock.now();
     const sessions = (await listBrowserSessionsOfUser(app.db, user.id, now)).map((s) => ({
       current: s.id_hash === session.id_hash,
-      createdAt: isoTime(s.created_at),
-      lastSeenAt: isoTime(s.last_seen_at),
+      createdAt: when(s.created_at),
+      lastSeenAt: when(s.last_seen_at),
     }));
-    const apps = (await listAppsOfUser(app.db, user.id)).map((a) => ({ id: a.appId, name: a.appName, lastLoginAt: a.lastLoginAt ? isoTime(a.lastLoginAt) : '' }));
+    const apps = (await listAppsOfUser(app.db, user.id)).map((a) => ({ id: a.appId, name: a.appName, lastLoginAt: a.lastLoginAt ? when(a.lastLoginAt) : '' }));
+    const passkeys = await accountPasskeys(app, user.id);
     let notice = locals.notice;
-    let error = locals.error;
+    let form = locals.form;
     if (!notice && query.bound === '1') notice = tr('idp.account.bound');
     if (!notice && query.done && DONE.has(query.done)) notice = tr(`idp.account.done_${query.done}`);
     const mfaError = query.mfa_error && MFA_ERRORS.has(query.mfa_error) ? tr(`mfa.account.error_${query.mfa_error}`) : undefined;
-    if (!error && query.idp_error) error = IDP_ERRORS.has(query.idp_error) ? tr(`idp.account.idp_error.${query.idp_error}`) : tr('idp.account.idp_error.generic');
+    if (!form && query.idp_error) form = formState({ message: IDP_ERRORS.has(query.idp_error) ? tr(`idp.account.idp_error.${query.idp_error}`) : tr('idp.account.idp_error.generic') });
     return renderPage(request, reply, 'account', {
       titleKey: 'idp.account.title',
       csrf: session.csrf_token,
@@ -101,27 +112,36 @@ export default async function accountPages(scope: FastifyInstance) {
       bindEntry,
       user: { email: user.email, name: user.name ?? '', phone_number: user.phone_number ?? '', birthdate: user.birthdate ?? '', emailVerified: user.email_verified === 1 },
       provider: provider ? { name: provider.name } : undefined,
-      identity: identity ? { email: identity.email ?? '', createdAt: isoTime(identity.createdAt) } : undefined,
+      identity: identity ? { email: identity.email ?? '' } : undefined,
       sessions,
       apps,
-      passkeys: await accountPasskeys(app, user.id),
+      passkeys: passkeys && { ...passkeys, items: passkeys.items.map((p) => ({ ...p, createdAt: when(p.createdAt), lastUsedAt: p.lastUsedAt && when(p.lastUsedAt) })) },
       mfa: { ...(await accountMfa(app, user.id)), error: mfaError },
       notice,
-      error,
+      form,
+      backTo,
     });
   }
 
-  const formFailure = (request: FastifyRequest, reply: FastifyReply, error: unknown, section: string, email?: string) => {
-    if (!isAppError(error) || error.status >= 500) throw error;
-    // A wrong current password on the password form is a failed re-authentication of a signed-in
-    // user: 403 with its own message, not the sign-in form's 401 (SECURITY.md item 58).
-    const wrongCurrent = section === 'password' && error.code === 'invalid_credentials';
-    reply.code(wrongCurrent ? 403 : error.status);
-    if (error.code === 'rate_limited' && typeof error.extra?.retry_after === 'number') reply.header('retry-after', String(error.extra.retry_after));
-    const tr = t(request);
-    const key = wrongCurrent ? 'idp.error.wrong_current_password' : `idp.error.${error.code}`;
-    const translated = tr(key);
-    return render(request, reply, { error: translated === key ? error.publicMessage : translated, email, section });
+  const CODES = ['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'weak_password', 'invalid_request'] as const;
+
+  /** The sign-in form refused: a lockout says how long and offers the other ways. */
+  const loginFailure = (request: FastifyRequest, reply: FastifyReply, error: unknown, email?: string) =>
+    render(request, reply, { form: formFailure(request, reply, error, { codes: CODES, focus: 'password', help: signInHelp(request, carriedQuery(request)) }), email });
+
+  /**
+   * The password form refused. A wrong current password is a failed re-authentication of a
+   * signed-in user: 403 with its own message, not the sign-in form's 401 (SECURITY.md item 58).
+   */
+  const passwordFailure = (request: FastifyRequest, reply: FastifyReply, error: unknown) => {
+    const wrongCurrent = isAppError(error) && error.code === 'invalid_credentials';
+    const form = formFailure(request, reply, error, {
+      codes: CODES,
+      fieldOf: { invalid_credentials: 'password', weak_password: 'new_password' },
+      keys: { invalid_credentials: 'idp.error.wrong_current_password' },
+      ...(wrongCurrent ? { status: 403 } : {}),
+    });
+    return render(request, reply, { form });
   };
 
   app.get('/account', { schema: { querystring: AccountQuery } }, async (request, reply) => render(request, reply));
@@ -132,7 +152,7 @@ export default async function accountPages(scope: FastifyInstance) {
     const back = request.query.bind === '1' ? '/account?bind=1' : '/account';
     if (form.action === 'logout') {
       await app.browserSessions.signOut(request, reply);
-      return reply.redirect('/account', 303);
+      return reply.redirect('/account?done=signed_out', 303);
     }
     if (form.action !== 'login') throw new AppError('invalid_request', { detail: 'unknown account action' });
     try {
@@ -142,7 +162,7 @@ export default async function accountPages(scope: FastifyInstance) {
       const user = await app.accounts.verifyLogin({ email: form.email, password: form.password }, ctx);
       return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.password, 'account', back);
     } catch (error) {
-      return formFailure(request, reply, error, 'login', form.email);
+      return loginFailure(request, reply, error, form.email);
     }
   });
 
@@ -180,7 +200,7 @@ export default async function accountPages(scope: FastifyInstance) {
     try {
       await app.signIn.applyProfileData(app.db, { user, appId: null, data, accepted: PROFILE_FIELDS, allowClear: true, via: 'account' }, requestContext(request));
     } catch (error) {
-      return render(request, reply.code(400), { error: profileDataError(request, error) });
+      return render(request, reply, { form: formFailure(request, reply, error, { codes: ['invalid_request'] }) });
     }
     return reply.redirect('/account?done=profile', 303);
   });
@@ -192,11 +212,11 @@ export default async function accountPages(scope: FastifyInstance) {
       await app.throttle.hitIp(request);
       await app.accounts.changePassword(
         user.id,
-        { currentPassword: form.password ?? '', newPassword: form.new_password ?? '', keepBrowserSessionIdHash: request.browserSession?.id_hash },
+        { currentPassword: form.password ?? '', newPassword: form.new_password ?? '', keepBrowserSessionIdHash: request.browserSession?.id_hash, locale: localeOf(request) },
         requestContext(request),
       );
     } catch (error) {
-      return formFailure(request, reply, error, 'password');
+      return passwordFailure(request, reply, error);
     }
     return reply.redirect('/account?done=password', 303);
   });

@@ -1,9 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../errors.js';
+import type { Translate } from '../plugins/i18n.js';
 import { requestContext } from '../shared/request-context.js';
 import { findUserById } from '../storage/repos/users.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
 import { carriedQuery, completeBrowserSignIn, field, flowApp } from './flow.js';
+import { type FormState, formFailure, formState } from './form-state.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
 /**
@@ -18,29 +20,13 @@ import { localeOf, renderPage } from '../plugins/views.js';
  * Every POST counts against the per-IP limit.
  */
 
-const FORM_ERRORS = new Set(['rate_limited', 'weak_password', 'invalid_code', 'code_expired', 'invalid_token', 'user_disabled', 'invalid_request']);
-
-function formError(request: FastifyRequest, reply: FastifyReply, error: unknown): string {
-  if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;
-  reply.code(error.status);
-  const t = request.server.messages.translator(localeOf(request));
-  switch (error.code) {
-    case 'rate_limited': {
-      const seconds = Number(error.extra?.retry_after ?? 60);
-      reply.header('retry-after', String(seconds));
-      return t('am.rate_limited', { seconds });
-    }
-    case 'weak_password':
-      return t('am.weak_password', { reason: error.details?.[0]?.message ?? '' });
-    case 'invalid_code':
-      return t('am.invalid_code', { attempts: Number(error.extra?.attempts_left ?? 0) });
-    case 'code_expired':
-      return t('am.code_expired');
-    case 'invalid_token':
-      return t('magic.invalid');
-    default:
-      return error.publicMessage;
-  }
+/** How the mail-based forms explain a refusal: code problems next to the code, the rest above the form. */
+function mailFormFailure(request: FastifyRequest, reply: FastifyReply, error: unknown): FormState {
+  return formFailure(request, reply, error, {
+    codes: ['rate_limited', 'weak_password', 'invalid_code', 'code_expired', 'invalid_token', 'user_disabled', 'invalid_request'],
+    fieldOf: { weak_password: 'new_password', invalid_code: 'code', code_expired: 'code' },
+    keys: { invalid_token: 'magic.invalid' },
+  });
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
@@ -52,12 +38,18 @@ async function mailingApp(request: FastifyRequest): Promise<{ id: string; name: 
 }
 const cleanEmail = (value: string) => value.trim().slice(0, 254);
 
+/** The email field's own check, before anything is sent. */
+function emailProblem(t: Translate, email: string): FormState | undefined {
+  if (EMAIL.test(email)) return undefined;
+  return formState({ fields: { email: t(email ? 'form.error.email_invalid' : 'form.error.email_missing') } });
+}
+
 export default async function authMailPages(app: FastifyInstance) {
   const ctxOf = (request: FastifyRequest) => requestContext(request);
 
   // Magic link: request -----------------------------------------------------------------------------
 
-  async function renderMagic(request: FastifyRequest, reply: FastifyReply, locals: { mode: 'request' | 'sent' | 'landing' | 'code'; email?: string; token?: string; error?: string }) {
+  async function renderMagic(request: FastifyRequest, reply: FastifyReply, locals: { mode: 'request' | 'sent' | 'landing' | 'code'; email?: string; token?: string; form?: FormState }) {
     const session = await app.browserSessions.ensure(request, reply);
     const carried = carriedQuery(request);
     return renderPage(request, reply, 'magic-link', {
@@ -65,6 +57,7 @@ export default async function authMailPages(app: FastifyInstance) {
       csrf: session.csrf_token,
       requestAction: `/magic-link/request${carried}`,
       useAction: `/magic-link${carried}`,
+      loginHref: `/login${carried}`,
       ...locals,
     });
   }
@@ -75,11 +68,12 @@ export default async function authMailPages(app: FastifyInstance) {
     const email = cleanEmail(field(request.body, 'email'));
     try {
       await app.throttle.hitIp(request);
-      if (!EMAIL.test(email)) return renderMagic(request, reply.code(400), { mode: 'request', email, error: app.messages.translator(localeOf(request))('am.field.email') });
+      const problem = emailProblem(app.messages.translator(localeOf(request)), email);
+      if (problem) return renderMagic(request, reply.code(400), { mode: 'request', email, form: problem });
       // The link goes to this page (never bound to an app); the mail names the app being signed in to, if any.
       await app.accounts.requestMagicLink({ email, locale: localeOf(request), app: await mailingApp(request) }, ctxOf(request));
     } catch (error) {
-      return renderMagic(request, reply, { mode: 'request', email, error: formError(request, reply, error) });
+      return renderMagic(request, reply, { mode: 'request', email, form: mailFormFailure(request, reply, error) });
     }
     return renderMagic(request, reply, { mode: 'sent', email });
   });
@@ -101,19 +95,22 @@ export default async function authMailPages(app: FastifyInstance) {
       let user;
       if (token) user = await app.accounts.consumeMagicToken(token.slice(0, 200), ctxOf(request));
       else if (email && code) user = await app.accounts.consumeMagicCode({ email, code: code.slice(0, 20) }, ctxOf(request));
-      else return renderMagic(request, reply.code(400), { mode: 'code', email, error: app.messages.translator(localeOf(request))('am.code_expired') });
+      else {
+        const t = app.messages.translator(localeOf(request));
+        const form = formState({ fields: { email: email ? undefined : t('form.error.email_missing'), code: code ? undefined : t('form.error.code_missing') } });
+        return renderMagic(request, reply.code(400), { mode: 'code', email, form });
+      }
       return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.magicLink, 'hosted_magic_link');
     } catch (error) {
-      const message = formError(request, reply, error);
-      return renderMagic(request, reply, { mode: token ? 'request' : 'code', email, error: message });
+      return renderMagic(request, reply, { mode: token ? 'request' : 'code', email, form: mailFormFailure(request, reply, error) });
     }
   });
 
   // Password forgot / reset ----------------------------------------------------------------------------
 
-  async function renderForgot(request: FastifyRequest, reply: FastifyReply, locals: { sent?: boolean; email?: string; error?: string }) {
+  async function renderForgot(request: FastifyRequest, reply: FastifyReply, locals: { sent?: boolean; email?: string; form?: FormState }) {
     const session = await app.browserSessions.ensure(request, reply);
-    return renderPage(request, reply, 'password-forgot', { titleKey: 'forgot.title', csrf: session.csrf_token, formAction: `/password/forgot${carriedQuery(request)}`, ...locals });
+    return renderPage(request, reply, 'password-forgot', { titleKey: 'forgot.title', csrf: session.csrf_token, formAction: `/password/forgot${carriedQuery(request)}`, loginHref: `/login${carriedQuery(request)}`, ...locals });
   }
 
   app.get('/password/forgot', async (request, reply) => renderForgot(request, reply, {}));
@@ -122,17 +119,18 @@ export default async function authMailPages(app: FastifyInstance) {
     const email = cleanEmail(field(request.body, 'email'));
     try {
       await app.throttle.hitIp(request);
-      if (!EMAIL.test(email)) return renderForgot(request, reply.code(400), { email, error: app.messages.translator(localeOf(request))('am.field.email') });
+      const problem = emailProblem(app.messages.translator(localeOf(request)), email);
+      if (problem) return renderForgot(request, reply.code(400), { email, form: problem });
       await app.accounts.requestPasswordReset({ email, locale: localeOf(request), app: await mailingApp(request) }, ctxOf(request));
     } catch (error) {
-      return renderForgot(request, reply, { email, error: formError(request, reply, error) });
+      return renderForgot(request, reply, { email, form: mailFormFailure(request, reply, error) });
     }
     return renderForgot(request, reply, { sent: true });
   });
 
-  async function renderReset(request: FastifyRequest, reply: FastifyReply, locals: { token?: string; done?: boolean; invalid?: boolean; error?: string }) {
+  async function renderReset(request: FastifyRequest, reply: FastifyReply, locals: { token?: string; done?: boolean; invalid?: boolean; form?: FormState }) {
     const session = await app.browserSessions.ensure(request, reply);
-    return renderPage(request, reply, 'password-reset', { titleKey: locals.done ? 'reset.done_title' : 'reset.title', csrf: session.csrf_token, formAction: `/password/reset${carriedQuery(request)}`, ...locals });
+    return renderPage(request, reply, 'password-reset', { titleKey: locals.done ? 'reset.done_title' : 'reset.title', csrf: session.csrf_token, formAction: `/password/reset${carriedQuery(request)}`, loginHref: `/login${carriedQuery(request)}`, ...locals });
   }
 
   app.get('/password/reset', async (request, reply) => {
@@ -146,11 +144,11 @@ export default async function authMailPages(app: FastifyInstance) {
     const password = field(request.body, 'new_password');
     try {
       await app.throttle.hitIp(request);
-      if (password.length > 256) return renderReset(request, reply.code(400), { token, error: app.messages.translator(localeOf(request))('am.weak_password', { reason: 'is too long' }) });
+      if (password.length > 256) return renderReset(request, reply.code(400), { token, form: formState({ fields: { new_password: app.messages.translator(localeOf(request))('form.error.password_too_long') } }) });
       await app.accounts.resetPassword({ token, password, locale: localeOf(request) }, ctxOf(request));
     } catch (error) {
       if (isAppError(error) && error.code === 'invalid_token') return renderReset(request, reply.code(400), { invalid: true });
-      return renderReset(request, reply, { token, error: formError(request, reply, error) });
+      return renderReset(request, reply, { token, form: mailFormFailure(request, reply, error) });
     }
     // The reset revoked every session of the user, this browser's included (it never signs in).
     return renderReset(request, reply, { done: true });
@@ -158,7 +156,7 @@ export default async function authMailPages(app: FastifyInstance) {
 
   // Verify email -------------------------------------------------------------------------------------
 
-  async function renderVerify(request: FastifyRequest, reply: FastifyReply, locals: { notice?: string; error?: string; done?: boolean }) {
+  async function renderVerify(request: FastifyRequest, reply: FastifyReply, locals: { notice?: string; form?: FormState; done?: boolean }) {
     const session = await app.browserSessions.ensure(request, reply);
     const user = session.user_id ? await findUserById(app.db, session.user_id) : undefined;
     return renderPage(request, reply, 'verify-email', {
@@ -187,7 +185,7 @@ export default async function authMailPages(app: FastifyInstance) {
       }
       await app.accounts.confirmEmailVerification(userId, field(request.body, 'code').trim().slice(0, 20), ctxOf(request));
     } catch (error) {
-      return renderVerify(request, reply, { error: formError(request, reply, error) });
+      return renderVerify(request, reply, { form: mailFormFailure(request, reply, error) });
     }
     const resume = (app.browserSessions.readData<{ resume?: string }>(request).resume);
     if (typeof resume === 'string' && /^\/oauth\/authorize\?/.test(resume)) return reply.redirect(resume, 303);

@@ -8,7 +8,8 @@ import { appendQuery } from '../shared/url.js';
 import { findApp } from '../storage/repos/apps.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
 import { findUserById } from '../storage/repos/users.js';
-import { field, profileDataError, readFlow } from './flow.js';
+import { field, readFlow } from './flow.js';
+import { type FormState, formFailure } from './form-state.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
 /**
@@ -76,7 +77,7 @@ export default async function consentPages(app: FastifyInstance) {
     return reply.redirect(step.resume, 303);
   });
 
-  async function renderProfile(request: FastifyRequest, reply: import('fastify').FastifyReply, step: PendingProfile, locals: { error?: string; values?: Record<string, string> }) {
+  async function renderProfile(request: FastifyRequest, reply: import('fastify').FastifyReply, step: PendingProfile, locals: { form?: FormState; values?: Record<string, string> }) {
     const client = await findApp(app.db, step.appId);
     if (!client) throw expired();
     return renderPage(request, reply, 'profile', {
@@ -86,7 +87,7 @@ export default async function consentPages(app: FastifyInstance) {
       fields: step.fields.filter((f) => f !== 'email_verified'),
       needsVerifiedEmail: step.fields.includes('email_verified'),
       values: locals.values ?? {},
-      error: locals.error,
+      form: locals.form,
     });
   }
 
@@ -101,9 +102,8 @@ export default async function consentPages(app: FastifyInstance) {
     try {
       await app.signIn.applyProfileData(app.db, { user, appId: step.appId, data, accepted: fields, required: fields, via: 'profile_page' }, requestContext(request));
     } catch (error) {
-      const message = profileDataError(request, error);
-      reply.code(400);
-      return renderProfile(request, reply, step, { error: message, values: Object.fromEntries(fields.map((f) => [f, data[f].slice(0, 100)])) });
+      const form = formFailure(request, reply, error, { codes: ['invalid_request'] });
+      return renderProfile(request, reply, step, { form, values: Object.fromEntries(fields.map((f) => [f, data[f].slice(0, 100)])) });
     }
     await clearStep(request, 'profile');
     return reply.redirect(step.resume, 303);

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { AppError, isAppError } from '../errors.js';
+import { AppError } from '../errors.js';
 import type { BindTicketData, ContinueTicketData } from '../idp/service.js';
 import { requestContext } from '../shared/request-context.js';
 import { missingRequiredFields } from '../sign-in/policy.js';
@@ -11,7 +11,8 @@ import { findApp } from '../storage/repos/apps.js';
 import { findGrant } from '../storage/repos/grants.js';
 import { findUserById } from '../storage/repos/users.js';
 import type { OneTimeTokenRow } from '../storage/schema.js';
-import { profileDataError } from './flow.js';
+import { carriedQuery } from './flow.js';
+import { type FormState, formFailure, formState, signInHelp } from './form-state.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
@@ -42,8 +43,6 @@ const FRESH_SIGN_IN_SECONDS = 300;
 
 const deadTicket = () => new AppError('invalid_token', { message: 'This link has expired or was already used. Return to the app and start again.', detail: 'continue ticket unknown, used or expired' });
 
-const FORM_ERRORS = new Set(['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request']);
-
 export default async function continuePages(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   async function load(query: { ticket?: string }) {
@@ -53,7 +52,7 @@ export default async function continuePages(scope: FastifyInstance) {
     return { ticket, ...found };
   }
 
-  async function renderContinue(request: FastifyRequest, reply: FastifyReply, ticket: string, data: ContinueTicketData, userId: string, appId: string, error?: string, form: FormInput = {}) {
+  async function renderContinue(request: FastifyRequest, reply: FastifyReply, ticket: string, data: ContinueTicketData, userId: string, appId: string, problems?: FormState, form: FormInput = {}) {
     const session = await app.browserSessions.ensure(request, reply);
     const client = await findApp(app.db, appId);
     const user = await findUserById(app.db, userId);
@@ -73,11 +72,11 @@ export default async function continuePages(scope: FastifyInstance) {
       fields: missing.filter((f) => f !== 'email_verified'),
       needsEmailVerification: missing.includes('email_verified'),
       values: { name: form.name ?? '', phone_number: form.phone_number ?? '', birthdate: form.birthdate ?? '' },
-      error,
+      form: problems,
     });
   }
 
-  async function renderBind(request: FastifyRequest, reply: FastifyReply, ticket: string, data: BindTicketData, error?: string, email?: string) {
+  async function renderBind(request: FastifyRequest, reply: FastifyReply, ticket: string, data: BindTicketData, problems?: FormState, email?: string) {
     const session = await app.browserSessions.ensure(request, reply);
     const provider = await app.idp.provider();
     const client = await findApp(app.db, data.app.appId);
@@ -95,7 +94,7 @@ export default async function continuePages(scope: FastifyInstance) {
       // A recent sign-in in this browser is proof enough; otherwise binding asks for the password again.
       needsPassword: !signedIn || !isFreshSignIn(session.auth_time),
       email: email ?? '',
-      error,
+      form: problems,
     });
   }
 
@@ -158,10 +157,12 @@ export default async function continuePages(scope: FastifyInstance) {
         const user = (await findUserById(app.db, userId))!;
         return reply.redirect(await app.idp.finishBrowserSignIn(request, reply, data.app, user), 303);
       } catch (error) {
-        if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;
-        reply.code(error.status);
-        const message = error.code === 'conflict' || error.code === 'invalid_request' ? error.publicMessage : t(`idp.error.${error.code}`);
-        return renderBind(request, reply, ticket, data, message, form.email);
+        const problems = formFailure(request, reply, error, {
+          codes: ['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request'],
+          focus: 'password',
+          help: signInHelp(request, carriedQuery(request)),
+        });
+        return renderBind(request, reply, ticket, data, problems, form.email);
       }
     }
 
@@ -183,7 +184,7 @@ export default async function continuePages(scope: FastifyInstance) {
     }
     if (form.action !== 'allow' && form.action !== 'continue' && form.action !== 'save') {
       reply.code(400);
-      return renderContinue(request, reply, ticket, data, userId, appId, t('idp.error.unknown_action'), form);
+      return renderContinue(request, reply, ticket, data, userId, appId, formState({ message: t('idp.error.unknown_action') }), form);
     }
     // Profile data the app requires and the user lacks, through the one rule, then consent: one
     // transaction with taking the ticket, so refused data leaves the ticket usable and nothing written.
@@ -198,9 +199,7 @@ export default async function continuePages(scope: FastifyInstance) {
         }
       });
     } catch (error) {
-      const message = profileDataError(request, error);
-      reply.code(400);
-      return renderContinue(request, reply, ticket, data, userId, appId, message, form);
+      return renderContinue(request, reply, ticket, data, userId, appId, formFailure(request, reply, error, { codes: ['invalid_request'] }), form);
     }
     return reply.redirect(
       appendQuery(`${app.config.baseUrl}/oauth/authorize`, { client_id: appId, redirect_uri: data.redirect_uri, response_mode: data.response_mode, consent: '1' }),

@@ -17,13 +17,24 @@ interface PageDoc {
   redirects?: string;
   /** Statuses other than 200 at which the page itself is rendered, by the codes that cause them. */
   errors?: Record<number, string[]>;
+  /** A file rather than a page: its description and media type. */
+  file?: [description: string, mediaType: string];
 }
 
 const form = (operationId: string, summary: string, errors: Record<number, string[]>, description?: string): PageDoc => ({ operationId, summary, errors, description });
 const signInForm = { 400: ['invalid_request'], 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked'], 429: ['rate_limited'] };
 
 const PAGES: Record<string, PageDoc> = {
-  'GET /assets/gatehouse.css': { operationId: 'getPagesStylesheet', summary: 'The stylesheet of the hosted pages' },
+  'GET /assets/gatehouse.css': { operationId: 'getPagesStylesheet', summary: 'The stylesheet of the hosted pages', file: ['The stylesheet.', 'text/css'] },
+  'GET /assets/brand/{file}': {
+    operationId: 'getAppBrandStylesheet',
+    summary: "An app's accent colour, as a stylesheet",
+    description: '`{file}` is `{client_id}.css`; the hosted pages link it while a sign-in for that app is in flight.',
+    file: ['The stylesheet.', 'text/css'],
+    errors: { 400: ['invalid_request'], 404: ['not_found'] },
+  },
+  'GET /favicon.svg': { operationId: 'getFavicon', summary: 'The favicon of the hosted pages', file: ['The icon.', 'image/svg+xml'] },
+  'GET /favicon.ico': { operationId: 'getFaviconIco', summary: 'The favicon, where browsers look for it unasked', file: ['The icon (SVG).', 'image/svg+xml'] },
   'GET /error': { operationId: 'errorPage', summary: 'The generic error page', errors: { 400: ['invalid_request'] } },
   'GET /login': { operationId: 'loginPage', summary: 'Sign-in page', description: 'Password, magic link, or "Continue with {IDP_NAME}". Carries the authorization request in its query.' },
   'POST /login': form('submitLogin', 'Sign in', signInForm, '`action`: `login`, `send_magic_link` or `idp`.'),
@@ -93,7 +104,7 @@ export function documentPage(route: RouteOptions): void {
   if (page.description) schema.description = page.description;
   const isForm = methods.includes('POST');
   if (isForm) schema.consumes = ['application/x-www-form-urlencoded'];
-  const rendered = route.url === '/assets/gatehouse.css' ? text('The stylesheet.', 'text/css') : html(isForm ? 'The page again, with a message.' : 'The page.');
+  const rendered = page.file ? text(...page.file) : html(isForm ? 'The page again, with a message.' : 'The page.');
   schema.response = {
     ...(schema.response as object | undefined),
     ...(route.url === '/error' ? {} : { 200: rendered }),

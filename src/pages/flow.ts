@@ -1,11 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isAppError } from '../errors.js';
 import type { FirstFactor } from '../sign-in/service.js';
 import { type FlowState, isSafeResume, pendingMfa } from '../shared/pending-flow.js';
 import { requestContext } from '../shared/request-context.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import type { UserRow } from '../storage/repos/users.js';
-import { localeOf, renderPage } from '../plugins/views.js';
+import { renderPage } from '../plugins/views.js';
 
 /**
  * Helpers shared by the hosted sign-in pages (login, register, and the other helpers' magic-link and
@@ -28,6 +27,29 @@ export async function flowApp(request: FastifyRequest): Promise<App | undefined>
   if (!resume) return undefined;
   const clientId = new URLSearchParams(resume.slice(resume.indexOf('?') + 1)).get('client_id');
   return clientId ? findApp(request.server.db, clientId) : undefined;
+}
+
+/** An app's home page, for links back to it: the origin of its first web redirect URI. */
+export function appHome(app: App): string | undefined {
+  for (const uri of app.redirectUris) {
+    const url = new URL(uri);
+    if (url.protocol === 'https:' || url.protocol === 'http:') return `${url.origin}/`;
+  }
+  return undefined;
+}
+
+/**
+ * The way back to the app the user came from: the authorization request in flight (which returns to
+ * the app signed in), else the home of the app the page was opened for (`?client_id=`).
+ */
+export async function appLink(request: FastifyRequest): Promise<{ name: string; href: string } | undefined> {
+  const resume = resumeOf(request);
+  const inFlight = await flowApp(request);
+  if (resume && inFlight && !inFlight.disabled) return { name: inFlight.name, href: resume };
+  const clientId = ((request.query ?? {}) as Record<string, unknown>).client_id;
+  const named = typeof clientId === 'string' && clientId.length <= 200 ? await findApp(request.server.db, clientId) : undefined;
+  const home = named && !named.disabled ? appHome(named) : undefined;
+  return named && home ? { name: named.name, href: home } : undefined;
 }
 
 /** The account-page addresses a sign-in started there returns to (never anything a form could choose freely). */
@@ -76,16 +98,6 @@ export function carriedQuery(request: FastifyRequest): string {
   }
   const s = keep.toString();
   return s ? `?${s}` : '';
-}
-
-/**
- * The message a hosted form shows for profile data the sign-in service refused (one `details` entry
- * per field, see SignIn.applyProfileData); rethrows anything else.
- */
-export function profileDataError(request: FastifyRequest, error: unknown): string {
-  if (!isAppError(error) || error.code !== 'invalid_request' || !error.details?.length) throw error;
-  const t = request.server.messages.translator(localeOf(request));
-  return t(`idp.error.invalid_${error.details[0]!.path}`);
 }
 
 /** A string field of a form body ('' when absent or not a string). */

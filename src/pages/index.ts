@@ -5,8 +5,10 @@ import { AppError } from '../errors.js';
 import { safeEqual } from '../shared/ids.js';
 import accountPages from './account.js';
 import authMailPages from './auth-mail.js';
+import brandingRoutes, { brandOf } from './branding.js';
 import consentPages from './consent.js';
 import continuePages from './continue.js';
+import { flowApp } from './flow.js';
 import { documentPage } from './docs.js';
 import legalPages from './legal.js';
 import loginPages from './login.js';
@@ -25,6 +27,13 @@ declare module 'fastify' {
     csrf?: boolean | ((request: FastifyRequest) => boolean);
   }
 }
+
+/** Files every hosted page uses: the stylesheet and the favicon (also at /favicon.ico, where browsers look unasked). */
+const STATIC_ASSETS: Array<[path: string, file: string, type: string]> = [
+  ['/assets/gatehouse.css', 'gatehouse.css', 'text/css; charset=utf-8'],
+  ['/favicon.svg', 'favicon.svg', 'image/svg+xml'],
+  ['/favicon.ico', 'favicon.svg', 'image/svg+xml'],
+];
 
 /** Origins a hosted form may be posted from: our own. */
 function isOwnOrigin(request: FastifyRequest): boolean {
@@ -52,6 +61,7 @@ export default async function hostedPages(app: FastifyInstance) {
 
   app.addHook('preHandler', async (request) => {
     request.browserSession = await app.browserSessions.load(request);
+    request.pageBrand = brandOf(await flowApp(request));
     const { csrf } = request.routeOptions.config;
     if (request.method !== 'POST' || !(typeof csrf === 'function' ? csrf(request) : csrf)) return;
     const sent = (request.body as Record<string, unknown> | undefined)?.csrf;
@@ -61,8 +71,11 @@ export default async function hostedPages(app: FastifyInstance) {
     }
   });
 
-  const css = readFileSync(join(VIEWS_DIR, 'assets', 'gatehouse.css'), 'utf8');
-  app.get('/assets/gatehouse.css', async (_request, reply) => reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(css));
+  for (const [path, file, type] of STATIC_ASSETS) {
+    const body = readFileSync(join(VIEWS_DIR, 'assets', file), 'utf8');
+    app.get(path, async (_request, reply) => reply.type(type).header('cache-control', 'public, max-age=3600').send(body));
+  }
+  await app.register(brandingRoutes);
 
   app.get('/error', async (request, reply) => {
     reply.code(400);

@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isAppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { IDP_SETTING_KEY, getSetting, type IdpSetting } from '../storage/repos/settings.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
 import { carriedQuery, completeBrowserSignIn, field, flowApp, resumeOf } from './flow.js';
+import { type FormState, formFailure, formState, signInHelp } from './form-state.js';
 import { loginPasskeys } from './passkeys.js';
 
 /**
@@ -12,18 +12,17 @@ import { loginPasskeys } from './passkeys.js';
  * magic-link button posting to the magic-link request page, "Continue with {IDP_NAME}" when a
  * provider is configured) and `/register` (email, password, name, `accept_terms` when the platform
  * terms or privacy policy are published). A successful sign-in rotates the session id and answers 303
- * to the authorization request in flight. Form errors re-render the form with the message.
+ * to the authorization request in flight. Form errors re-render the form with the message (form-state.ts).
  */
 
-const FORM_ERRORS = new Set(['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'email_taken', 'weak_password', 'invalid_request']);
-
-/** Translates a sign-in failure for the form; anything unexpected is rethrown. */
-export function formError(request: FastifyRequest, reply: FastifyReply, error: unknown): string {
-  if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;
-  reply.code(error.status);
-  if (error.code === 'rate_limited' && typeof error.extra?.retry_after === 'number') reply.header('retry-after', String(error.extra.retry_after));
-  const t = request.server.messages.translator(localeOf(request));
-  return error.code === 'invalid_request' && error.details === undefined ? error.publicMessage : t(`oauth.error.${error.code}`);
+/** How the sign-in forms explain a refused sign-in; a lockout says how long and offers the other ways. */
+export function signInFailure(request: FastifyRequest, reply: FastifyReply, error: unknown): FormState {
+  return formFailure(request, reply, error, {
+    codes: ['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'email_taken', 'weak_password', 'invalid_request'],
+    fieldOf: { email_taken: 'email', weak_password: 'password' },
+    focus: 'password',
+    help: signInHelp(request, carriedQuery(request)),
+  });
 }
 
 async function providerName(app: FastifyInstance): Promise<string | undefined> {
@@ -46,7 +45,7 @@ function idpFields(resume: string | undefined): Array<[string, string]> | undefi
 }
 
 export default async function loginPages(app: FastifyInstance) {
-  async function renderLogin(request: FastifyRequest, reply: FastifyReply, locals: { error?: string; email?: string }) {
+  async function renderLogin(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; email?: string }) {
     const session = await app.browserSessions.ensure(request, reply);
     const resume = resumeOf(request);
     const client = await flowApp(request);
@@ -58,7 +57,7 @@ export default async function loginPages(app: FastifyInstance) {
       titleKey: 'oauth.login.title',
       csrf: session.csrf_token,
       appName: client?.name,
-      error: locals.error,
+      form: locals.form,
       email: locals.email ?? (typeof query.login_hint === 'string' ? query.login_hint.slice(0, 320) : ''),
       formAction: `/login${carried}`,
       magicLinkAction: `/magic-link/request${carried}`,
@@ -78,12 +77,18 @@ export default async function loginPages(app: FastifyInstance) {
     try {
       await app.throttle.hitIp(request);
     } catch (error) {
-      return renderLogin(request, reply, { error: formError(request, reply, error), email: email.slice(0, 320) });
+      return renderLogin(request, reply, { form: signInFailure(request, reply, error), email: email.slice(0, 320) });
     }
     if (!email || !password || email.length > 320 || password.length > 1024) {
       reply.code(400);
       const t = app.messages.translator(localeOf(request));
-      return renderLogin(request, reply, { error: t('oauth.error.missing_fields'), email: email.slice(0, 320) });
+      const form = formState({
+        fields: {
+          email: !email ? t('form.error.email_missing') : email.length > 320 ? t('form.error.email_invalid') : undefined,
+          password: !password ? t('form.error.password_missing') : password.length > 1024 ? t('form.error.password_too_long') : undefined,
+        },
+      });
+      return renderLogin(request, reply, { form, email: email.slice(0, 320) });
     }
     const client = await flowApp(request);
     try {
@@ -91,7 +96,7 @@ export default async function loginPages(app: FastifyInstance) {
       const user = await app.accounts.verifyLogin({ email, password }, { ...ctx, appId: client?.id });
       return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.password, 'hosted_login');
     } catch (error) {
-      return renderLogin(request, reply, { error: formError(request, reply, error), email });
+      return renderLogin(request, reply, { form: signInFailure(request, reply, error), email });
     }
   });
 }

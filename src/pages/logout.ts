@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { appendQuery } from '../shared/url.js';
 import { type App, findApp } from '../storage/repos/apps.js';
-import { field } from './flow.js';
+import { appHome, field } from './flow.js';
 import { renderPage } from '../plugins/views.js';
 import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
 
@@ -65,7 +65,9 @@ function targetFields(target: LogoutTarget): Array<[string, string]> {
 
 function finish(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, target: LogoutTarget, status: 302 | 303) {
   if (target.redirectUri) return reply.redirect(appendQuery(target.redirectUri, { state: target.state }), status);
-  return renderPage(request, reply, 'logout', { titleKey: 'oauth.logout.done_title', done: true });
+  // Signed out is not a dead end: the page offers to sign in again, and the way back to the app.
+  const home = target.app && !target.app.disabled ? appHome(target.app) : undefined;
+  return renderPage(request, reply, 'logout', { titleKey: 'oauth.logout.done_title', done: true, backTo: home && { name: target.app!.name, href: home } });
 }
 
 export default async function logoutPages(app: FastifyInstance) {

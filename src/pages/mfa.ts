@@ -5,7 +5,7 @@ import type { TotpEnrolment } from '../mfa/service.js';
 import { AuthenticationResponse } from '../passkeys/schemas.js';
 import { sessionAuthentication } from '../plugins/browser-sessions.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
-import { localeOf, renderPage } from '../plugins/views.js';
+import { renderPage } from '../plugins/views.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
 import { livePendingMfa, type PendingMfa, pendingMfa, STEP_UP } from '../shared/pending-flow.js';
 import { requestContext } from '../shared/request-context.js';
@@ -13,6 +13,7 @@ import { type SecondFactorDemand, withSecondFactor } from '../sign-in/policy.js'
 import type { SecondFactorProof } from '../sign-in/service.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { afterSignIn, carriedQuery, field, flowApp, readFlow, showRecoveryCodes } from './flow.js';
+import { type FormState, formFailure, formState } from './form-state.js';
 import { ceremonyAnswer, passkeyGetForm } from './passkeys.js';
 
 /**
@@ -29,7 +30,8 @@ import { ceremonyAnswer, passkeyGetForm } from './passkeys.js';
  * Wrong codes meet the password lockout (Mfa.verifyCode). Works without JavaScript.
  */
 
-const FORM_ERRORS = new Set(['invalid_code', 'invalid_credentials', 'invalid_token', 'feature_disabled', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request']);
+/** The code forms start with the code field focused: it is all they ask for. */
+const CODE_FIRST = formState({ focus: 'code' });
 
 function expired(): AppError {
   return new AppError('invalid_request', { message: 'This sign-in has expired. Sign in again.', detail: 'no pending second factor' });
@@ -58,21 +60,21 @@ async function proofOf(app: FastifyInstance, request: FastifyRequest, pending: P
 
 export default async function mfaPages(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
-  const t = (request: FastifyRequest) => app.messages.translator(localeOf(request));
 
-  /** The message a form shows for a refused code; anything unexpected is rethrown. */
-  function formError(request: FastifyRequest, reply: FastifyReply, error: unknown): string {
-    if (!isAppError(error) || !FORM_ERRORS.has(error.code)) throw error;
-    reply.code(error.status);
-    const tr = t(request);
-    if (error.code === 'rate_limited' && typeof error.extra?.retry_after === 'number') {
-      reply.header('retry-after', String(error.extra.retry_after));
-      return tr('mfa.error.locked', { minutes: String(Math.max(1, Math.ceil(error.extra.retry_after / 60))) });
-    }
-    const key = `mfa.error.${error.code}`;
-    const translated = tr(key);
-    return translated === key ? error.publicMessage : translated;
-  }
+  /** How the code forms explain a refused code: next to the code field (a lockout says how long). */
+  const codeFailure = (request: FastifyRequest, reply: FastifyReply, error: unknown): FormState =>
+    formFailure(request, reply, error, {
+      codes: ['invalid_code', 'invalid_credentials', 'invalid_token', 'feature_disabled', 'rate_limited', 'user_disabled', 'user_blocked', 'conflict', 'invalid_request'],
+      fieldOf: { invalid_code: 'code', rate_limited: 'code' },
+      keys: {
+        invalid_code: 'mfa.error.invalid_code',
+        rate_limited: 'mfa.error.locked',
+        // A refused passkey (mfa.ts proofOf): said above the forms, with the ways that remain.
+        invalid_credentials: 'mfa.error.invalid_credentials',
+        invalid_token: 'mfa.error.invalid_token',
+        feature_disabled: 'mfa.error.feature_disabled',
+      },
+    });
 
   /** The pending second step of this browser, while it is fresh. */
   function pendingOf(request: FastifyRequest): PendingMfa {
@@ -93,10 +95,11 @@ export default async function mfaPages(scope: FastifyInstance) {
     return (await app.mfa.pendingTotp(user)) ?? app.mfa.beginTotp(user);
   }
 
-  async function renderMfa(request: FastifyRequest, reply: FastifyReply, locals: { error?: string } = {}) {
+  async function renderMfa(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState } = {}) {
     const pending = pendingOf(request);
     const { demand, user, methods } = await demandOf(request, pending);
     const client = await flowApp(request);
+    const passkeys = methods.includes('passkey') && app.passkeys.enabled ? passkeyGetForm(`/mfa${carriedQuery(request)}`, '/mfa/passkey/options', 'mfa.passkey') : undefined;
     return renderPage(request, reply, 'mfa', {
       titleKey: 'mfa.title',
       csrf: request.browserSession!.csrf_token,
@@ -106,8 +109,9 @@ export default async function mfaPages(scope: FastifyInstance) {
       enrolment: demand === 'enrol' ? await enrolmentFor(user) : undefined,
       hasRecoveryCodes: methods.includes('recovery_code'),
       hasTotp: methods.includes('totp'),
-      passkeys: methods.includes('passkey') && app.passkeys.enabled ? passkeyGetForm(`/mfa${carriedQuery(request)}`, '/mfa/passkey/options', 'mfa.passkey') : undefined,
-      error: locals.error,
+      passkeys,
+      // With a passkey to offer, nothing takes the focus: the passkey button comes first.
+      form: locals.form ?? (passkeys ? formState({}) : CODE_FIRST),
     });
   }
 
@@ -137,7 +141,7 @@ export default async function mfaPages(scope: FastifyInstance) {
       const checked = await app.signIn.checkSecondFactor(pending.userId, pending.amr, proof, demand, requestContext(request));
       return await finish(request, reply, pending, checked.amr, checked.method, checked.recoveryCodes);
     } catch (error) {
-      return renderMfa(request, reply, { error: formError(request, reply, error) });
+      return renderMfa(request, reply, { form: codeFailure(request, reply, error) });
     }
   });
 
@@ -153,11 +157,11 @@ export default async function mfaPages(scope: FastifyInstance) {
 
   const backToAccount = (reply: FastifyReply, done?: string) => reply.redirect(done ? `/account?done=${done}#mfa` : '/account#mfa', 303);
 
-  async function renderSetup(request: FastifyRequest, reply: FastifyReply, user: UserRow, error?: string) {
+  async function renderSetup(request: FastifyRequest, reply: FastifyReply, user: UserRow, form?: FormState) {
     const enrolment = await app.mfa.pendingTotp(user);
     if (!enrolment) return backToAccount(reply);
     reply.header('cache-control', 'no-store');
-    return renderPage(request, reply, 'mfa-setup', { titleKey: 'mfa.setup.title', csrf: request.browserSession!.csrf_token, enrolment, error });
+    return renderPage(request, reply, 'mfa-setup', { titleKey: 'mfa.setup.title', csrf: request.browserSession!.csrf_token, enrolment, form: form ?? CODE_FIRST });
   }
 
   app.get('/account/mfa/totp', async (request, reply) => renderSetup(request, reply, await accountUser(request)));
@@ -192,7 +196,7 @@ export default async function mfaPages(scope: FastifyInstance) {
         if (recoveryCodes) return showRecoveryCodes(request, reply, recoveryCodes, '/account#mfa');
         return backToAccount(reply, 'mfa_enrolled');
       } catch (error) {
-        return renderSetup(request, reply, user, formError(request, reply, error));
+        return renderSetup(request, reply, user, codeFailure(request, reply, error));
       }
     }
     if (action === 'remove_totp') {

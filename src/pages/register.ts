@@ -3,7 +3,8 @@ import { requestContext } from '../shared/request-context.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
 import { carriedQuery, completeBrowserSignIn, field, flowApp } from './flow.js';
-import { formError } from './login.js';
+import { type FormState, formState } from './form-state.js';
+import { signInFailure } from './login.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
 /** `/register`: see login.ts. Acceptance of the platform documents is recorded by the accounts service. */
@@ -17,7 +18,7 @@ export default async function registerPages(app: FastifyInstance) {
     return PLATFORM_DOCS.filter((d) => published.has(d)).map((d) => ({ href: `/legal/platform/${d}`, label: t(`oauth.register.${d}`) }));
   }
 
-  async function renderRegister(request: FastifyRequest, reply: FastifyReply, locals: { error?: string; email?: string; name?: string }) {
+  async function renderRegister(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; email?: string; name?: string }) {
     const session = await app.browserSessions.ensure(request, reply);
     const client = await flowApp(request);
     const carried = carriedQuery(request);
@@ -25,7 +26,7 @@ export default async function registerPages(app: FastifyInstance) {
       titleKey: 'oauth.register.title',
       csrf: session.csrf_token,
       appName: client?.name,
-      error: locals.error,
+      form: locals.form,
       email: locals.email ?? '',
       name: locals.name ?? '',
       legal: await legalLinks(request),
@@ -45,25 +46,29 @@ export default async function registerPages(app: FastifyInstance) {
     try {
       await app.throttle.hitIp(request);
     } catch (error) {
-      return renderRegister(request, reply, { error: formError(request, reply, error), email, name });
+      return renderRegister(request, reply, { form: signInFailure(request, reply, error), email, name });
     }
-    if (!email || !password) {
+    const mustAccept = (await legalLinks(request)).length > 0 && !accepted;
+    if (!email || !password || mustAccept) {
       reply.code(400);
-      return renderRegister(request, reply, { error: t('oauth.error.missing_fields'), email, name });
-    }
-    if ((await legalLinks(request)).length && !accepted) {
-      reply.code(400);
-      return renderRegister(request, reply, { error: t('oauth.register.must_accept'), email, name });
+      const form = formState({
+        fields: {
+          email: email ? undefined : t('form.error.email_missing'),
+          password: password ? undefined : t('form.error.password_missing'),
+          accept_terms: mustAccept ? t('oauth.register.must_accept') : undefined,
+        },
+      });
+      return renderRegister(request, reply, { form, email, name });
     }
     const client = await flowApp(request);
     try {
       const user = await app.accounts.register(
-        { email, password, ...(name ? { name } : {}), acceptLegal: accepted },
+        { email, password, ...(name ? { name } : {}), acceptLegal: accepted, locale: localeOf(request) },
         { ...requestContext(request), appId: client?.id },
       );
       return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.register, 'hosted_register');
     } catch (error) {
-      return renderRegister(request, reply, { error: formError(request, reply, error), email, name });
+      return renderRegister(request, reply, { form: signInFailure(request, reply, error), email, name });
     }
   });
 }

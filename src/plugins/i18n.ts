@@ -34,6 +34,12 @@ export function pickLocale(uiLocales: string | undefined, acceptLanguage: string
   return 'en';
 }
 
+/** A date and time for people, in the page's language (in UTC: the server does not know the reader's zone). */
+export function formatDateTime(locale: Locale, at: number | string): string {
+  const date = typeof at === 'number' ? new Date(at * 1000) : new Date(at);
+  return new Intl.DateTimeFormat(locale, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZone: 'UTC', timeZoneName: 'short' }).format(date);
+}
+
 export class Messages {
   private readonly catalogues = new Map<Locale, Record<string, string>>();
 

@@ -15,6 +15,17 @@ declare module 'fastify' {
   interface FastifyInstance {
     messages: Messages;
   }
+  interface FastifyRequest {
+    /** The app whose branding the page shows (set by the hosted-pages scope for the sign-in in flight). */
+    pageBrand?: PageBrand;
+  }
+}
+
+/** An app's look on the hosted pages: its name, its logo, and the stylesheet with its accent colour. */
+export interface PageBrand {
+  name: string;
+  logoUrl: string | null;
+  stylesheet: string | null;
 }
 
 /** Values every template receives. */
@@ -33,11 +44,18 @@ export function localeOf(request: FastifyRequest): Locale {
   return pickLocale(ui, request.headers['accept-language']);
 }
 
+/** What a page may do beyond the hosted pages' policy. */
+export interface PageOptions {
+  /** Frame pages of this origin (the dev mailbox frames each mail). */
+  frames?: boolean;
+}
+
 /** Security headers of every HTML response (CONTRACT §12, SECURITY.md items 9, 56, 57). */
-export function setPageHeaders(reply: FastifyReply, https: boolean): void {
+export function setPageHeaders(reply: FastifyReply, https: boolean, options: PageOptions = {}): void {
   reply.header(
     'content-security-policy',
-    "default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'",
+    // img-src https: lets a page show the logo an app registered (an https URL, validated on write).
+    `default-src 'none'; style-src 'self'; img-src 'self' data: https:; script-src 'self'; connect-src 'self';${options.frames ? " frame-src 'self';" : ''} frame-ancestors 'none'; base-uri 'none'; object-src 'none'`,
   );
   reply.header('x-frame-options', 'DENY');
   reply.header('referrer-policy', 'no-referrer');
@@ -51,11 +69,12 @@ export async function renderPage(
   reply: FastifyReply,
   name: string,
   locals: Omit<PageLocals, 't' | 'locale' | 'title'> & { titleKey: string },
+  options: PageOptions = {},
 ): Promise<FastifyReply> {
   const locale = localeOf(request);
   const t = request.server.messages.translator(locale);
-  setPageHeaders(reply, request.server.config.authUrl.startsWith('https://'));
-  const html = await reply.viewAsync(`pages/${name}`, { ...locals, title: t(locals.titleKey), t, locale });
+  setPageHeaders(reply, request.server.config.authUrl.startsWith('https://'), options);
+  const html = await reply.viewAsync(`pages/${name}`, { ...locals, title: t(locals.titleKey), t, locale, brand: request.pageBrand });
   return reply.type('text/html; charset=utf-8').send(html);
 }
 
@@ -66,8 +85,21 @@ export async function renderPage(
  */
 export function renderHtmlError(request: FastifyRequest, reply: FastifyReply, error: AppError): Promise<FastifyReply> {
   const production = request.server.config.production;
-  const message = describeError(error, { production, locale: localeOf(request) });
+  const t = request.server.messages.translator(localeOf(request));
+  // The exact reason outside production; otherwise the public message, in the page's language.
+  const message = translatedErrorText(t, describeError(error, { production, locale: localeOf(request) }));
   return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message, production, refused: refusedRedirectUri(error) });
+}
+
+/**
+ * A public error message in the page's language. Messages are written in English where they are
+ * thrown; the other languages translate them by their English text (`error.text.<message>`, the
+ * gettext way), and one without a translation stays English.
+ */
+export function translatedErrorText(t: Translate, message: string): string {
+  const key = `error.text.${message}`;
+  const translated = t(key);
+  return translated === key ? message : translated;
 }
 
 async function viewsPlugin(app: FastifyInstance) {

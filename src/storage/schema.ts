@@ -27,6 +27,9 @@ export interface AppsTable {
   required_fields: string; // JSON string[]
   /** Second-factor policy (CONTRACT §15.6). */
   mfa: 'off' | 'optional' | 'required';
+  /** Hosted-page branding: an https logo URL and a `#rrggbb` accent colour (NULL = default look). */
+  logo_url: string | null;
+  accent_color: string | null;
   disabled: number;
   created_at: number;
   updated_at: number;

@@ -219,7 +219,7 @@ describe('/account', () => {
     const page = await b.get('/account');
     const res = await b.post('/account', { csrf: csrfOf(page.body), action: 'logout' });
     expect(res.statusCode).toBe(303);
-    expect(res.headers.location).toBe('/account');
+    expect(res.headers.location).toBe('/account?done=signed_out');
     const replay = await t.app.inject({ url: '/account', headers: { cookie: `gh_sid=${sid}` } });
     expect(isSignInForm(replay.body)).toBe(true);
     expect(replay.body).not.toContain(user.email);

@@ -18,6 +18,8 @@ export interface App {
   requiredFields: RequiredField[];
   /** Second-factor policy (CONTRACT §15.6). */
   mfa: MfaPolicy;
+  /** Hosted-page branding (validated on write: https URL, `#rrggbb`). */
+  branding: { logoUrl: string | null; accentColor: string | null };
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
@@ -35,6 +37,7 @@ export function toApp(row: AppRow): App {
     features: { auth: row.feature_auth === 1, profile: row.feature_profile === 1 },
     requiredFields: JSON.parse(row.required_fields) as RequiredField[],
     mfa: row.mfa,
+    branding: { logoUrl: row.logo_url, accentColor: row.accent_color },
     disabled: row.disabled === 1,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -54,6 +57,8 @@ function toRow(app: App): AppsTable {
     feature_profile: app.features.profile ? 1 : 0,
     required_fields: JSON.stringify(app.requiredFields),
     mfa: app.mfa,
+    logo_url: app.branding.logoUrl,
+    accent_color: app.branding.accentColor,
     disabled: app.disabled ? 1 : 0,
     created_at: app.createdAt,
     updated_at: app.updatedAt,

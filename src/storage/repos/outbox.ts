@@ -52,8 +52,15 @@ export async function markMailAbandoned(db: Kysely<Database>, id: string, error:
   await db.updateTable('outbox').set({ locked_until: null, next_attempt_at: Number.MAX_SAFE_INTEGER, last_error: error.slice(0, 500) }).where('id', '=', id).execute();
 }
 
-export async function listRecentMail(db: Kysely<Database>, limit: number): Promise<OutboxRow[]> {
-  return db.selectFrom('outbox').selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+/** The newest mails, optionally only those to one address (stored as given; compared case-insensitively). */
+export async function listRecentMail(db: Kysely<Database>, limit: number, to?: string): Promise<OutboxRow[]> {
+  let query = db.selectFrom('outbox').selectAll();
+  if (to !== undefined) query = query.where((eb) => eb(eb.fn('lower', ['to_address']), '=', to.toLowerCase()));
+  return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
+}
+
+export async function findMail(db: Kysely<Database>, id: string): Promise<OutboxRow | undefined> {
+  return db.selectFrom('outbox').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
 export async function countPendingMail(db: Kysely<Database>): Promise<number> {
