@@ -25,7 +25,7 @@ import {
 } from './schemas.js';
 import mfaSignInRoutes from '../mfa/routes.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
-import { checkRedirectUri, namedClientId, resolveApp } from './service.js';
+import { checkRedirectUri, namedClientId, resolveApp } from '../sign-in/requesting-app.js';
 
 /**
  * End-user REST sign-in, `/v1/auth/*` (SPEC 4.7; CONTRACT §5, §14.3–8, §14.11, §14.18–20).

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { namedClientId, resolveApp } from '../auth/service.js';
+import { namedClientId, resolveApp } from '../sign-in/requesting-app.js';
 import { AppError } from '../errors.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { parseAmr } from '../shared/acr.js';

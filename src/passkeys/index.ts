@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { resolveApp } from '../auth/service.js';
+import { resolveApp } from '../sign-in/requesting-app.js';
 import { AppError } from '../errors.js';
 import { bodyClientId, corsOnSend, headerClientId } from '../plugins/cors.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';

@@ -1,11 +1,12 @@
 import type { FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
-import { authenticateClient } from '../sign-in/client-auth.js';
+import { authenticateClient } from './client-auth.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import type { Database } from '../storage/schema.js';
 import type { Throttle } from '../throttle/service.js';
 import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
+/** Which app a sign-in request comes from (every REST sign-in door: /v1/auth, passkeys, the MFA step). */
 
 /**
  * The app a `/v1/auth` request names, by `client_id` in the body or `X-Client-Id` (they must agree;
