@@ -6,7 +6,8 @@ import { type App, findApp } from '../storage/repos/apps.js';
 import type { Database } from '../storage/schema.js';
 import type { Throttle } from '../throttle/service.js';
 import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
-/** Which app a sign-in request comes from (every REST sign-in door: /v1/auth, passkeys, the MFA step). */
+
+// Which app a sign-in request comes from: every REST sign-in door (/v1/auth, passkeys, the MFA step) asks here.
 
 /**
  * The app a `/v1/auth` request names, by `client_id` in the body or `X-Client-Id` (they must agree;
