@@ -58,7 +58,7 @@ interface ConsoleData {
 
 /** Where a sign-in may return to: a console path, never another site. */
 const safeReturn = (value: unknown): string =>
-  typeof value === 'string' && /^\/console(\/[A-Za-z0-9_\-/]*)?(\?[^\s#]*)?$/.test(value) && !value.startsWith('//') ? value : '/console';
+  typeof value === 'string' && /^\/console(\/[A-Za-z0-9_\-/]*)?(\?[^\s#]*)?$/.test(value) ? value : '/console';
 
 const KeyName = z.string().trim().min(1, 'must not be empty').max(100);
 const KeyId = z.string().min(1).max(200);

@@ -186,6 +186,21 @@ describe('developer console (HTTP)', () => {
     expect(revoked.statusCode).toBe(303);
     expect((await t.app.inject({ method: 'GET', url: '/v1/dev/apps', headers: bearer(key) })).statusCode).toBe(401);
     expect((await postForm(browser, '/console/keys', '/console/keys', { action: 'revoke_key', key_id: keyId })).statusCode).toBe(404);
+
+    // Legal: bad inputs at their fields and nothing published; a good version is published once.
+    const legalUrl = `/console/apps/${owned.id}/legal`;
+    const badLegal = await postForm(browser, legalUrl, legalUrl, { action: 'publish', docType: 'Terms!', lang: 'x', title: '', content: 'Hi' });
+    expect(badLegal.statusCode).toBe(400);
+    for (const name of ['docType', 'lang', 'title']) expect(badLegal.body).toContain(`id="${name}-error"`);
+    const deep = await postForm(browser, legalUrl, legalUrl, { action: 'publish', docType: 'terms', lang: 'en', title: 'T', content: `${'>'.repeat(50)} deep` });
+    expect(deep.statusCode).toBe(400);
+    expect(deep.body).toContain('id="content-error"');
+    expect(await t.db.selectFrom('legal_versions').select('id').where('owner', '=', owned.id).execute()).toHaveLength(0);
+    const published = await postForm(browser, legalUrl, legalUrl, { action: 'publish', docType: 'terms', lang: 'zh-cn', title: '条款', content: '**好**' });
+    expect(published.statusCode).toBe(303);
+    const version = await t.db.selectFrom('legal_versions').selectAll().where('owner', '=', owned.id).executeTakeFirstOrThrow();
+    expect([version.lang, version.content_html.trim()]).toEqual(['zh-CN', '<p><strong>好</strong></p>']);
+    expect((await t.db.selectFrom('events').select('type').where('app_id', '=', owned.id).where('type', '=', 'legal.published').execute())).toHaveLength(1);
   });
 });
 
