@@ -14,9 +14,16 @@ import { uniqueEmail } from '../helpers/oauth-flows.js';
  * The console in a real browser, once with JavaScript and once without: a developer signs in through
  * the hosted login, creates an app, adds a redirect URI, rotates the secret, finds and blocks a user
  * (who then cannot sign in), and publishes a legal version seen on the hosted legal page. The run with
- * JavaScript also checks every console page with axe-core (light and dark, desktop and 390 px wide);
- * with CONSOLE_SCREENSHOTS=<dir> it saves a screenshot of each.
+ * JavaScript also checks every console page with axe-core (light and dark, desktop and 390 px wide,
+ * see COMBINATIONS); with CONSOLE_SCREENSHOTS=<dir> it saves a screenshot of each.
  */
+
+declare global {
+  interface Window {
+    /** axe-core, once its source has been evaluated in the page. */
+    axe: { run(options: object): Promise<{ violations: Array<{ id: string; impact?: string | null; nodes: Array<{ target: string[] }> }> }> };
+  }
+}
 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const SHOTS = process.env.CONSOLE_SCREENSHOTS;
@@ -30,23 +37,28 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** Serious and critical axe violations of the page as it is now, in every scheme and width (restored after). */
+/**
+ * Each page is checked in both schemes and at both widths: light at desktop width and dark at 390 px
+ * (contrast depends on the scheme, reflow on the width), to keep the suite's time; with screenshots on,
+ * every combination is checked and photographed.
+ */
+const COMBINATIONS: Array<['light' | 'dark', keyof typeof VIEWPORTS]> = SHOTS
+  ? [['light', 'desktop'], ['light', 'mobile'], ['dark', 'desktop'], ['dark', 'mobile']]
+  : [['light', 'desktop'], ['dark', 'mobile']];
+
+/** Serious and critical axe violations of the page as it is now (viewport and scheme restored after). */
 async function axeProblems(page: Page, name: string): Promise<string[]> {
   const problems: string[] = [];
-  for (const colorScheme of ['light', 'dark'] as const) {
-    for (const [width, size] of Object.entries(VIEWPORTS)) {
-      await page.emulateMedia({ colorScheme });
-      await page.setViewportSize(size);
-      if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
-      const violations = await page.evaluate(async () => {
-        const result = await (window as unknown as { axe: { run: (o: object) => Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }> }> } }).axe.run({
-          resultTypes: ['violations'],
-        });
-        return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-      });
-      problems.push(...violations.map((v) => `${name} ${colorScheme} ${width}: ${v}`));
-      if (SHOTS) await page.screenshot({ path: `${SHOTS}/${name}-${width}-${colorScheme}.png`, fullPage: true });
-    }
+  for (const [colorScheme, width] of COMBINATIONS) {
+    await page.emulateMedia({ colorScheme });
+    await page.setViewportSize(VIEWPORTS[width]);
+    if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const result = await window.axe.run({ resultTypes: ['violations'] });
+      return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+    });
+    problems.push(...violations.map((v) => `${name} ${colorScheme} ${width}: ${v}`));
+    if (SHOTS) await page.screenshot({ path: `${SHOTS}/${name}-${width}-${colorScheme}.png`, fullPage: true });
   }
   await page.emulateMedia({ colorScheme: 'light' });
   await page.setViewportSize(VIEWPORTS.desktop);
