@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from './config.js';
 import { createDeveloper } from './admin/service.js';
+import { createInvitation } from './console/service.js';
 import { createApp } from './dev/service.js';
 import { AppError } from './errors.js';
 import { hasAnyDeveloper } from './storage/repos/developers.js';
@@ -13,6 +14,8 @@ export interface FirstStartResult {
   developerId: string;
   apiKey: string;
   demoClientId: string;
+  /** A one-time link that makes whoever opens it (signed in) the bootstrap developer's console account. */
+  consoleInvitation: string;
 }
 
 /**
@@ -35,7 +38,8 @@ export async function runFirstStart(db: Kysely<Database>, config: ResolvedConfig
         allowed_origins: [],
         mfa: 'optional',
       });
-      return { developerId: developer.id, apiKey: developer.api_key, demoClientId: demo.client_id };
+      const invitation = await createInvitation(trx, config, now, developer.id, {});
+      return { developerId: developer.id, apiKey: developer.api_key, demoClientId: demo.client_id, consoleInvitation: invitation.url };
     });
   } catch (error) {
     // Another process created the bootstrap developer first.
@@ -57,6 +61,7 @@ export function firstStartNotice(result: FirstStartResult, baseUrl: string): str
     `Bootstrap developer API key (shown once, store it now): ${result.apiKey}`,
     `Demo app client_id: ${result.demoClientId} (outside production, open ${baseUrl}/demo)`,
     'Use it as "Authorization: Bearer <key>" on /v1/dev. Set ADMIN_TOKEN to manage developers.',
+    `Developer console: open ${result.consoleInvitation} signed in with your account (once) to manage the apps there.`,
     '================================================================',
     '',
   ].join('\n');

@@ -37,6 +37,9 @@ describe('first start (CONTRACT §0)', () => {
       features: { auth: true, profile: true },
     });
     expect(firstStartNotice(created!, noAdmin.baseUrl)).toContain(created!.apiKey);
+    // The console invitation of the bootstrap developer, printed once with the key.
+    expect(created!.consoleInvitation).toMatch(/^http:\/\/localhost:4000\/console\/invitation\?token=inv_/);
+    expect(firstStartNotice(created!, noAdmin.baseUrl)).toContain(created!.consoleInvitation);
 
     expect(await runFirstStart(db, noAdmin, 1_800_000_001)).toBeNull();
     expect(await db.selectFrom('developers').selectAll().execute()).toHaveLength(1);
