@@ -132,8 +132,16 @@ export default async function consolePages(app: FastifyInstance) {
       developer: request.developer ?? null,
       ...locals,
       errors,
-      // The error at its field: names are the templates' own constants, so this is safe unescaped.
-      invalid: (fieldName: string) => (errors[fieldName] ? ` aria-invalid="true" aria-describedby="${fieldName}-error"` : ''),
+      // A field's accessibility attributes: its hint, its error, and focus on the first field in error
+      // (no script needed). Names and ids are the templates' own constants, so this is safe unescaped.
+      fieldAttrs: (fieldName: string, hintId?: string) => {
+        const describedBy = [hintId, errors[fieldName] ? `${fieldName}-error` : undefined].filter(Boolean).join(' ');
+        return (
+          (describedBy ? ` aria-describedby="${describedBy}"` : '') +
+          (errors[fieldName] ? ' aria-invalid="true"' : '') +
+          (fieldName === Object.keys(errors)[0] ? ' autofocus' : '')
+        );
+      },
       csrf: request.browserSession?.csrf_token,
       title: t(locals.titleKey, locals.titleParams),
       t,

@@ -143,6 +143,7 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
     await page.fill('textarea[name=redirect_uris]', 'ftp//nope');
     await click(page, 'create');
     expect(await page.getAttribute('textarea[name=redirect_uris]', 'aria-invalid')).toBe('true');
+    if (javaScriptEnabled) expect(await page.evaluate(() => document.activeElement?.getAttribute('name'))).toBe('redirect_uris');
     await check(page, 'apps-error');
     await page.fill('textarea[name=redirect_uris]', `${base}/old-callback`);
     await click(page, 'create');
