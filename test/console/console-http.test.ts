@@ -27,6 +27,14 @@ describe('developer console (HTTP)', () => {
     const hosted = await browser.get(relative(authorize));
     expect(hosted.statusCode).toBe(302);
     expect(String(hosted.headers.location)).toMatch(/\/login\?/);
+    // A callback that is not the answer to this browser's sign-in, or a refused one, signs nobody in.
+    const forged = await browser.get('/console/callback?code=abc&state=forged');
+    expect(forged.statusCode).toBe(400);
+    expect(forged.body).toContain('Sign in again');
+    const denied = await browser.get(`/console/callback?error=access_denied&state=${authorize.searchParams.get('state')}`);
+    expect(denied.statusCode).toBe(400);
+    expect(denied.body).toContain('cancelled or refused');
+    expect((await browser.get('/console')).statusCode).toBe(303);
     // The platform's own developer and app are never listed.
     const developers = await t.app.inject({ method: 'GET', url: '/v1/admin/developers', headers: adminHeaders });
     expect(developers.json().items).toEqual([]);
