@@ -6,20 +6,20 @@ import type { z } from 'zod';
  * per field (the form input's name) for the page to show at the field.
  */
 
-export type FormBody = Record<string, string | string[] | undefined>;
+/** A posted body: form fields are strings or repeated strings; anything else (a JSON body) counts as absent. */
+export type FormBody = Record<string, unknown>;
 export type FieldErrors = Record<string, string>;
 
 /** A single text field ('' when absent; the first when repeated). */
 export const field = (body: FormBody, name: string): string => {
   const value = body[name];
-  return Array.isArray(value) ? (value[0] ?? '') : (value ?? '');
+  const first = Array.isArray(value) ? value[0] : value;
+  return typeof first === 'string' ? first : '';
 };
 
 /** Repeated fields (checkboxes of one name). */
-export const fields = (body: FormBody, name: string): string[] => {
-  const value = body[name];
-  return value === undefined ? [] : [value].flat();
-};
+export const fields = (body: FormBody, name: string): string[] =>
+  [body[name]].flat().filter((value): value is string => typeof value === 'string');
 
 /** A textarea with one entry a line (blank lines ignored). */
 export const lines = (body: FormBody, name: string): string[] =>

@@ -122,6 +122,15 @@ describe('developer console (HTTP)', () => {
     const hosted = await browser.get('/account');
     const wrongSession = await browser.post('/console/apps', { csrf: csrfOf(hosted.body), action: 'create', name: 'X', type: 'public', redirect_uris: 'https://x.example/cb' });
     expect(wrongSession.statusCode).toBe(403);
+    // A JSON body of the wrong shapes, with the right token: the form's errors, not a 500.
+    const json = await t.app.inject({
+      method: 'POST',
+      url: '/console/apps',
+      headers: browser.jar.header(),
+      payload: { csrf: csrfOf(page.body), action: 'create', name: 5, type: ['public'], redirect_uris: { a: 1 }, features: [1, 'auth'] },
+    });
+    expect(json.statusCode).toBe(400);
+    expect(json.body).toContain('id="name-error"');
     expect(await t.db.selectFrom('apps').select('id').where('name', '=', 'X').execute()).toHaveLength(0);
   });
 
