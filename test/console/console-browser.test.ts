@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDeveloper } from '../../src/admin/service.js';
+import { createInvitation } from '../../src/console/service.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
 import { makeUser } from '../helpers/factories.js';
@@ -226,7 +227,26 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
     await page.goto(`${base}/console?ui_locales=zh-CN`);
     expect(await page.textContent('h1')).toBe('应用');
     await check(page, 'apps-zh');
+    await click(page, 'logout');
+    await check(page, 'signed-out');
     await page.context().close();
+
+    if (javaScriptEnabled) {
+      // The pages of a user who is no developer yet: the refusal, then an invitation.
+      const plain = await makeUser(t.app, { email: uniqueEmail('plain') });
+      const other = await (await context(true)).newPage();
+      await other.goto(`${base}/console`);
+      await hostedLogin(other, plain.email, plain.password);
+      expect(await other.textContent('h1')).toBe('Not a developer account');
+      await check(other, 'not-developer');
+      const developer = await createDeveloper(t.db, t.clock.now(), { email: uniqueEmail('team') });
+      const invitation = await createInvitation(t.db, t.config, t.clock.now(), developer.id, {});
+      await other.goto(invitation.url);
+      await check(other, 'invitation');
+      await click(other, 'accept');
+      expect(new URL(other.url()).pathname).toBe('/console');
+      await other.context().close();
+    }
     return problems;
   }
 
