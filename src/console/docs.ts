@@ -36,4 +36,10 @@ export const CONSOLE_PAGES: Record<string, PageDoc> = {
   'POST /console/apps/{id}/legal': form('consolePublishLegal', 'Preview or publish a legal version', { 400: ['invalid_request'], 404: ['not_found'] }, '`docType`, `lang`, `title`, `content`; `action=preview` (the sanitized HTML) or `publish`.'),
   'GET /console/keys': page('consoleApiKeys', "The developer's API keys"),
   'POST /console/keys': form('consoleApiKey', 'Create or revoke an API key', { 400: ['invalid_request'], 404: ['not_found'] }, '`action=create_key` with `name` (the key shown once, `data-field="api_key"`), or `action=revoke_key` with `key_id`.'),
+  'GET /console/operator': { operationId: 'consoleOperatorSignIn', summary: 'The operator view: the ADMIN_TOKEN form', redirects: 'the developers page once the token was given' },
+  'POST /console/operator': form('consoleOperatorToken', 'Give the ADMIN_TOKEN, or leave the operator view', { 401: ['unauthorized'], 429: ['rate_limited'] }, '`action=login` with `admin_token` (the same check and per-IP limit as the admin API), or `action=logout`.'),
+  'GET /console/operator/developers': { operationId: 'consoleOperatorDevelopers', summary: 'Developers (operator)', redirects: 'the ADMIN_TOKEN form' },
+  'POST /console/operator/developers': form('consoleOperatorDeveloper', 'Create a developer or an invitation (operator)', { 400: ['invalid_request'], 404: ['not_found'], 409: ['conflict'] }, '`action=create` with `email`, `name` (the API key shown once, `data-field="api_key"`), or `action=invite` with `developer_id` (the link in `data-field="invitation_url"`).'),
+  'GET /console/operator/users': { operationId: 'consoleOperatorUsers', summary: 'Users platform-wide (operator)', description: '`q`, `status`, `page` as `GET /v1/admin/users`.', redirects: 'the ADMIN_TOKEN form', errors: { 400: ['invalid_request'] } },
+  'POST /console/operator/users': form('consoleOperatorUserStatus', 'Disable or enable a user (operator)', { 400: ['invalid_request'], 404: ['not_found'] }, '`user_id`, `action=block` (disable platform-wide) or `unblock` (enable).'),
 };

@@ -36,6 +36,7 @@ import {
   listApiKeys,
   revokeApiKey,
 } from './service.js';
+import { operatorRoutes } from './operator.js';
 import { integrationSnippets } from './snippets.js';
 
 /**
@@ -449,6 +450,8 @@ export default async function consolePages(app: FastifyInstance) {
     });
     return reply.redirect(`/console/apps/${owned.id}/legal?published=${encodeURIComponent(values.docType)}`, 303);
   });
+
+  await operatorRoutes(app, sessions, render);
 
   // ---- API keys ----
 

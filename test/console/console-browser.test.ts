@@ -6,7 +6,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDeveloper } from '../../src/admin/service.js';
 import { createInvitation } from '../../src/console/service.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
 import { makeUser } from '../helpers/factories.js';
 import { uniqueEmail } from '../helpers/oauth-flows.js';
@@ -246,6 +246,19 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
       await click(other, 'accept');
       expect(new URL(other.url()).pathname).toBe('/console');
       await other.context().close();
+
+      // The operator view, entered with ADMIN_TOKEN.
+      const operator = await (await context(true)).newPage();
+      await operator.goto(`${base}/console/operator`);
+      await check(operator, 'operator-login');
+      await operator.fill('input[name=admin_token]', TEST_ADMIN_TOKEN);
+      await click(operator, 'login');
+      expect(await operator.locator(`tr[data-developer="${developer.id}"]`).count()).toBe(1);
+      await check(operator, 'operator-developers');
+      await operator.goto(`${base}/console/operator/users?q=${encodeURIComponent(plain.email)}`);
+      expect(await operator.locator(`tr[data-user="${plain.id}"]`).count()).toBe(1);
+      await check(operator, 'operator-users');
+      await operator.context().close();
     }
     return problems;
   }
