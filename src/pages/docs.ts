@@ -98,7 +98,7 @@ export function documentPageIn(pages: Record<string, PageDoc>, route: RouteOptio
   if (page.description) schema.description = page.description;
   const isForm = methods.includes('POST');
   if (isForm) schema.consumes = ['application/x-www-form-urlencoded'];
-  const rendered = route.url.startsWith('/assets/') ? text('The stylesheet.', 'text/css') : html(isForm ? 'The page again, with a message.' : 'The page.');
+  const rendered = route.url.startsWith('/assets/') && route.url.endsWith('.css') ? text('The stylesheet.', 'text/css') : html(isForm ? 'The page again, with a message.' : 'The page.');
   schema.response = {
     ...(schema.response as object | undefined),
     ...(route.url === '/error' ? {} : { 200: rendered }),
