@@ -8,6 +8,7 @@ import * as oneActiveSigningKey from './2026-11-24T1000_one_active_signing_key.j
 import * as multiFactor from './2026-11-24T1200_multi_factor.js';
 import * as passkeys from './2026-11-24T1300_passkeys.js';
 import * as appBranding from './2026-11-24T1400_app_branding.js';
+import * as developerConsole from './2026-11-24T1400_developer_console.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -25,6 +26,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-11-24T1200_multi_factor': { all: multiFactor },
   '2026-11-24T1300_passkeys': { all: passkeys },
   '2026-11-24T1400_app_branding': { all: appBranding },
+  '2026-11-24T1400_developer_console': { all: developerConsole },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -31,6 +31,8 @@ import viewsPlugin, { renderHtmlError } from './plugins/views.js';
 import adminApi from './admin/index.js';
 import adminLegalRoutes from './admin/legal.js';
 import authRoutes from './auth/index.js';
+import consolePages from './console/index.js';
+import consoleAdminRoutes from './console/admin.js';
 import demoRoutes from './demo/index.js';
 import homeRoutes from './home/index.js';
 import devAppUsersRoutes from './dev/app-users.js';
@@ -135,6 +137,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
 
   // Features, each in its own scope.
   await app.register(hostedPages);
+  await app.register(consolePages);
   await app.register(authRoutes, { prefix: '/v1/auth' });
   await app.register(emailVerifyRoutes, { prefix: '/v1/email_verify' });
   await app.register(passkeyRoutes);
@@ -146,7 +149,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(profileRoutes, { prefix: '/v1/profile' });
   await app.register(legalRoutes, { prefix: '/v1/legal' });
   await app.register(devApi, { prefix: '/v1/dev', routes: [devAppUsersRoutes, devEventsRoutes, devLegalRoutes] });
-  await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes] });
+  await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes, consoleAdminRoutes] });
 
   await app.register(healthRoutes);
   return app;

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from './config.js';
 import { createDeveloper } from './admin/service.js';
+import { createInvitation } from './console/service.js';
 import { createApp } from './dev/service.js';
 import { AppError } from './errors.js';
 import { developerLinks } from './shared/dev-links.js';
@@ -14,6 +15,8 @@ export interface FirstStartResult {
   developerId: string;
   apiKey: string;
   demoClientId: string;
+  /** A one-time link that makes whoever opens it (signed in) the bootstrap developer's console account. */
+  consoleInvitation: string;
 }
 
 /**
@@ -36,7 +39,8 @@ export async function runFirstStart(db: Kysely<Database>, config: ResolvedConfig
         allowed_origins: [],
         mfa: 'optional',
       });
-      return { developerId: developer.id, apiKey: developer.api_key, demoClientId: demo.client_id };
+      const invitation = await createInvitation(trx, config, now, developer.id, {});
+      return { developerId: developer.id, apiKey: developer.api_key, demoClientId: demo.client_id, consoleInvitation: invitation.url };
     });
   } catch (error) {
     // Another process created the bootstrap developer first.
@@ -59,7 +63,7 @@ export function firstStartNotice(result: FirstStartResult, config: Pick<Resolved
     '==================== Gatehouse first start ====================',
     `Bootstrap developer: ${result.developerId} (${BOOTSTRAP_DEVELOPER_EMAIL})`,
     `Bootstrap developer API key (shown once, store it now): ${result.apiKey}`,
-    `Console: ${links.console}`,
+    `Console: ${links.console} (first sign-in with your account: ${result.consoleInvitation}, once)`,
     links.demo ? `Demo app client_id: ${result.demoClientId} (open ${links.demo})` : `Demo app client_id: ${result.demoClientId}`,
     ...(links.mailbox ? [`Dev mailbox (mail is not sent while SMTP_URL is unset): ${links.mailbox}`] : []),
     `Discovery: ${links.discovery} · API reference: ${links.docs}`,

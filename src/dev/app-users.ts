@@ -1,7 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
-import { requestContext } from '../shared/request-context.js';
+import { type RequestContext, requestContext } from '../shared/request-context.js';
+import type { Kysely } from 'kysely';
+import type { Dialect } from '../storage/connect.js';
+import type { App } from '../storage/repos/apps.js';
+import type { Database } from '../storage/schema.js';
 import { isoTime } from '../shared/time.js';
 import { type AppUserListRow, findAppUserListRow, listAppUsers } from '../storage/repos/app-user-listing.js';
 import { setAppUserStatus } from '../storage/repos/app-users.js';
@@ -78,6 +82,40 @@ export const toListItem = (r: AppUserListRow) => ({
   last_login_at: r.lastLoginAt === null ? null : isoTime(r.lastLoginAt),
 });
 
+/** One page of an app's users, as the listing shows them (the query as UserListQuery parsed it). */
+export async function listAppUserPage(db: Kysely<Database>, dialect: Dialect, appId: string, query: z.output<typeof UserListQuery>) {
+  const page = query.page ?? 1;
+  const pageSize = query.pageSize ?? 20;
+  const { items, total } = await listAppUsers(db, dialect, { appId, q: query.q, status: query.status, page, pageSize });
+  return { items: items.map(toListItem), page, pageSize, total };
+}
+
+/**
+ * Blocks or unblocks a user of `owned` (404 when not a user of it). Blocking takes effect at once: the
+ * app's refresh tokens, sessions and access tokens (sid) die. A change is recorded as an event.
+ */
+export async function setAppUserStatusAudited(db: Kysely<Database>, now: number, owned: App, userId: string, status: 'active' | 'blocked', ctx: RequestContext) {
+  const row = await db.transaction().execute(async (trx) => {
+    const before = await findAppUserListRow(trx, owned.id, userId);
+    if (!before) throw new AppError('not_found', { detail: `user ${userId} is not a user of ${owned.id}` });
+    await setAppUserStatus(trx, owned.id, userId, status);
+    if (status === 'blocked') await revokeGrantsOfUser(trx, userId, now, 'blocked', owned.id);
+    const appStatusBefore = before.status === 'disabled' ? undefined : before.status;
+    if (appStatusBefore !== status) {
+      await appendEvent(trx, now, {
+        type: status === 'blocked' ? 'app.user_blocked' : 'app.user_unblocked',
+        appId: owned.id,
+        userId,
+        ip: ctx.ip,
+        userAgent: ctx.userAgent,
+        data: { developer_id: owned.developerId },
+      });
+    }
+    return findAppUserListRow(trx, owned.id, userId);
+  });
+  return toListItem(row!);
+}
+
 export default async function devAppUsersRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   app.get(
@@ -104,10 +142,7 @@ export default async function devAppUsersRoutes(scope: FastifyInstance) {
     },
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
-      const page = request.query.page ?? 1;
-      const pageSize = request.query.pageSize ?? 20;
-      const { items, total } = await listAppUsers(app.db, app.dialect, { appId: owned.id, q: request.query.q, status: request.query.status, page, pageSize });
-      return { items: items.map(toListItem), page, pageSize, total };
+      return listAppUserPage(app.db, app.dialect, owned.id, request.query);
     },
   );
 
@@ -129,32 +164,7 @@ export default async function devAppUsersRoutes(scope: FastifyInstance) {
     },
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
-      const { userId } = request.params;
-      const { status } = request.body;
-      const now = app.clock.now();
-      const ctx = requestContext(request);
-      const row = await app.db.transaction().execute(async (trx) => {
-        const before = await findAppUserListRow(trx, owned.id, userId);
-        if (!before) throw new AppError('not_found', { detail: `user ${userId} is not a user of ${owned.id}` });
-        await setAppUserStatus(trx, owned.id, userId, status);
-        if (status === 'blocked') {
-          // Blocking takes effect at once: this app's refresh tokens, sessions and access tokens (sid) die.
-          await revokeGrantsOfUser(trx, userId, now, 'blocked', owned.id);
-        }
-        const appStatusBefore = before.status === 'disabled' ? undefined : before.status;
-        if (appStatusBefore !== status) {
-          await appendEvent(trx, now, {
-            type: status === 'blocked' ? 'app.user_blocked' : 'app.user_unblocked',
-            appId: owned.id,
-            userId,
-            ip: ctx.ip,
-            userAgent: ctx.userAgent,
-            data: { developer_id: request.developer.id },
-          });
-        }
-        return findAppUserListRow(trx, owned.id, userId);
-      });
-      return toListItem(row!);
+      return setAppUserStatusAudited(app.db, app.clock.now(), owned, request.params.userId, request.body.status, requestContext(request));
     },
   );
 }

@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
 import { z } from 'zod';
+import type { Database } from '../storage/schema.js';
 import { isoTime } from '../shared/time.js';
 import { listEventsVisibleToApp } from '../storage/repos/events.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
@@ -55,6 +57,26 @@ const Event = z
 
 const EventPage = z.object({ items: z.array(Event), next_cursor: z.string().nullable().describe('Pass as `after` for the next page; null at the end.') });
 
+/** One page of the app's events as its developer may see them (the query as EventsQuery parsed it). */
+export async function listAppEventPage(db: Kysely<Database>, appId: string, query: z.output<typeof EventsQuery>) {
+  const limit = query.limit ?? 50;
+  const rows = await listEventsVisibleToApp(db, appId, { type: query.type, after: query.after, limit: limit + 1 });
+  const page = rows.slice(0, limit);
+  return {
+    items: page.map((e) => ({
+      id: e.id,
+      type: e.type,
+      app_id: e.app_id,
+      user_id: e.member === 1 ? e.user_id : null,
+      ip: e.ip,
+      user_agent: e.user_agent,
+      at: isoTime(Number(e.at)),
+      data: developerData(e.data),
+    })),
+    next_cursor: rows.length > limit ? page[page.length - 1]!.id : null,
+  };
+}
+
 export default async function devEventsRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   app.get(
@@ -84,22 +106,7 @@ export default async function devEventsRoutes(scope: FastifyInstance) {
     },
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
-      const limit = request.query.limit ?? 50;
-      const rows = await listEventsVisibleToApp(app.db, owned.id, { type: request.query.type, after: request.query.after, limit: limit + 1 });
-      const page = rows.slice(0, limit);
-      return {
-        items: page.map((e) => ({
-          id: e.id,
-          type: e.type,
-          app_id: e.app_id,
-          user_id: e.member === 1 ? e.user_id : null,
-          ip: e.ip,
-          user_agent: e.user_agent,
-          at: isoTime(Number(e.at)),
-          data: developerData(e.data),
-        })),
-        next_cursor: rows.length > limit ? page[page.length - 1]!.id : null,
-      };
+      return listAppEventPage(app.db, owned.id, request.query);
     },
   );
 }

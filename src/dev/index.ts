@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { authenticateDeveloper, requireOwnedApp } from './auth.js';
 import { EXAMPLE } from '../shared/examples.js';
+import { requestContext } from '../shared/request-context.js';
 import { json, noBody, shareRouteDocs } from '../shared/responses.js';
 import { AppList, AppParams, AppView, CreateAppBody, NoQuery, UpdateAppBody } from './schemas.js';
 import { createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
@@ -63,7 +64,7 @@ async function appsRoutes(scope: FastifyInstance) {
     },
     async (request, reply) => {
       reply.code(201);
-      return createApp(app.db, now(), request.developer.id, request.body);
+      return createApp(app.db, now(), request.developer.id, request.body, requestContext(request));
     },
   );
 
@@ -112,7 +113,7 @@ async function appsRoutes(scope: FastifyInstance) {
       },
     },
     async (request) =>
-    updateApp(app.db, now(), await app.requireOwnedApp(request, request.params.id), request.body),
+    updateApp(app.db, now(), await app.requireOwnedApp(request, request.params.id), request.body, requestContext(request)),
   );
 
   app.delete(
@@ -129,7 +130,7 @@ async function appsRoutes(scope: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      await removeApp(app.db, await app.requireOwnedApp(request, request.params.id));
+      await removeApp(app.db, now(), await app.requireOwnedApp(request, request.params.id), requestContext(request));
       return reply.code(204).send();
     },
   );
@@ -155,7 +156,7 @@ async function appsRoutes(scope: FastifyInstance) {
       },
     },
     async (request) =>
-    rotateClientSecret(app.db, now(), await app.requireOwnedApp(request, request.params.id)),
+    rotateClientSecret(app.db, now(), await app.requireOwnedApp(request, request.params.id), requestContext(request)),
   );
 }
 

@@ -1,8 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
 import { z } from 'zod';
+import type { Database } from '../storage/schema.js';
 import { AppError } from '../errors.js';
 import { DocTypeParams, LegalVersion, PublishBody, PublishQuery } from '../legal/schemas.js';
 import { EXAMPLE } from '../shared/examples.js';
+import { requestContext } from '../shared/request-context.js';
 import { json } from '../shared/responses.js';
 import { MarkdownRenderer } from '../legal/renderer.js';
 import { dayOf, publishVersion, toVersionView } from '../legal/service.js';
@@ -27,6 +30,16 @@ const MAX_RANGE_DAYS = 366;
 const ViewCounts = z.object({
   items: z.array(z.object({ docType: z.string(), lang: z.string(), version: z.number().int(), day: z.string().describe('YYYY-MM-DD (UTC).'), count: z.number().int() })),
 });
+
+/** View counts of an app's documents over a range (default: the 30 days up to today, at most 366). */
+export async function listAppLegalViews(db: Kysely<Database>, now: number, appId: string, range: { from?: string; to?: string }) {
+  const to = range.to ?? dayOf(now);
+  const from = range.from ?? dayOf(Date.parse(`${to}T00:00:00Z`) / 1000 - 29 * 86_400);
+  const span = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000;
+  if (span < 0) throw new AppError('invalid_request', { details: [{ path: 'querystring.from', message: 'must not be after to' }] });
+  if (span >= MAX_RANGE_DAYS) throw new AppError('invalid_request', { details: [{ path: 'querystring.to', message: `range must be at most ${MAX_RANGE_DAYS} days` }] });
+  return listLegalViews(db, appId, from, to);
+}
 
 export default async function devLegalRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
@@ -75,6 +88,7 @@ export default async function devLegalRoutes(scope: FastifyInstance) {
         lang: request.query.lang ?? 'en',
         body: request.body,
         at: app.clock.now(),
+        ctx: requestContext(request),
       });
       return reply.code(201).send(toVersionView(app.config.authUrl, version));
     },
@@ -98,12 +112,7 @@ export default async function devLegalRoutes(scope: FastifyInstance) {
     },
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
-      const to = request.query.to ?? dayOf(app.clock.now());
-      const from = request.query.from ?? dayOf(Date.parse(`${to}T00:00:00Z`) / 1000 - 29 * 86_400);
-      const span = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000;
-      if (span < 0) throw new AppError('invalid_request', { details: [{ path: 'querystring.from', message: 'must not be after to' }] });
-      if (span >= MAX_RANGE_DAYS) throw new AppError('invalid_request', { details: [{ path: 'querystring.to', message: `range must be at most ${MAX_RANGE_DAYS} days` }] });
-      return { items: await listLegalViews(app.db, owned.id, from, to) };
+      return { items: await listAppLegalViews(app.db, app.clock.now(), owned.id, request.query) };
     },
   );
 }

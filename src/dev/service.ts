@@ -1,9 +1,12 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
+import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
 import { type App, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
+import { appendEvent, type EventType } from '../storage/repos/events.js';
 import type { Database } from '../storage/schema.js';
+import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
@@ -48,8 +51,16 @@ export function toAppView(app: App, clientSecret?: string): AppView {
   };
 }
 
+/**
+ * Every change below is recorded as an audit event in the same transaction, whichever door made it
+ * (developer API, console, CLI, first start); `ctx` is who asked, when there was a request.
+ */
+async function recordAppChange(db: Kysely<Database>, now: number, type: EventType, app: App, ctx: RequestContext, data: Record<string, unknown> = {}): Promise<void> {
+  await appendEvent(db, now, { type, appId: app.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { developer_id: app.developerId, ...data } });
+}
+
 /** Creates an app; a confidential app gets a client secret, returned once (only its hash is stored). */
-export async function createApp(db: Kysely<Database>, now: number, developerId: string, input: NewAppInput): Promise<AppView> {
+export async function createApp(db: Kysely<Database>, now: number, developerId: string, input: NewAppInput, ctx: RequestContext = {}): Promise<AppView> {
   const clientSecret = input.type === 'confidential' ? newSecret('cs') : undefined;
   const app: App = {
     id: newId('app'),
@@ -67,7 +78,10 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     createdAt: now,
     updatedAt: now,
   };
-  await insertApp(db, app);
+  await inTransaction(db, async (trx) => {
+    await insertApp(trx, app);
+    await recordAppChange(trx, now, 'app.created', app, ctx, { name: app.name, type: app.type });
+  });
   return toAppView(app, clientSecret);
 }
 
@@ -75,7 +89,7 @@ export async function listApps(db: Kysely<Database>, developerId: string): Promi
   return (await listAppsOfDeveloper(db, developerId)).map((app) => toAppView(app));
 }
 
-export async function updateApp(db: Kysely<Database>, now: number, app: App, patch: UpdateAppInput): Promise<AppView> {
+export async function updateApp(db: Kysely<Database>, now: number, app: App, patch: UpdateAppInput, ctx: RequestContext = {}): Promise<AppView> {
   const updated: App = {
     ...app,
     name: patch.name ?? app.name,
@@ -92,20 +106,30 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,
   };
-  await saveApp(db, updated);
+  await inTransaction(db, async (trx) => {
+    await saveApp(trx, updated);
+    // The names of the fields sent, never their values (redirect URIs and origins are the app's business).
+    await recordAppChange(trx, now, 'app.updated', updated, ctx, { fields: Object.keys(patch).sort() });
+  });
   return toAppView(updated);
 }
 
 /** Replaces a confidential app's secret; the old one stops working at once. */
-export async function rotateClientSecret(db: Kysely<Database>, now: number, app: App): Promise<AppView> {
+export async function rotateClientSecret(db: Kysely<Database>, now: number, app: App, ctx: RequestContext = {}): Promise<AppView> {
   if (app.type !== 'confidential') throw new AppError('invalid_request', { message: 'Only confidential apps have a client secret.' });
   const clientSecret = newSecret('cs');
   const updated: App = { ...app, clientSecretHash: hashSecret(clientSecret), updatedAt: now };
-  await saveApp(db, updated);
+  await inTransaction(db, async (trx) => {
+    await saveApp(trx, updated);
+    await recordAppChange(trx, now, 'app.secret_rotated', updated, ctx);
+  });
   return toAppView(updated, clientSecret);
 }
 
 /** Deletes an app; its grants, codes, consents, app users and profiles go with it (foreign keys cascade). */
-export async function removeApp(db: Kysely<Database>, app: App): Promise<void> {
-  await deleteApp(db, app.id);
+export async function removeApp(db: Kysely<Database>, now: number, app: App, ctx: RequestContext = {}): Promise<void> {
+  await inTransaction(db, async (trx) => {
+    await deleteApp(trx, app.id);
+    await recordAppChange(trx, now, 'app.deleted', app, ctx, { name: app.name });
+  });
 }

@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
+import type { RequestContext } from '../shared/request-context.js';
 import { appendQuery } from '../shared/url.js';
+import { appendEvent } from '../storage/repos/events.js';
 import { isoTime } from '../shared/time.js';
 import {
   findLegalDocument,
@@ -113,14 +115,14 @@ const UNIQUE_VIOLATION = /unique|duplicate key/i;
 export async function publishVersion(
   db: Kysely<Database>,
   renderer: MarkdownRenderer,
-  input: { owner: string; docType: string; lang: string; body: PublishInput; at: number },
+  input: { owner: string; docType: string; lang: string; body: PublishInput; at: number; ctx?: RequestContext },
 ): Promise<LegalVersion> {
   const lang = canonicalLang(input.lang);
   if (!lang) throw new AppError('invalid_request', { details: [{ path: 'querystring.lang', message: 'must be a BCP 47 language tag' }] });
   const contentHtml = await renderer.render(input.body.content);
   const attempt = () =>
-    db.transaction().execute((trx) =>
-      insertLegalVersion(trx, {
+    db.transaction().execute(async (trx) => {
+      const version = await insertLegalVersion(trx, {
         owner: input.owner,
         docType: input.docType,
         lang,
@@ -129,8 +131,16 @@ export async function publishVersion(
         contentHtml,
         makeDefault: input.body.default === true,
         at: input.at,
-      }),
-    );
+      });
+      await appendEvent(trx, input.at, {
+        type: 'legal.published',
+        appId: input.owner === PLATFORM_OWNER ? null : input.owner,
+        ip: input.ctx?.ip,
+        userAgent: input.ctx?.userAgent,
+        data: { doc_type: version.docType, lang: version.lang, version: version.version },
+      });
+      return version;
+    });
   try {
     return await attempt();
   } catch (error) {

@@ -9,7 +9,7 @@ import { html, redirect, shareRouteDocs, text } from '../shared/responses.js';
  * error, when it fails. Pages render errors as HTML.
  */
 
-interface PageDoc {
+export interface PageDoc {
   operationId: string;
   summary: string;
   description?: string;
@@ -21,7 +21,7 @@ interface PageDoc {
   file?: [description: string, mediaType: string];
 }
 
-const form = (operationId: string, summary: string, errors: Record<number, string[]>, description?: string): PageDoc => ({ operationId, summary, errors, description });
+export const form = (operationId: string, summary: string, errors: Record<number, string[]>, description?: string): PageDoc => ({ operationId, summary, errors, description });
 const signInForm = { 400: ['invalid_request'], 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked'], 429: ['rate_limited'] };
 
 const PAGES: Record<string, PageDoc> = {
@@ -93,18 +93,24 @@ const PAGES: Record<string, PageDoc> = {
 const openapiPath = (url: string) => url.replace(/:(\w+)/g, '{$1}');
 
 export function documentPage(route: RouteOptions): void {
+  documentPageIn(PAGES, route);
+}
+
+/** Documents a page route from its entry in `pages` (the console has its own table). */
+export function documentPageIn(pages: Record<string, PageDoc>, route: RouteOptions): void {
   const methods = [route.method].flat().filter((method) => method !== 'HEAD' && method !== 'OPTIONS');
   if (methods.length === 0) return;
   const key = `${methods.join(',')} ${openapiPath(route.url)}`;
-  const page = PAGES[key];
-  if (!page) throw new Error(`hosted page ${key} has no entry in src/pages/docs.ts`);
+  const page = pages[key];
+  if (!page) throw new Error(`page ${key} has no entry in its docs table`);
   const schema = (route.schema ??= {});
   schema.operationId = page.operationId;
   schema.summary = page.summary;
   if (page.description) schema.description = page.description;
   const isForm = methods.includes('POST');
   if (isForm) schema.consumes = ['application/x-www-form-urlencoded'];
-  const rendered = page.file ? text(...page.file) : html(isForm ? 'The page again, with a message.' : 'The page.');
+  const stylesheet = route.url.startsWith('/assets/') && route.url.endsWith('.css');
+  const rendered = page.file ? text(...page.file) : stylesheet ? text('The stylesheet.', 'text/css') : html(isForm ? 'The page again, with a message.' : 'The page.');
   schema.response = {
     ...(schema.response as object | undefined),
     ...(route.url === '/error' ? {} : { 200: rendered }),

@@ -45,6 +45,15 @@ function isOwnOrigin(request: FastifyRequest): boolean {
   return origin === new URL(authUrl).origin || origin === new URL(baseUrl).origin;
 }
 
+/** A form post must carry its session's CSRF token (field `csrf`) and come from our own origin; else 403. */
+export function assertCsrf(request: FastifyRequest): void {
+  const sent = (request.body as Record<string, unknown> | undefined)?.csrf;
+  const session = request.browserSession;
+  if (!isOwnOrigin(request) || typeof sent !== 'string' || !session || !safeEqual(sent, session.csrf_token)) {
+    throw new AppError('forbidden', { message: 'This form has expired or was not sent from this site. Go back, reload and try again.', detail: 'CSRF check failed' });
+  }
+}
+
 /**
  * The hosted-pages scope (CONTRACT §12). Every route registered inside renders HTML errors, accepts
  * form bodies, has the browser session loaded, and — for POST — requires the session's CSRF token
@@ -64,11 +73,7 @@ export default async function hostedPages(app: FastifyInstance) {
     request.pageBrand = brandOf(await flowApp(request));
     const { csrf } = request.routeOptions.config;
     if (request.method !== 'POST' || !(typeof csrf === 'function' ? csrf(request) : csrf)) return;
-    const sent = (request.body as Record<string, unknown> | undefined)?.csrf;
-    const session = request.browserSession;
-    if (!isOwnOrigin(request) || typeof sent !== 'string' || !session || !safeEqual(sent, session.csrf_token)) {
-      throw new AppError('forbidden', { message: 'This form has expired or was not sent from this site. Go back, reload and try again.', detail: 'CSRF check failed' });
-    }
+    assertCsrf(request);
   });
 
   for (const [path, file, type] of STATIC_ASSETS) {

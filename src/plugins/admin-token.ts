@@ -16,12 +16,21 @@ import { safeEqual } from '../shared/ids.js';
 export const MAX_FAILED_ADMIN_TOKENS_PER_MINUTE = 20;
 
 export async function authenticateAdmin(request: FastifyRequest): Promise<void> {
-  const expected = request.server.config.adminToken;
   const throttleKey = `admin-token-failure:${request.ip}`;
   await request.server.throttle.assertUnderLimit(throttleKey, MAX_FAILED_ADMIN_TOKENS_PER_MINUTE, 60);
   const header = request.headers.authorization;
   if (!header) throw new AppError('unauthorized', { headers: { 'www-authenticate': 'Bearer realm="gatehouse-admin"' }, detail: 'no admin token' });
-  const token = bearerCredential(header);
+  await checkAdminToken(request, bearerCredential(header));
+}
+
+/**
+ * Checks a presented admin token (the API's bearer, the console's operator form) under the same
+ * per-IP limit on wrong tokens; 401 `unauthorized` when wrong or when ADMIN_TOKEN is not set.
+ */
+export async function checkAdminToken(request: FastifyRequest, token: string | null | undefined): Promise<void> {
+  const expected = request.server.config.adminToken;
+  const throttleKey = `admin-token-failure:${request.ip}`;
+  await request.server.throttle.assertUnderLimit(throttleKey, MAX_FAILED_ADMIN_TOKENS_PER_MINUTE, 60);
   if (!expected || !token || !safeEqual(token, expected)) {
     await request.server.throttle.hitKey(throttleKey, MAX_FAILED_ADMIN_TOKENS_PER_MINUTE, 60);
     throw new AppError('unauthorized', { detail: expected ? 'wrong admin token' : 'ADMIN_TOKEN is not set' });

@@ -44,9 +44,11 @@ export class BrowserSessions {
     private readonly db: Kysely<Database>,
     private readonly clock: Clock,
     private readonly config: ResolvedConfig,
+    /** The cookie's name on plain http (`__Host-` is prefixed on https): the console keeps its own sessions. */
+    cookieBase = 'gh_sid',
   ) {
     this.secure = config.authUrl.startsWith('https://');
-    this.cookieName = this.secure ? '__Host-gh_sid' : 'gh_sid';
+    this.cookieName = this.secure ? `__Host-${cookieBase}` : cookieBase;
     this.csrfKey = Buffer.from(hkdfSync('sha256', config.secretKey, 'gatehouse', 'gatehouse:csrf', 32));
   }
 

@@ -10,8 +10,21 @@ export interface DevelopersTable {
   id: string;
   email: string;
   name: string;
+  /** The hash of the key made with the developer (also in developer_api_keys, which alone decides). */
   api_key_hash: string;
   created_at: number;
+  /** The user account that signs in to the console as this developer (one each way). */
+  user_id: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** A developer's API keys, by SHA-256; revoked keys stay listed. */
+export interface DeveloperApiKeysTable {
+  id: string;
+  developer_id: string;
+  name: string;
+  key_hash: string;
+  created_at: number;
+  revoked_at: number | null;
 }
 
 export interface AppsTable {
@@ -306,6 +319,7 @@ export interface PasskeysTable {
 
 export interface Database {
   developers: DevelopersTable;
+  developer_api_keys: DeveloperApiKeysTable;
   apps: AppsTable;
   users: UsersTable;
   provider_identities: ProviderIdentitiesTable;
@@ -342,6 +356,7 @@ export type RefreshTokenRow = Selectable<RefreshTokensTable>;
 export type OneTimeTokenRow = Selectable<OneTimeTokensTable>;
 export type BrowserSessionRow = Selectable<BrowserSessionsTable>;
 export type DeveloperRow = Selectable<DevelopersTable>;
+export type DeveloperApiKeyRow = Selectable<DeveloperApiKeysTable>;
 export type EventRow = Selectable<EventsTable>;
 export type OutboxRow = Selectable<OutboxTable>;
 export type SigningKeyRow = Selectable<SigningKeysTable>;

@@ -40,7 +40,7 @@ describe('first start (CONTRACT §0)', () => {
     for (const line of [
       `Bootstrap developer: ${created!.developerId} (${BOOTSTRAP_DEVELOPER_EMAIL})`,
       `Bootstrap developer API key (shown once, store it now): ${created!.apiKey}`,
-      'Console: http://localhost:4000/console',
+      `Console: http://localhost:4000/console (first sign-in with your account: ${created!.consoleInvitation}, once)`,
       `Demo app client_id: ${created!.demoClientId} (open http://localhost:4000/demo)`,
       'Dev mailbox (mail is not sent while SMTP_URL is unset): http://localhost:4000/dev/mailbox',
     ]) {
@@ -51,6 +51,8 @@ describe('first start (CONTRACT §0)', () => {
     const production = firstStartNotice(created!, testConfig({ NODE_ENV: 'production', BASE_URL: 'https://auth.test' }));
     expect(production).toContain('Console: https://auth.test/console');
     expect(production).not.toMatch(/\/demo|\/dev\/mailbox/);
+    // The console invitation of the bootstrap developer, printed once with the key.
+    expect(created!.consoleInvitation).toMatch(/^http:\/\/localhost:4000\/console\/invitation\?token=inv_/);
 
     expect(await runFirstStart(db, noAdmin, 1_800_000_001)).toBeNull();
     expect(await db.selectFrom('developers').selectAll().execute()).toHaveLength(1);

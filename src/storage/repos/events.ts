@@ -28,7 +28,16 @@ export type EventType =
   | 'mfa.recovery_codes_generated'
   | 'mfa.reset'
   | 'passkey.registered'
-  | 'passkey.removed';
+  | 'passkey.removed'
+  | 'app.created'
+  | 'app.updated'
+  | 'app.deleted'
+  | 'app.secret_rotated'
+  | 'legal.published'
+  | 'developer.invited'
+  | 'developer.linked'
+  | 'developer.api_key_created'
+  | 'developer.api_key_revoked';
 
 export interface EventInput {
   type: EventType;
@@ -74,6 +83,9 @@ export async function listEventsOfApp(
  */
 export const ACCOUNT_NEUTRAL_EVENT_TYPES: readonly string[] = ['user.login_failed', 'user.locked'];
 
+/** What a developer did to its own app (no user in them): listed to that developer. */
+export const DEVELOPER_ACTION_EVENT_TYPES: readonly string[] = ['app.created', 'app.updated', 'app.secret_rotated', 'legal.published'];
+
 export interface AppVisibleEventRow extends EventRow {
   /** 1 when `user_id` is a user of the app (an `app_users` row exists now), else 0. */
   member: number;
@@ -82,7 +94,8 @@ export interface AppVisibleEventRow extends EventRow {
 /**
  * The events of an app as its developer may see them, in id order: an event about a user of the app
  * (an `app_users` row, checked at read time so rows written before this rule are covered too), or an
- * event of `ACCOUNT_NEUTRAL_EVENT_TYPES` about anyone else (no user, or a user of other apps only).
+ * event of `ACCOUNT_NEUTRAL_EVENT_TYPES` about anyone else (no user, or a user of other apps only), or
+ * one of the developer's own changes (`DEVELOPER_ACTION_EVENT_TYPES`).
  * Anything else — e.g. a reset requested for an address that exists — would reveal an account and is
  * left out. Callers must still blank `user_id` when `member` is 0.
  */
@@ -97,7 +110,7 @@ export async function listEventsVisibleToApp(
     .selectAll('e')
     .select(sql<number>`case when au.user_id is null then 0 else 1 end`.as('member'))
     .where('e.app_id', '=', appId)
-    .where((eb) => eb.or([eb('au.user_id', 'is not', null), eb('e.type', 'in', [...ACCOUNT_NEUTRAL_EVENT_TYPES])]));
+    .where((eb) => eb.or([eb('au.user_id', 'is not', null), eb('e.type', 'in', [...ACCOUNT_NEUTRAL_EVENT_TYPES, ...DEVELOPER_ACTION_EVENT_TYPES])]));
   if (options.type) q = q.where('e.type', '=', options.type);
   if (options.after) q = q.where('e.id', '>', options.after);
   const rows = await q.orderBy('e.id', 'asc').limit(options.limit).execute();

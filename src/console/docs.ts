@@ -1,0 +1,45 @@
+import { form, type PageDoc } from '../pages/docs.js';
+
+/**
+ * The console's pages in the OpenAPI document (like the hosted pages, src/pages/docs.ts): a GET renders
+ * a page (signed out: a redirect to the console sign-in), a POST is a form with the session's `csrf`
+ * and an `action` of CONTRACT §15 (console hooks).
+ */
+const signedIn = 'the console sign-in when signed out';
+const page = (operationId: string, summary: string, description?: string, errors: Record<number, string[]> = {}): PageDoc => ({
+  operationId,
+  summary,
+  description,
+  redirects: signedIn,
+  errors: { 403: ['forbidden'], ...errors },
+});
+const owned = { 404: ['not_found'] };
+
+export const CONSOLE_PAGES: Record<string, PageDoc> = {
+  'GET /assets/console.css': { operationId: 'getConsoleStylesheet', summary: 'The stylesheet of the console' },
+  'GET /console/login': { operationId: 'consoleSignIn', summary: 'Start a console sign-in', description: 'Redirects to `/oauth/authorize` as the console app (`app_gatehouse_console`, code + PKCE); `return` is the console path to come back to.', redirects: '/oauth/authorize' },
+  'GET /console/callback': { operationId: 'consoleCallback', summary: 'Console sign-in callback', description: 'Exchanges the code at `/oauth/token` and signs in to the console (its own cookie `gh_console`).', redirects: 'the console page the sign-in started from', errors: { 400: ['invalid_request'] } },
+  'POST /console/logout': form('consoleSignOut', 'Sign out of the console', {}),
+  'GET /console/invitation': page('consoleInvitationPage', 'An invitation to become a developer account', 'Opened signed in, `token` from `POST /v1/admin/developers/{id}/invitation`.'),
+  'POST /console/invitation': form('acceptConsoleInvitation', 'Accept an invitation', { 400: ['invalid_token'] }, '`token`, `action=accept`: the signed-in user becomes the developer account (once).'),
+  'GET /console': page('consoleApps', "The developer's apps, and a form to create one", 'A signed-in user who is no developer gets 403 with a page saying so.'),
+  'POST /console/apps': form('consoleCreateApp', 'Create an app', { 400: ['invalid_request'] }, 'Fields of `POST /v1/dev/apps`: `name`, `redirect_uris` and `allowed_origins` one a line, `type`, `features` and `required_fields` (checkboxes), `mfa`; `action=create`. Answers 201 with the app page (`data-field="client_id"`, a confidential app\'s `data-field="client_secret"` shown once).'),
+  'GET /console/apps/{id}': page('consoleAppPage', "An app's settings", undefined, owned),
+  'POST /console/apps/{id}': form('consoleSaveApp', 'Change an app or rotate its secret', { 400: ['invalid_request'], 404: ['not_found'] }, '`action=save` with the fields of `PATCH /v1/dev/apps/{id}`, or `action=rotate_secret` (the new secret in `data-field="client_secret"`, shown once).'),
+  'GET /console/apps/{id}/delete': page('consoleDeleteAppPage', 'Confirm deleting an app', undefined, owned),
+  'POST /console/apps/{id}/delete': form('consoleDeleteApp', 'Delete an app', { 400: ['invalid_request'], 404: ['not_found'] }, '`action=delete`.'),
+  'GET /console/apps/{id}/integration': page('consoleIntegrationPage', 'Integration snippets of an app', 'Discovery URL, client id, `openid-client` and `oidc-client-ts` examples.', owned),
+  'GET /console/apps/{id}/users': page('consoleAppUsers', "An app's users", '`q`, `status`, `page` as `GET /v1/dev/apps/{id}/users`.', { 400: ['invalid_request'], 404: ['not_found'] }),
+  'POST /console/apps/{id}/users': form('consoleBlockUser', 'Block or unblock a user', { 400: ['invalid_request'], 404: ['not_found'] }, '`user_id`, `action=block` or `unblock`.'),
+  'GET /console/apps/{id}/events': page('consoleAppEvents', "An app's audit events", '`type`, `after` as `GET /v1/dev/apps/{id}/events`.', { 400: ['invalid_request'], 404: ['not_found'] }),
+  'GET /console/apps/{id}/legal': page('consoleAppLegal', "An app's legal documents and their views", undefined, owned),
+  'POST /console/apps/{id}/legal': form('consolePublishLegal', 'Preview or publish a legal version', { 400: ['invalid_request'], 404: ['not_found'] }, '`docType`, `lang`, `title`, `content`; `action=preview` (the sanitized HTML) or `publish`.'),
+  'GET /console/keys': page('consoleApiKeys', "The developer's API keys"),
+  'POST /console/keys': form('consoleApiKey', 'Create or revoke an API key', { 400: ['invalid_request'], 404: ['not_found'] }, '`action=create_key` with `name` (the key shown once, `data-field="api_key"`), or `action=revoke_key` with `key_id`.'),
+  'GET /console/operator': { operationId: 'consoleOperatorSignIn', summary: 'The operator view: the ADMIN_TOKEN form', redirects: 'the developers page once the token was given' },
+  'POST /console/operator': form('consoleOperatorToken', 'Give the ADMIN_TOKEN, or leave the operator view', { 401: ['unauthorized'], 429: ['rate_limited'] }, '`action=login` with `admin_token` (the same check and per-IP limit as the admin API), or `action=logout`.'),
+  'GET /console/operator/developers': { operationId: 'consoleOperatorDevelopers', summary: 'Developers (operator)', redirects: 'the ADMIN_TOKEN form' },
+  'POST /console/operator/developers': form('consoleOperatorDeveloper', 'Create a developer or an invitation (operator)', { 400: ['invalid_request'], 404: ['not_found'], 409: ['conflict'] }, '`action=create` with `email`, `name` (the API key shown once, `data-field="api_key"`), or `action=invite` with `developer_id` (the link in `data-field="invitation_url"`).'),
+  'GET /console/operator/users': { operationId: 'consoleOperatorUsers', summary: 'Users platform-wide (operator)', description: '`q`, `status`, `page` as `GET /v1/admin/users`.', redirects: 'the ADMIN_TOKEN form', errors: { 400: ['invalid_request'] } },
+  'POST /console/operator/users': form('consoleOperatorUserStatus', 'Disable or enable a user (operator)', { 400: ['invalid_request'], 404: ['not_found'] }, '`user_id`, `action=block` (disable platform-wide) or `unblock` (enable).'),
+};

@@ -1,0 +1,59 @@
+import type { z } from 'zod';
+
+/**
+ * Console forms are the developer API's bodies in form clothes: each form is turned into the API's
+ * input and checked by the API's own zod schema, so the rules live in one place. Problems come back
+ * per field (the form input's name) for the page to show at the field.
+ */
+
+/** A posted body: form fields are strings or repeated strings; anything else (a JSON body) counts as absent. */
+export type FormBody = Record<string, unknown>;
+export type FieldErrors = Record<string, string>;
+
+/** A single text field ('' when absent; the first when repeated). */
+export const field = (body: FormBody, name: string): string => {
+  const value = body[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  return typeof first === 'string' ? first : '';
+};
+
+/** Repeated fields (checkboxes of one name). */
+export const fields = (body: FormBody, name: string): string[] =>
+  [body[name]].flat().filter((value): value is string => typeof value === 'string');
+
+/** A textarea with one entry a line (blank lines ignored). */
+export const lines = (body: FormBody, name: string): string[] =>
+  field(body, name)
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+
+/** The app form as the API's create/update body: features and required fields are checkboxes. */
+export function appInput(body: FormBody) {
+  const features = fields(body, 'features');
+  return {
+    name: field(body, 'name'),
+    redirect_uris: lines(body, 'redirect_uris'),
+    allowed_origins: lines(body, 'allowed_origins'),
+    features: { auth: features.includes('auth'), profile: features.includes('profile') },
+    required_fields: fields(body, 'required_fields'),
+    mfa: field(body, 'mfa') || 'optional',
+    // An emptied branding field removes it (the API's null).
+    logo_url: field(body, 'logo_url') || null,
+    accent_color: field(body, 'accent_color') || null,
+  };
+}
+
+/** Parses `input` with the API's schema; on failure, one message per form field (list entries name their line). */
+export function check<S extends z.ZodType>(schema: S, input: unknown): { ok: true; value: z.output<S> } | { ok: false; errors: FieldErrors } {
+  const result = schema.safeParse(input);
+  if (result.success) return { ok: true, value: result.data };
+  const errors: FieldErrors = {};
+  for (const issue of result.error.issues) {
+    const [name, index] = issue.path;
+    const key = typeof name === 'string' ? name : 'form';
+    const message = typeof index === 'number' ? `line ${index + 1}: ${issue.message}` : issue.message;
+    errors[key] = errors[key] ? `${errors[key]}; ${message}` : message;
+  }
+  return { ok: false, errors };
+}

@@ -1,0 +1,501 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { decodeJwt } from 'jose';
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { listAppUserPage, setAppUserStatusAudited, UserListQuery } from '../dev/app-users.js';
+import { requireOwnedApp } from '../dev/auth.js';
+import { EventsQuery, listAppEventPage } from '../dev/events.js';
+import { listAppLegalViews } from '../dev/legal.js';
+import { CreateAppBody, UpdateAppBody } from '../dev/schemas.js';
+import { createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp, type AppView } from '../dev/service.js';
+import { AppError } from '../errors.js';
+import { MarkdownRenderer } from '../legal/renderer.js';
+import { DocTypeParams, PublishBody, PublishQuery } from '../legal/schemas.js';
+import { listDocumentSummaries, publishVersion } from '../legal/service.js';
+import { assertCsrf } from '../pages/index.js';
+import { documentPageIn } from '../pages/docs.js';
+import { BrowserSessions } from '../plugins/browser-sessions.js';
+import { localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
+import { parseAmr } from '../shared/acr.js';
+import { requestContext } from '../shared/request-context.js';
+import type { Developer } from '../storage/repos/developers.js';
+import { findUserById } from '../storage/repos/users.js';
+import { viewChart } from './chart.js';
+import { CONSOLE_PAGES } from './docs.js';
+import { appInput, check, field, fields, type FieldErrors, type FormBody } from './forms.js';
+import {
+  acceptInvitation,
+  CONSOLE_APP_ID,
+  CONSOLE_SCOPE,
+  consoleRedirectUri,
+  createApiKey,
+  developerOfUser,
+  ensureConsoleApp,
+  listApiKeys,
+  revokeApiKey,
+} from './service.js';
+import { operatorRoutes } from './operator.js';
+import { integrationSnippets } from './snippets.js';
+
+/**
+ * The developer console (`{auth_url}/console`, issue 15): server-rendered pages over the developer
+ * API's own services and schemas. It signs in as an app of the platform (code + PKCE through the
+ * hosted login, tokens fetched server-side) and keeps its own session cookie (`gh_console`), so
+ * signing out of the console leaves the hosted session alone. In this scope `request.browserSession`
+ * is that console session: the hosted pages' CSRF check works on it unchanged.
+ */
+
+interface LoginState {
+  state: string;
+  verifier: string;
+  return: string;
+}
+
+interface ConsoleData {
+  console_login?: LoginState;
+}
+
+/** Where a sign-in may return to: a console path, never another site. */
+const safeReturn = (value: unknown): string =>
+  typeof value === 'string' && /^\/console(\/[A-Za-z0-9_\-/]*)?(\?[^\s#]*)?$/.test(value) ? value : '/console';
+
+const KeyName = z.string().trim().min(1, 'must not be empty').max(100);
+const KeyId = z.string().min(1).max(200);
+const UserId = z.string().min(1).max(200);
+
+/** Query strings of the listing pages: empty inputs and the search button are not API parameters. */
+function listingQuery(query: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries((query ?? {}) as Record<string, unknown>)) {
+    if (key !== 'action' && key !== 'ui_locales' && typeof value === 'string' && value !== '') out[key] = value;
+  }
+  return out;
+}
+
+/** App form values as the page shows them (text areas one entry a line). */
+function appFormValues(view: Pick<AppView, 'name' | 'redirect_uris' | 'allowed_origins' | 'type' | 'features' | 'required_fields' | 'mfa' | 'logo_url' | 'accent_color'>) {
+  return {
+    name: view.name,
+    redirect_uris: view.redirect_uris.join('\n'),
+    allowed_origins: view.allowed_origins.join('\n'),
+    type: view.type,
+    features: Object.entries(view.features).filter(([, on]) => on).map(([name]) => name),
+    required_fields: [...view.required_fields],
+    mfa: view.mfa,
+    logo_url: view.logo_url ?? '',
+    accent_color: view.accent_color ?? '',
+  };
+}
+
+function postedAppValues(body: FormBody) {
+  return {
+    name: field(body, 'name'),
+    redirect_uris: field(body, 'redirect_uris'),
+    allowed_origins: field(body, 'allowed_origins'),
+    type: field(body, 'type'),
+    features: fields(body, 'features'),
+    required_fields: fields(body, 'required_fields'),
+    mfa: field(body, 'mfa') || 'optional',
+    logo_url: field(body, 'logo_url'),
+    accent_color: field(body, 'accent_color'),
+  };
+}
+
+export default async function consolePages(app: FastifyInstance) {
+  const { config, db } = app;
+  const https = config.authUrl.startsWith('https://');
+  const sessions = new BrowserSessions(db, app.clock, config, 'gh_console');
+  const renderer = new MarkdownRenderer();
+  app.addHook('onClose', async () => renderer.close());
+  await ensureConsoleApp(db, config, app.clock.now());
+  const now = () => app.clock.now();
+
+  app.decorateRequest('developer', null as never);
+  app.addHook('onRoute', (route) => {
+    route.config = { errorStyle: 'html', acceptForm: true, csrf: true, ...(route.config ?? {}) };
+    documentPageIn(CONSOLE_PAGES, route);
+  });
+  // A cross-site `text/plain` form post must meet the CSRF check (403), not a parser error.
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, _body, done) => done(null, {}));
+  app.addHook('preHandler', async (request) => {
+    request.browserSession = await sessions.load(request);
+    if (request.method === 'POST' && request.routeOptions.config.csrf) assertCsrf(request);
+  });
+
+  const css = readFileSync(join(VIEWS_DIR, 'assets', 'console.css'), 'utf8');
+  app.get('/assets/console.css', async (_request, reply) => reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(css));
+
+  async function render(request: FastifyRequest, reply: FastifyReply, name: string, locals: Record<string, unknown> & { titleKey: string; titleParams?: Record<string, string> }) {
+    const locale = localeOf(request);
+    const t = app.messages.translator(locale);
+    setPageHeaders(reply, https);
+    const errors = (locals.errors ?? {}) as FieldErrors;
+    const html = await reply.viewAsync(`console/${name}`, {
+      notice: undefined,
+      developer: request.developer ?? null,
+      ...locals,
+      errors,
+      // A field's accessibility attributes: its hint, its error, and focus on the first field in error
+      // (no script needed). Names and ids are the templates' own constants, so this is safe unescaped.
+      fieldAttrs: (fieldName: string, hintId?: string) => {
+        const describedBy = [hintId, errors[fieldName] ? `${fieldName}-error` : undefined].filter(Boolean).join(' ');
+        return (
+          (describedBy ? ` aria-describedby="${describedBy}"` : '') +
+          (errors[fieldName] ? ' aria-invalid="true"' : '') +
+          (fieldName === Object.keys(errors)[0] ? ' autofocus' : '')
+        );
+      },
+      csrf: request.browserSession?.csrf_token,
+      title: t(locals.titleKey, locals.titleParams),
+      t,
+      locale,
+      // Dates shown as the server's UTC, readable in both languages.
+      date: (seconds: number | string) => (typeof seconds === 'string' ? seconds : new Date(seconds * 1000).toISOString()).replace('T', ' ').slice(0, 16) + ' UTC',
+    });
+    return reply.type('text/html; charset=utf-8').send(html);
+  }
+
+  /** The signed-in user's id, or a redirect to the console sign-in (then back here) and null. */
+  async function signedInUser(request: FastifyRequest, reply: FastifyReply): Promise<string | null> {
+    const userId = request.browserSession?.user_id;
+    if (userId) return userId;
+    await reply.redirect(`/console/login?return=${encodeURIComponent(safeReturn(request.url))}`, 303);
+    return null;
+  }
+
+  /** The developer the signed-in user is; a user who is none gets a page saying so (403) and null. */
+  async function signedInDeveloper(request: FastifyRequest, reply: FastifyReply): Promise<Developer | null> {
+    const userId = await signedInUser(request, reply);
+    if (!userId) return null;
+    const developer = await developerOfUser(db, now(), userId, requestContext(request));
+    if (developer) return (request.developer = developer);
+    const user = await findUserById(db, userId);
+    reply.code(403);
+    await render(request, reply, 'not-developer', { titleKey: 'console.not_developer.title', email: user?.email ?? '' });
+    return null;
+  }
+
+  // ---- Sign-in (the console as a client of the platform) ----
+
+  app.get('/console/login', async (request, reply) => {
+    const returnTo = safeReturn((request.query as Record<string, unknown>).return);
+    if (request.browserSession?.user_id) return reply.redirect(returnTo, 303);
+    await sessions.ensure(request, reply);
+    const login: LoginState = { state: randomBytes(16).toString('base64url'), verifier: randomBytes(32).toString('base64url'), return: returnTo };
+    await sessions.writeData(request, { console_login: login } satisfies ConsoleData);
+    const authorize = new URLSearchParams({
+      response_type: 'code',
+      client_id: CONSOLE_APP_ID,
+      redirect_uri: consoleRedirectUri(config),
+      scope: CONSOLE_SCOPE,
+      state: login.state,
+      code_challenge: createHash('sha256').update(login.verifier).digest('base64url'),
+      code_challenge_method: 'S256',
+      ui_locales: localeOf(request),
+    });
+    return reply.redirect(`${config.authUrl}/oauth/authorize?${authorize.toString()}`, 303);
+  });
+
+  app.get('/console/callback', async (request, reply) => {
+    const query = request.query as Record<string, unknown>;
+    const login = sessions.readData<ConsoleData>(request).console_login;
+    if (!login || typeof query.state !== 'string' || query.state !== login.state) {
+      reply.code(400);
+      return render(request, reply, 'signed-out', { titleKey: 'console.signin.title', message: 'console.signin.expired' });
+    }
+    if (typeof query.code !== 'string') {
+      // The user denied consent or the sign-in was refused: nothing to exchange.
+      reply.code(400);
+      return render(request, reply, 'signed-out', { titleKey: 'console.signin.title', message: 'console.signin.refused' });
+    }
+    const form = (fields: Record<string, string>) => ({ method: 'POST' as const, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: new URLSearchParams(fields).toString() });
+    const exchanged = await app.inject({
+      url: '/oauth/token',
+      ...form({ grant_type: 'authorization_code', code: query.code, redirect_uri: consoleRedirectUri(config), client_id: CONSOLE_APP_ID, code_verifier: login.verifier }),
+    });
+    if (exchanged.statusCode !== 200) {
+      request.log.warn({ status: exchanged.statusCode }, 'console sign-in: code exchange refused');
+      reply.code(400);
+      return render(request, reply, 'signed-out', { titleKey: 'console.signin.title', message: 'console.signin.expired' });
+    }
+    const tokens = exchanged.json<{ id_token: string; refresh_token?: string }>();
+    // The token response came straight from this process: its id_token needs no signature check here.
+    const claims = decodeJwt(tokens.id_token);
+    // The console keeps its own session; the platform's refresh token is not needed.
+    if (tokens.refresh_token) await app.inject({ url: '/oauth/revoke', ...form({ token: tokens.refresh_token, client_id: CONSOLE_APP_ID }) });
+    await sessions.signIn(request, reply, String(claims.sub), parseAmr(JSON.stringify(claims.amr ?? [])));
+    await sessions.writeData(request, {});
+    return reply.redirect(login.return, 303);
+  });
+
+  app.post('/console/logout', async (request, reply) => {
+    await sessions.signOut(request, reply);
+    return render(request, reply, 'signed-out', { titleKey: 'console.signout.title', message: 'console.signout.done' });
+  });
+
+  app.get('/console/invitation', async (request, reply) => {
+    const userId = await signedInUser(request, reply);
+    if (!userId) return reply;
+    const token = (request.query as Record<string, unknown>).token;
+    const user = await findUserById(db, userId);
+    return render(request, reply, 'invitation', { titleKey: 'console.invitation.title', token: typeof token === 'string' ? token : '', email: user?.email ?? '' });
+  });
+
+  app.post('/console/invitation', async (request, reply) => {
+    const userId = await signedInUser(request, reply);
+    if (!userId) return reply;
+    await acceptInvitation(db, now(), field(request.body as FormBody, 'token'), userId, requestContext(request));
+    return reply.redirect('/console?linked=1', 303);
+  });
+
+  // ---- Apps ----
+
+  async function appsPage(request: FastifyRequest, reply: FastifyReply, developer: Developer, extra: Record<string, unknown> = {}) {
+    const apps = await listApps(db, developer.id);
+    const query = request.query as Record<string, unknown>;
+    const notice = query.deleted ? 'console.apps.deleted' : query.linked ? 'console.apps.linked' : undefined;
+    return render(request, reply, 'apps', {
+      titleKey: 'console.apps.title',
+      apps,
+      notice,
+      values: { name: '', redirect_uris: '', allowed_origins: '', type: 'public', features: ['auth'], required_fields: [], mfa: 'optional' },
+      ...extra,
+    });
+  }
+
+  app.get('/console', async (request, reply) => {
+    const developer = await signedInDeveloper(request, reply);
+    if (!developer) return reply;
+    return appsPage(request, reply, developer);
+  });
+
+  app.post('/console/apps', async (request, reply) => {
+    const developer = await signedInDeveloper(request, reply);
+    if (!developer) return reply;
+    const body = request.body as FormBody;
+    const checked = check(CreateAppBody, { ...appInput(body), type: field(body, 'type') });
+    if (!checked.ok) {
+      reply.code(400);
+      return appsPage(request, reply, developer, { values: postedAppValues(body), errors: checked.errors });
+    }
+    const created = await createApp(db, now(), developer.id, checked.value, requestContext(request));
+    reply.code(201);
+    return appPage(request, reply, created, { notice: 'console.app.created', secret: created.client_secret });
+  });
+
+  async function ownedApp(request: FastifyRequest) {
+    return requireOwnedApp(request, (request.params as { id: string }).id);
+  }
+
+  function appPage(request: FastifyRequest, reply: FastifyReply, view: AppView, extra: Record<string, unknown> = {}) {
+    return render(request, reply, 'app', { titleKey: 'console.app.title', titleParams: { name: view.name }, app: view, tab: 'settings', values: appFormValues(view), ...extra });
+  }
+
+  app.get('/console/apps/:id', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    return appPage(request, reply, toAppView(owned), { notice: (request.query as Record<string, unknown>).saved ? 'console.app.saved' : undefined });
+  });
+
+  app.post('/console/apps/:id', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const body = request.body as FormBody;
+    const ctx = requestContext(request);
+    const action = field(body, 'action');
+    if (action === 'rotate_secret') {
+      const rotated = await rotateClientSecret(db, now(), owned, ctx);
+      return appPage(request, reply, rotated, { notice: 'console.app.rotated', secret: rotated.client_secret });
+    }
+    if (action !== 'save') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    const checked = check(UpdateAppBody, appInput(body));
+    if (!checked.ok) {
+      reply.code(400);
+      return appPage(request, reply, toAppView(owned), { values: { ...postedAppValues(body), type: owned.type }, errors: checked.errors });
+    }
+    await updateApp(db, now(), owned, checked.value, ctx);
+    return reply.redirect(`/console/apps/${owned.id}?saved=1`, 303);
+  });
+
+  app.get('/console/apps/:id/delete', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    return render(request, reply, 'app-delete', { titleKey: 'console.delete.title', titleParams: { name: owned.name }, app: toAppView(owned) });
+  });
+
+  app.post('/console/apps/:id/delete', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    if (field(request.body as FormBody, 'action') !== 'delete') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    await removeApp(db, now(), owned, requestContext(request));
+    return reply.redirect('/console?deleted=1', 303);
+  });
+
+  app.get('/console/apps/:id/integration', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    return render(request, reply, 'integration', {
+      titleKey: 'console.integration.title',
+      titleParams: { name: owned.name },
+      app: toAppView(owned),
+      tab: 'integration',
+      issuer: config.baseUrl,
+      snippets: integrationSnippets(config.baseUrl, owned),
+    });
+  });
+
+  // ---- Users of an app ----
+
+  app.get('/console/apps/:id/users', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const { changed, ...raw } = listingQuery(request.query);
+    const checked = check(UserListQuery, raw);
+    const locals = { titleKey: 'console.users.title', titleParams: { name: owned.name }, app: toAppView(owned), tab: 'users', query: raw };
+    if (!checked.ok) {
+      reply.code(400);
+      return render(request, reply, 'users', { ...locals, errors: checked.errors, list: null });
+    }
+    const list = await listAppUserPage(db, app.dialect, owned.id, checked.value);
+    const notice = changed === 'blocked' ? 'console.users.blocked' : changed === 'active' ? 'console.users.unblocked' : undefined;
+    return render(request, reply, 'users', { ...locals, list, notice, back: new URLSearchParams(raw).toString() });
+  });
+
+  app.post('/console/apps/:id/users', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const body = request.body as FormBody;
+    const action = field(body, 'action');
+    if (action !== 'block' && action !== 'unblock') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    const userId = UserId.safeParse(field(body, 'user_id'));
+    if (!userId.success) throw new AppError('invalid_request', { message: 'No user was chosen.' });
+    const status = action === 'block' ? 'blocked' : 'active';
+    await setAppUserStatusAudited(db, now(), owned, userId.data, status, requestContext(request));
+    // Back to the same listing (its query was carried in `back`; the GET checks it again).
+    const back = new URLSearchParams(field(body, 'back'));
+    back.set('changed', status);
+    return reply.redirect(`/console/apps/${owned.id}/users?${back.toString()}`, 303);
+  });
+
+  // ---- Events of an app ----
+
+  app.get('/console/apps/:id/events', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const raw = listingQuery(request.query);
+    const checked = check(EventsQuery, { ...raw, limit: raw.limit ?? '25' });
+    const locals = { titleKey: 'console.events.title', titleParams: { name: owned.name }, app: toAppView(owned), tab: 'events', query: raw };
+    if (!checked.ok) {
+      reply.code(400);
+      return render(request, reply, 'events', { ...locals, errors: checked.errors, list: null });
+    }
+    const list = await listAppEventPage(db, owned.id, checked.value);
+    const next = list.next_cursor ? new URLSearchParams({ ...(raw.type ? { type: raw.type } : {}), after: list.next_cursor }).toString() : null;
+    return render(request, reply, 'events', { ...locals, list, next });
+  });
+
+  // ---- Legal documents of an app ----
+
+  async function legalPage(request: FastifyRequest, reply: FastifyReply, owned: Awaited<ReturnType<typeof ownedApp>>, extra: Record<string, unknown> = {}) {
+    const [documents, views] = await Promise.all([listDocumentSummaries(db, config.authUrl, owned.id, undefined), listAppLegalViews(db, now(), owned.id, {})]);
+    return render(request, reply, 'legal', {
+      titleKey: 'console.legal.title',
+      titleParams: { name: owned.name },
+      app: toAppView(owned),
+      tab: 'legal',
+      documents,
+      views,
+      chart: viewChart(views, now()),
+      values: { docType: 'privacy', lang: 'en', title: '', content: '' },
+      preview: null,
+      ...extra,
+    });
+  }
+
+  app.get('/console/apps/:id/legal', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const published = (request.query as Record<string, unknown>).published;
+    return legalPage(request, reply, owned, { notice: published ? 'console.legal.published' : undefined });
+  });
+
+  app.post('/console/apps/:id/legal', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const body = request.body as FormBody;
+    const values = { docType: field(body, 'docType').trim(), lang: field(body, 'lang').trim(), title: field(body, 'title'), content: field(body, 'content') };
+    const action = field(body, 'action');
+    if (action !== 'publish' && action !== 'preview') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    const checks = [check(DocTypeParams, { docType: values.docType }), check(PublishQuery, { lang: values.lang }), check(PublishBody, { title: values.title, content: values.content })];
+    const errors: FieldErrors = Object.assign({}, ...checks.map((c) => (c.ok ? {} : c.errors)));
+    // Rendering is the last check (content it cannot render is refused), and it is the preview.
+    let preview: string | null = null;
+    if (Object.keys(errors).length === 0) {
+      try {
+        preview = await renderer.render(values.content);
+      } catch (error) {
+        if (!(error instanceof AppError) || error.code !== 'invalid_request') throw error;
+        errors.content = error.details?.[0]?.message ?? error.publicMessage;
+      }
+    }
+    if (Object.keys(errors).length > 0 || action === 'preview') {
+      if (Object.keys(errors).length > 0) reply.code(400);
+      return legalPage(request, reply, owned, { values, errors, preview });
+    }
+    await publishVersion(db, renderer, {
+      owner: owned.id,
+      docType: values.docType,
+      lang: values.lang,
+      body: { title: values.title, content: values.content },
+      at: now(),
+      ctx: requestContext(request),
+    });
+    return reply.redirect(`/console/apps/${owned.id}/legal?published=${encodeURIComponent(values.docType)}`, 303);
+  });
+
+  await operatorRoutes(app, sessions, render);
+
+  // ---- API keys ----
+
+  async function keysPage(request: FastifyRequest, reply: FastifyReply, developer: Developer, extra: Record<string, unknown> = {}) {
+    const query = request.query as Record<string, unknown>;
+    return render(request, reply, 'keys', {
+      titleKey: 'console.keys.title',
+      keys: await listApiKeys(db, developer.id),
+      notice: query.revoked ? 'console.keys.revoked' : undefined,
+      values: { name: '' },
+      ...extra,
+    });
+  }
+
+  app.get('/console/keys', async (request, reply) => {
+    const developer = await signedInDeveloper(request, reply);
+    if (!developer) return reply;
+    return keysPage(request, reply, developer);
+  });
+
+  app.post('/console/keys', async (request, reply) => {
+    const developer = await signedInDeveloper(request, reply);
+    if (!developer) return reply;
+    const body = request.body as FormBody;
+    const ctx = requestContext(request);
+    const action = field(body, 'action');
+    if (action === 'revoke_key') {
+      const keyId = KeyId.safeParse(field(body, 'key_id'));
+      if (!keyId.success) throw new AppError('invalid_request', { message: 'No key was chosen.' });
+      await revokeApiKey(db, now(), developer.id, keyId.data, ctx);
+      return reply.redirect('/console/keys?revoked=1', 303);
+    }
+    if (action !== 'create_key') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    const name = check(KeyName, field(body, 'name'));
+    if (!name.ok) {
+      reply.code(400);
+      return keysPage(request, reply, developer, { values: { name: field(body, 'name') }, errors: { name: name.errors.form } });
+    }
+    const created = await createApiKey(db, now(), developer.id, name.value, ctx);
+    reply.code(201);
+    return keysPage(request, reply, developer, { created });
+  });
+}

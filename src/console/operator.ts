@@ -1,0 +1,130 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { CreateDeveloperBody, UserListQuery } from '../admin/schemas.js';
+import { createDeveloper, listDeveloperViews, listUsers, setUserStatus } from '../admin/service.js';
+import { AppError } from '../errors.js';
+import { checkAdminToken } from '../plugins/admin-token.js';
+import type { BrowserSessions } from '../plugins/browser-sessions.js';
+import { requestContext } from '../shared/request-context.js';
+import { check, field, type FormBody } from './forms.js';
+import { createInvitation } from './service.js';
+
+/**
+ * The operator view (`/console/operator`): the admin API's developers and users, for whoever gives
+ * ADMIN_TOKEN in a form (same check and per-IP limit as the API). The proof lasts as long as the
+ * console session it is kept in; no user sign-in is needed.
+ */
+
+export type Render = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  name: string,
+  locals: Record<string, unknown> & { titleKey: string; titleParams?: Record<string, string> },
+) => Promise<FastifyReply>;
+
+interface OperatorData {
+  operator?: boolean;
+}
+
+export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSessions, render: Render) {
+  const { db, config } = app;
+  const now = () => app.clock.now();
+  const isOperator = (request: FastifyRequest) => sessions.readData<OperatorData>(request).operator === true;
+
+  /** Operator pages: the operator flag in locals (the layout's navigation), or back to the token form. */
+  async function operatorOnly(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+    if (isOperator(request)) return true;
+    await reply.redirect('/console/operator', 303);
+    return false;
+  }
+
+  app.get('/console/operator', async (request, reply) => {
+    if (isOperator(request)) return reply.redirect('/console/operator/developers', 303);
+    await sessions.ensure(request, reply);
+    return render(request, reply, 'operator-login', { titleKey: 'console.operator.title' });
+  });
+
+  app.post('/console/operator', async (request, reply) => {
+    const body = request.body as FormBody;
+    const action = field(body, 'action');
+    if (action === 'logout') {
+      await sessions.writeData(request, {});
+      return reply.redirect('/console/operator', 303);
+    }
+    if (action !== 'login') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    try {
+      await checkAdminToken(request, field(body, 'admin_token'));
+    } catch (error) {
+      if (!(error instanceof AppError) || error.code !== 'unauthorized') throw error;
+      reply.code(401);
+      return render(request, reply, 'operator-login', { titleKey: 'console.operator.title', errors: { admin_token: 'This is not the ADMIN_TOKEN, or none is set.' } });
+    }
+    await sessions.writeData(request, { operator: true } satisfies OperatorData);
+    return reply.redirect('/console/operator/developers', 303);
+  });
+
+  async function developersPage(request: FastifyRequest, reply: FastifyReply, extra: Record<string, unknown> = {}) {
+    return render(request, reply, 'operator-developers', {
+      titleKey: 'console.operator.developers',
+      operator: true,
+      developers: await listDeveloperViews(db),
+      values: { email: '', name: '' },
+      ...extra,
+    });
+  }
+
+  app.get('/console/operator/developers', async (request, reply) => {
+    if (!(await operatorOnly(request, reply))) return reply;
+    return developersPage(request, reply);
+  });
+
+  app.post('/console/operator/developers', async (request, reply) => {
+    if (!(await operatorOnly(request, reply))) return reply;
+    const body = request.body as FormBody;
+    const action = field(body, 'action');
+    if (action === 'invite') {
+      const invitation = await createInvitation(db, config, now(), field(body, 'developer_id'), requestContext(request));
+      return developersPage(request, reply, { invitation });
+    }
+    if (action !== 'create') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    const values = { email: field(body, 'email'), name: field(body, 'name') };
+    const checked = check(CreateDeveloperBody, { email: values.email, ...(values.name.trim() ? { name: values.name } : {}) });
+    if (!checked.ok) {
+      reply.code(400);
+      return developersPage(request, reply, { values, errors: checked.errors });
+    }
+    try {
+      const created = await createDeveloper(db, now(), checked.value);
+      reply.code(201);
+      return await developersPage(request, reply, { created });
+    } catch (error) {
+      if (!(error instanceof AppError) || error.code !== 'conflict') throw error;
+      reply.code(409);
+      return developersPage(request, reply, { values, errors: { email: error.publicMessage } });
+    }
+  });
+
+  app.get('/console/operator/users', async (request, reply) => {
+    if (!(await operatorOnly(request, reply))) return reply;
+    const raw = Object.fromEntries(
+      Object.entries((request.query ?? {}) as Record<string, unknown>).filter(
+        (entry): entry is [string, string] => entry[0] !== 'action' && entry[0] !== 'ui_locales' && typeof entry[1] === 'string' && entry[1] !== '',
+      ),
+    );
+    const checked = check(UserListQuery, raw);
+    const locals = { titleKey: 'console.operator.users', operator: true, query: raw };
+    if (!checked.ok) {
+      reply.code(400);
+      return render(request, reply, 'operator-users', { ...locals, errors: checked.errors, list: null });
+    }
+    return render(request, reply, 'operator-users', { ...locals, list: await listUsers(db, checked.value), back: new URLSearchParams(raw).toString() });
+  });
+
+  app.post('/console/operator/users', async (request, reply) => {
+    if (!(await operatorOnly(request, reply))) return reply;
+    const body = request.body as FormBody;
+    const action = field(body, 'action');
+    if (action !== 'block' && action !== 'unblock') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    await setUserStatus(db, now(), field(body, 'user_id'), action === 'block' ? 'disabled' : 'active');
+    return reply.redirect(`/console/operator/users?${new URLSearchParams(field(body, 'back')).toString()}`, 303);
+  });
+}

@@ -1,0 +1,76 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
+import { bearer } from '../helpers/dev-api.js';
+import { insertTestUser } from '../helpers/factories.js';
+import { Browser, csrfOf } from '../helpers/oauth-flows.js';
+import { postForm } from './console-helpers.js';
+
+describe('console operator view (ADMIN_TOKEN)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await buildTestApp();
+  });
+  afterAll(async () => t?.close());
+
+  it('asks for the ADMIN_TOKEN, refuses a wrong one at the field, then manages developers and users', async () => {
+    const browser = new Browser(t.app);
+    const guarded = await browser.get('/console/operator/users');
+    expect([guarded.statusCode, guarded.headers.location]).toEqual([303, '/console/operator']);
+    const form = await browser.get('/console/operator');
+    expect(form.statusCode).toBe(200);
+    expect((await browser.post('/console/operator', { action: 'login', admin_token: TEST_ADMIN_TOKEN })).statusCode).toBe(403);
+    const wrong = await browser.post('/console/operator', { csrf: csrfOf(form.body), action: 'login', admin_token: 'nope' });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.body).toContain('id="admin_token-error"');
+    expect((await browser.get('/console/operator/developers')).statusCode).toBe(303);
+    const entered = await browser.post('/console/operator', { csrf: csrfOf(form.body), action: 'login', admin_token: TEST_ADMIN_TOKEN });
+    expect([entered.statusCode, entered.headers.location]).toEqual([303, '/console/operator/developers']);
+
+    // Developers: errors at the field, a new developer with its key (shown once), an invitation link.
+    const page = '/console/operator/developers';
+    const bad = await postForm(browser, page, page, { action: 'create', email: 'not-an-email', name: '' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toContain('id="email-error"');
+    const created = await postForm(browser, page, page, { action: 'create', email: 'ops@example.com', name: 'Ops' });
+    expect(created.statusCode).toBe(201);
+    const key = /data-field="api_key">([^<]+)</.exec(created.body)![1]!;
+    expect((await t.app.inject({ method: 'GET', url: '/v1/dev/apps', headers: bearer(key) })).statusCode).toBe(200);
+    const duplicate = await postForm(browser, page, page, { action: 'create', email: 'ops@example.com', name: '' });
+    expect(duplicate.statusCode).toBe(409);
+    expect(duplicate.body).toContain('id="email-error"');
+    const developerId = /data-developer="([^"]+)"/.exec(created.body)![1]!;
+    const invited = await postForm(browser, page, page, { action: 'invite', developer_id: developerId });
+    expect(invited.body).toMatch(/data-field="invitation_url">http:\/\/localhost:3000\/console\/invitation\?token=inv_/);
+    expect(invited.body).not.toContain('Gatehouse platform');
+
+    // Users platform-wide: search, disable, enable.
+    const user = await insertTestUser(t.db, { email: 'someone@example.com' });
+    const users = '/console/operator/users';
+    const found = await browser.get(`${users}?q=someone&status=&action=search`);
+    expect(found.body).toContain(`data-user="${user.id}"`);
+    expect((await browser.get(`${users}?status=blocked`)).statusCode).toBe(400);
+    const disabled = await postForm(browser, `${users}?q=someone`, users, { action: 'block', user_id: user.id, back: 'q=someone' });
+    expect([disabled.statusCode, disabled.headers.location]).toEqual([303, `${users}?q=someone`]);
+    expect((await t.db.selectFrom('users').select('status').where('id', '=', user.id).executeTakeFirstOrThrow()).status).toBe('disabled');
+    await postForm(browser, `${users}?q=someone`, users, { action: 'unblock', user_id: user.id, back: '' });
+    expect((await t.db.selectFrom('users').select('status').where('id', '=', user.id).executeTakeFirstOrThrow()).status).toBe('active');
+
+    // Leaving the operator view ends it for this session.
+    const left = await postForm(browser, page, '/console/operator', { action: 'logout' });
+    expect(left.statusCode).toBe(303);
+    expect((await browser.get(page)).statusCode).toBe(303);
+  });
+
+  it('is closed when no ADMIN_TOKEN is set', async () => {
+    const open = await buildTestApp({ env: { ADMIN_TOKEN: '' } });
+    try {
+      const browser = new Browser(open.app);
+      const form = await browser.get('/console/operator');
+      const refused = await browser.post('/console/operator', { csrf: csrfOf(form.body), action: 'login', admin_token: '' });
+      expect(refused.statusCode).toBe(401);
+      expect((await browser.get('/console/operator/developers')).statusCode).toBe(303);
+    } finally {
+      await open.close();
+    }
+  });
+});
