@@ -29,6 +29,7 @@ import type { UserRow } from '../storage/repos/users.js';
 import type { Database, RefreshTokensTable } from '../storage/schema.js';
 import type { Insertable } from 'kysely';
 import type { KeyStore } from '../plugins/keys.js';
+import type { Dialect } from '../storage/connect.js';
 import type { RequestContext } from '../shared/request-context.js';
 
 /**
@@ -122,6 +123,7 @@ export class TokenService {
 
   constructor(
     private readonly db: Kysely<Database>,
+    private readonly dialect: Dialect,
     private readonly keys: KeyStore,
     private readonly config: ResolvedConfig,
     private readonly clock: Clock,
@@ -314,12 +316,7 @@ export class TokenService {
         nonce: null,
       });
       const json = JSON.stringify(response);
-      const won = await this.db.transaction().execute(async (trx) => {
-        if (!(await rotateRefreshToken(trx, hash, now, this.box.seal(json), refreshRow.token_hash))) return false;
-        await insertRefreshToken(trx, refreshRow);
-        return true;
-      });
-      if (won) return json;
+      if (await rotateRefreshToken(this.db, this.dialect, { tokenHash: hash, at: now, sealedResponse: this.box.seal(json), successor: refreshRow })) return json;
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
     const settled = await findRefreshToken(this.db, hash);
