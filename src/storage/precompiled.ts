@@ -21,7 +21,7 @@ function placeholders(count: number): readonly Param[] {
 export function precompiled<P extends readonly Param[], R>(build: (db: Kysely<Database>, ...params: P) => Compilable<R>) {
   // Per dialect adapter: a transaction's Kysely is a new object, its adapter (hence its SQL) is not.
   const compiled = new WeakMap<object, { query: CompiledQuery<R>; slots: number[] }>();
-  return (db: Kysely<Database>, ...params: P): Promise<QueryResult<R>> => {
+  return async (db: Kysely<Database>, ...params: P): Promise<QueryResult<R>> => {
     const adapter = db.getExecutor().adapter;
     let entry = compiled.get(adapter);
     if (!entry) {
