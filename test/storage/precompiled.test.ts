@@ -44,6 +44,16 @@ describe('precompiled statements', () => {
     expect((await select(db, 'perf.a', 20)).rows).toEqual([]);
   });
 
+  it('goes through the plugins of a Kysely that has them (a statement recorder sees it)', async () => {
+    const seen: string[] = [];
+    const recording = storage.db.withPlugin({
+      transformQuery: (args) => (seen.push(args.node.kind), args.node),
+      transformResult: async (args) => args.result,
+    });
+    expect((await select(recording, 'perf.a', 10)).rows).toEqual([{ key: 'perf.a', value: '"a"', updated_at: 10 }]);
+    expect(seen).toEqual(['SelectQueryNode']);
+  });
+
   it('refuses a statement that would drop one of its parameters', async () => {
     const dropping = precompiled((db, _key: string) => db.selectFrom('settings').select('key'));
     await expect(dropping(storage.db, 'perf.a')).rejects.toThrow(/drops a parameter/);
