@@ -12,7 +12,7 @@ import errorHandler from './plugins/error-handler.js';
 import { useJsonBodyParser } from './plugins/json-body.js';
 import keysPlugin from './plugins/keys.js';
 import pino from 'pino';
-import { loggerOptions } from './plugins/logger.js';
+import { accessLogOptions, loggerOptions } from './plugins/logger.js';
 import errorResponsesPlugin from './plugins/error-responses.js';
 import routeListPlugin from './plugins/route-list.js';
 import throttlePlugin from './throttle/index.js';
@@ -75,21 +75,30 @@ function asyncStdout(): pino.DestinationStream {
   return destination;
 }
 
-/** One access line per request, the request and its outcome together (Fastify's default writes two). */
+/**
+ * One access line per request, the request and its outcome together (Fastify's default writes two),
+ * through `accessLog` (no redaction walk: see accessLogOptions). Errors go through the request's own
+ * logger, redaction included, since an error may carry anything.
+ */
 class AccessLog extends LogController {
+  constructor(private readonly accessLog: pino.Logger | undefined) {
+    super();
+  }
+
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
-    else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+    else this.accessLog?.info({ reqId: request.id, req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
   }
 }
 
 /** Builds the whole application as a Fastify instance. It never listens: server.ts and tests do that. */
 export async function buildApp(config: ResolvedConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const logStream = options.logStream === false ? undefined : (options.logStream ?? asyncStdout());
   const app = Fastify({
-    logger: options.logStream === false ? false : { ...loggerOptions(config.logLevel), stream: options.logStream ?? asyncStdout() },
-    logController: new AccessLog(),
+    logger: logStream ? { ...loggerOptions(config.logLevel), stream: logStream } : false,
+    logController: new AccessLog(logStream && pino(accessLogOptions(config.logLevel), logStream)),
     bodyLimit: config.bodyLimit,
     connectionTimeout: config.connectionTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
@@ -105,9 +114,11 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   app.setSerializerCompiler(serializerCompiler);
   await app.register(routeListPlugin);
   await app.register(errorResponsesPlugin);
-  app.addHook('onSend', async (request, reply) => {
+  // Callback style: an async hook costs every request a promise.
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
+    done(null, payload);
   });
   // Only JSON and (per route) form bodies are parsed; text/plain bodies get 415.
   app.removeContentTypeParser('text/plain');

@@ -1,5 +1,6 @@
 import argon2 from 'argon2';
 import { existsSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -74,14 +75,38 @@ export function passwordProblem(password: string, email: string): PasswordProble
   return null;
 }
 
+/** Runs `work` with at most `limit` running at once; the others wait their turn in arrival order. */
+function gate(limit: number) {
+  let running = 0;
+  const waiting: Array<() => void> = [];
+  return async <T>(work: () => Promise<T>): Promise<T> => {
+    if (running < limit) running++;
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+    try {
+      return await work();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
+    }
+  };
+}
+
+/**
+ * At most one argon2 computation per core. Each is CPU-bound, so more at once gain no throughput; they
+ * would fill libuv's thread pool (4 threads), where a login burst then delays JWT signing (jose's
+ * WebCrypto) and file I/O, and the logins finish in no particular order (bench/RESULTS.md, "http").
+ */
+const argon2Turn = gate(availableParallelism());
+
 export async function hashPassword(password: string): Promise<string> {
-  return argon2.hash(normalizePassword(password), ARGON2_OPTIONS);
+  return argon2Turn(() => argon2.hash(normalizePassword(password), ARGON2_OPTIONS));
 }
 
 /** Verifies a password against a stored hash; false (never a throw) for malformed hashes. */
 export async function verifyPassword(hash: string, password: string): Promise<boolean> {
   try {
-    return await argon2.verify(hash, normalizePassword(password));
+    return await argon2Turn(() => argon2.verify(hash, normalizePassword(password)));
   } catch {
     return false;
   }
@@ -99,5 +124,5 @@ export async function dummyVerify(password: string): Promise<void> {
 
 /** Computes the dummy hash once, ahead of the first login, so that request isn't slower than the rest. */
 export function prepareDummyHash(): Promise<string> {
-  return (dummyHash ??= argon2.hash('gatehouse-dummy-password-for-timing', ARGON2_OPTIONS));
+  return (dummyHash ??= argon2Turn(() => argon2.hash('gatehouse-dummy-password-for-timing', ARGON2_OPTIONS)));
 }

@@ -180,16 +180,17 @@ async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOpt
   });
 
   // Bodies: JSON everywhere; form bodies only where a route opts in (OAuth endpoints, hosted forms).
-  app.addHook('preValidation', async (request) => {
+  // Callback style: it runs on every request, and an async hook costs each a promise.
+  app.addHook('preValidation', (request, _reply, done) => {
     // Hosted forms check their own bodies (CSRF first, so a forged post is 403 whatever its type).
-    if (request.body === undefined || request.routeOptions.config.csrf) return;
+    if (request.body === undefined || request.routeOptions.config.csrf) return done();
     const type = (request.headers['content-type'] ?? '').toLowerCase();
     const [mime, ...params] = type.split(';').map((s) => s.trim());
     const charset = params.find((p) => p.startsWith('charset='))?.slice(8).replace(/"/g, '');
-    if (charset && charset !== 'utf-8' && charset !== 'utf8') throw new AppError('unsupported_media_type', { detail: `charset ${charset}` });
-    if (mime === 'application/json') return;
-    if (mime === 'application/x-www-form-urlencoded' && request.routeOptions.config.acceptForm) return;
-    throw new AppError('unsupported_media_type', { detail: `content-type ${mime}` });
+    if (charset && charset !== 'utf-8' && charset !== 'utf8') return done(new AppError('unsupported_media_type', { detail: `charset ${charset}` }));
+    if (mime === 'application/json') return done();
+    if (mime === 'application/x-www-form-urlencoded' && request.routeOptions.config.acceptForm) return done();
+    done(new AppError('unsupported_media_type', { detail: `content-type ${mime}` }));
   });
 }
 

@@ -14,6 +14,7 @@ import {
   AWAITING,
   type Awaiting,
   findGrant,
+  findLiveGrant,
   findRefreshFamily,
   findRefreshToken,
   insertAuthorizationCode,
@@ -28,6 +29,7 @@ import type { UserRow } from '../storage/repos/users.js';
 import type { Database, RefreshTokensTable } from '../storage/schema.js';
 import type { Insertable } from 'kysely';
 import type { KeyStore } from '../plugins/keys.js';
+import type { Dialect } from '../storage/connect.js';
 import type { RequestContext } from '../shared/request-context.js';
 
 /**
@@ -52,6 +54,8 @@ export interface AccessTokenClaims {
   grantId: string;
   jti: string;
   exp: number;
+  /** The token's app (its client), read with the grant's liveness. */
+  app: App;
 }
 
 export interface SessionClaims {
@@ -68,6 +72,8 @@ export interface BearerIdentity {
   appId: string;
   scope: string;
   grantId: string;
+  /** The app the credential was issued to (read with the grant's liveness: no second query for it). */
+  app: App;
 }
 
 /** What a token response is minted from: the grant it belongs to, its user and app. */
@@ -117,6 +123,7 @@ export class TokenService {
 
   constructor(
     private readonly db: Kysely<Database>,
+    private readonly dialect: Dialect,
     private readonly keys: KeyStore,
     private readonly config: ResolvedConfig,
     private readonly clock: Clock,
@@ -309,12 +316,7 @@ export class TokenService {
         nonce: null,
       });
       const json = JSON.stringify(response);
-      const won = await this.db.transaction().execute(async (trx) => {
-        if (!(await rotateRefreshToken(trx, hash, now, this.box.seal(json), refreshRow.token_hash))) return false;
-        await insertRefreshToken(trx, refreshRow);
-        return true;
-      });
-      if (won) return json;
+      if (await rotateRefreshToken(this.db, this.dialect, { tokenHash: hash, at: now, sealedResponse: this.box.seal(json), successor: refreshRow })) return json;
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
     const settled = await findRefreshToken(this.db, hash);
@@ -448,8 +450,9 @@ export class TokenService {
     const { sub, client_id: clientId, scope, sid, jti, aud } = payload as Record<string, unknown>;
     if (typeof sub !== 'string' || typeof clientId !== 'string' || typeof scope !== 'string' || typeof sid !== 'string' || typeof jti !== 'string') return null;
     if (aud !== clientId) return null;
-    if (!(await isGrantLive(this.db, sid, this.clock.now()))) return null;
-    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp! };
+    const grant = await findLiveGrant(this.db, sid, this.clock.now());
+    if (!grant || grant.app.id !== clientId) return null;
+    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, app: grant.app };
   }
 
   /**
@@ -468,13 +471,14 @@ export class TokenService {
     if (options.allowSession && typeof typ === 'string' && typ.toLowerCase() === 'session+jwt') {
       const session = await this.checkSession(token);
       if (!session) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
-      const grant = await findGrant(this.db, session.grantId);
+      const grant = await findLiveGrant(this.db, session.grantId, this.clock.now());
+      if (!grant || grant.app.id !== session.appId) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
       // A sign-in still waiting for its second factor is no credential yet.
-      if (grant?.awaiting_completion === AWAITING.secondFactor) throw new AppError('unauthorized', { detail: 'session awaits its second factor' });
-      return { kind: 'session', userId: session.sub, appId: session.appId, scope: grant?.scope ?? '', grantId: session.grantId };
+      if (grant.awaiting === AWAITING.secondFactor) throw new AppError('unauthorized', { detail: 'session awaits its second factor' });
+      return { kind: 'session', userId: session.sub, appId: session.appId, scope: grant.scope, grantId: session.grantId, app: grant.app };
     }
     const claims = await this.checkAccessToken(token);
     if (!claims) throw new AppError('unauthorized', { detail: 'access token rejected' });
-    return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId };
+    return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId, app: claims.app };
   }
 }

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { MfaPolicy } from '../../sign-in/policy.js';
+import { precompiled } from '../precompiled.js';
 import type { AppRow, AppsTable, Database } from '../schema.js';
 
 export type AppType = 'public' | 'confidential';
@@ -65,8 +66,10 @@ function toRow(app: App): AppsTable {
   };
 }
 
+const selectApp = precompiled((db, id: string) => db.selectFrom('apps').selectAll().where('id', '=', id));
+
 export async function findApp(db: Kysely<Database>, id: string): Promise<App | undefined> {
-  const row = await db.selectFrom('apps').selectAll().where('id', '=', id).executeTakeFirst();
+  const row = (await selectApp(db, id)).rows[0];
   return row ? toApp(row) : undefined;
 }
 

@@ -1,12 +1,26 @@
-import type { Insertable, Kysely } from 'kysely';
+import { type Insertable, type Kysely, sql } from 'kysely';
+import type { Dialect } from '../connect.js';
+import { type App, toApp } from './apps.js';
+import { precompiled } from '../precompiled.js';
 import type { AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
 
 export type { GrantRow, RefreshTokenRow };
 
 // Grants (`sid`) ------------------------------------------------------------------------------------
 
-export async function insertGrant(db: Kysely<Database>, grant: Insertable<GrantsTable>): Promise<void> {
-  await db.insertInto('grants').values(grant).execute();
+const insertGrantRow = precompiled(
+  (db, id: string, appId: string, userId: string, scope: string, authTime: number, amr: string | null, nonce: string | null, createdAt: number, expiresAt: number, revokedAt: number | null, revokedReason: string | null, awaiting: number) =>
+    db.insertInto('grants').values({
+      id, app_id: appId, user_id: userId, scope, auth_time: authTime, amr, nonce, created_at: createdAt, expires_at: expiresAt,
+      revoked_at: revokedAt, revoked_reason: revokedReason, awaiting_completion: awaiting,
+    }),
+);
+
+export async function insertGrant(db: Kysely<Database>, g: Insertable<GrantsTable>): Promise<void> {
+  await insertGrantRow(
+    db, g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null,
+    g.revoked_reason ?? null, g.awaiting_completion ?? AWAITING.nothing,
+  );
 }
 
 export async function findGrant(db: Kysely<Database>, id: string): Promise<GrantRow | undefined> {
@@ -38,6 +52,32 @@ export async function isGrantLive(db: Kysely<Database>, id: string, now: number)
     .where('users.status', '=', 'active')
     .executeTakeFirst();
   return row !== undefined;
+}
+
+/** A live grant (isGrantLive's rule) with what a bearer check needs of it: its scope, what it awaits, its app. */
+export interface LiveGrant {
+  scope: string;
+  awaiting: number;
+  app: App;
+}
+
+/** The grant if it is live, with its app, in one query (a bearer read then needs no second one for the app). */
+const selectLiveGrant = precompiled((db, id: string, now: number) =>
+  db
+    .selectFrom('grants as g')
+    .innerJoin('users as u', 'u.id', 'g.user_id')
+    .innerJoin('apps as a', 'a.id', 'g.app_id')
+    .selectAll('a')
+    .select(['g.scope as g_scope', 'g.awaiting_completion as g_awaiting'])
+    .where('g.id', '=', id)
+    .where('g.revoked_at', 'is', null)
+    .where('g.expires_at', '>', now)
+    .where('u.status', '=', 'active'),
+);
+
+export async function findLiveGrant(db: Kysely<Database>, id: string, now: number): Promise<LiveGrant | undefined> {
+  const row = (await selectLiveGrant(db, id, now)).rows[0];
+  return row && { scope: row.g_scope, awaiting: row.g_awaiting, app: toApp(row) };
 }
 
 export async function revokeGrant(db: Kysely<Database>, id: string, at: number, reason: string): Promise<void> {
@@ -87,8 +127,18 @@ export async function recordSecondFactor(db: Kysely<Database>, id: string, amr: 
 
 // Refresh tokens -------------------------------------------------------------------------------------
 
-export async function insertRefreshToken(db: Kysely<Database>, token: Insertable<RefreshTokensTable>): Promise<void> {
-  await db.insertInto('refresh_tokens').values(token).execute();
+const insertRefreshTokenRow = precompiled(
+  (db, hash: string, grantId: string, appId: string, scope: string, createdAt: number, expiresAt: number, consumedAt: number | null, successorResponse: string | null, successorHash: string | null) =>
+    db.insertInto('refresh_tokens').values({
+      token_hash: hash, grant_id: grantId, app_id: appId, scope, created_at: createdAt, expires_at: expiresAt, consumed_at: consumedAt,
+      successor_response: successorResponse, successor_hash: successorHash,
+    }),
+);
+
+export async function insertRefreshToken(db: Kysely<Database>, t: Insertable<RefreshTokensTable>): Promise<void> {
+  await insertRefreshTokenRow(
+    db, t.token_hash, t.grant_id, t.app_id, t.scope, t.created_at, t.expires_at, t.consumed_at ?? null, t.successor_response ?? null, t.successor_hash ?? null,
+  );
 }
 
 export async function findRefreshToken(db: Kysely<Database>, tokenHash: string): Promise<RefreshTokenRow | undefined> {
@@ -102,8 +152,8 @@ export interface RefreshFamily {
   user: UserRow;
 }
 
-export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string): Promise<RefreshFamily | undefined> {
-  const row = await db
+const selectRefreshFamily = precompiled((db, tokenHash: string) =>
+  db
     .selectFrom('refresh_tokens as t')
     .innerJoin('grants as g', 'g.id', 't.grant_id')
     .innerJoin('users as u', 'u.id', 'g.user_id')
@@ -116,8 +166,11 @@ export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string)
       'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
       'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
     ])
-    .where('t.token_hash', '=', tokenHash)
-    .executeTakeFirst();
+    .where('t.token_hash', '=', tokenHash),
+);
+
+export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string): Promise<RefreshFamily | undefined> {
+  const row = (await selectRefreshFamily(db, tokenHash)).rows[0];
   if (!row) return undefined;
   return {
     token: {
@@ -137,18 +190,43 @@ export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string)
   };
 }
 
-/**
- * Rotates a refresh token in one statement: marks it consumed and records its successor (and the sealed
- * response replayed inside the grace window). Exactly one caller wins; returns whether it was this one.
- */
-export async function rotateRefreshToken(db: Kysely<Database>, tokenHash: string, at: number, sealedResponse: string, successorHash: string): Promise<boolean> {
-  const result = await db
+const updateRotation = precompiled((db, tokenHash: string, at: number, sealedResponse: string, successorHash: string) =>
+  db
     .updateTable('refresh_tokens')
     .set({ consumed_at: at, successor_response: sealedResponse, successor_hash: successorHash })
     .where('token_hash', '=', tokenHash)
-    .where('consumed_at', 'is', null)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+    .where('consumed_at', 'is', null),
+);
+
+/**
+ * Rotates a refresh token: marks it consumed, records its successor (and the sealed response replayed
+ * inside the grace window), and stores the successor's row, atomically. Exactly one caller wins;
+ * returns whether it was this one. On PostgreSQL it is one statement (a data-modifying WITH), so one
+ * round trip and one commit instead of four round trips (BEGIN, UPDATE, INSERT, COMMIT); SQLite has no
+ * data-modifying WITH, and there the two statements join a group commit anyway.
+ */
+export async function rotateRefreshToken(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  input: { tokenHash: string; at: number; sealedResponse: string; successor: Insertable<RefreshTokensTable> },
+): Promise<boolean> {
+  const { tokenHash, at, sealedResponse, successor: s } = input;
+  if (dialect === 'postgres') {
+    const result = await sql`
+      with rotated as (
+        update refresh_tokens set consumed_at = ${at}, successor_response = ${sealedResponse}, successor_hash = ${s.token_hash}
+        where token_hash = ${tokenHash} and consumed_at is null
+        returning 1
+      )
+      insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
+      select ${s.token_hash}, ${s.grant_id}, ${s.app_id}, ${s.scope}, cast(${s.created_at} as bigint), cast(${s.expires_at} as bigint) from rotated`.execute(db);
+    return result.numAffectedRows === 1n;
+  }
+  return db.transaction().execute(async (trx) => {
+    if ((await updateRotation(trx, tokenHash, at, sealedResponse, s.token_hash)).numAffectedRows !== 1n) return false;
+    await insertRefreshToken(trx, s);
+    return true;
+  });
 }
 
 // Authorization codes --------------------------------------------------------------------------------
@@ -159,19 +237,19 @@ export async function insertAuthorizationCode(db: Kysely<Database>, code: Insert
   await db.insertInto('authorization_codes').values(code).execute();
 }
 
+const selectAuthorizationCode = precompiled((db, codeHash: string) => db.selectFrom('authorization_codes').selectAll().where('code_hash', '=', codeHash));
+
 export async function findAuthorizationCode(db: Kysely<Database>, codeHash: string): Promise<AuthorizationCodeRow | undefined> {
-  return db.selectFrom('authorization_codes').selectAll().where('code_hash', '=', codeHash).executeTakeFirst();
+  return (await selectAuthorizationCode(db, codeHash)).rows[0];
 }
 
 /** Single use: exactly one redemption (or burn) wins. */
+const updateCodeConsumed = precompiled((db, codeHash: string, at: number) =>
+  db.updateTable('authorization_codes').set({ consumed_at: at }).where('code_hash', '=', codeHash).where('consumed_at', 'is', null),
+);
+
 export async function consumeAuthorizationCode(db: Kysely<Database>, codeHash: string, at: number): Promise<boolean> {
-  const result = await db
-    .updateTable('authorization_codes')
-    .set({ consumed_at: at })
-    .where('code_hash', '=', codeHash)
-    .where('consumed_at', 'is', null)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+  return (await updateCodeConsumed(db, codeHash, at)).numAffectedRows === 1n;
 }
 
 export async function setAuthorizationCodeGrant(db: Kysely<Database>, codeHash: string, grantId: string): Promise<void> {

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
 
 /** The per-(app, user) profile cache (CONTRACT §7). `data` is a JSON object serialised as text. */
@@ -21,8 +22,12 @@ const toRecord = (r: Row): ProfileRecord => ({
   updatedAt: Number(r.updated_at),
 });
 
+const selectProfile = precompiled((db, appId: string, userId: string) =>
+  db.selectFrom('profiles').selectAll().where('app_id', '=', appId).where('user_id', '=', userId),
+);
+
 export async function findProfile(db: Kysely<Database>, appId: string, userId: string): Promise<ProfileRecord | undefined> {
-  const row = await db.selectFrom('profiles').selectAll().where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
+  const row = (await selectProfile(db, appId, userId)).rows[0];
   return row && toRecord(row);
 }
 

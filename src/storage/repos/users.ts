@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { isoTime } from '../../shared/time.js';
+import { precompiled } from '../precompiled.js';
 import type { Database, NewUser, UserRow } from '../schema.js';
 
 export type { UserRow };
@@ -30,8 +31,10 @@ export function toPublicUser(row: UserRow): PublicUser {
 /** Emails are trimmed and lowercased everywhere an address is stored or looked up (CONTRACT §5). */
 export const normalizeEmail = (email: string): string => email.trim().toLowerCase();
 
+const selectUserById = precompiled((db, id: string) => db.selectFrom('users').selectAll().where('id', '=', id));
+
 export async function findUserById(db: Kysely<Database>, id: string): Promise<UserRow | undefined> {
-  return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst();
+  return (await selectUserById(db, id)).rows[0];
 }
 
 export async function findUserByEmail(db: Kysely<Database>, email: string): Promise<UserRow | undefined> {

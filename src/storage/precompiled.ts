@@ -1,0 +1,41 @@
+import type { Compilable, CompiledQuery, Kysely, QueryResult } from 'kysely';
+import type { Database } from './schema.js';
+
+type Param = string | number | null;
+
+/** `count` unique marker strings, standing in for the parameters of type P while the statement is built. */
+function placeholders<P extends readonly Param[]>(count: number): P;
+function placeholders(count: number): readonly Param[] {
+  return Array.from({ length: count }, (_, i) => `\u0000gatehouse-parameter-${i}\u0000`);
+}
+
+/**
+ * A hot statement built and compiled once per dialect instead of on every call: Kysely's immutable
+ * builders and its compiler cost a bearer read about a tenth of its time (bench/RESULTS.md, "http").
+ * `build` is called once, with a unique marker string in place of each parameter; every call then puts
+ * its own values where the markers landed in the compiled parameters (constants of the statement stay).
+ * So `build` must pass each parameter to Kysely as a plain value (compared, inserted or set), never
+ * inspect or transform it.
+ * Results are Kysely's raw ones: rows as selected, `numAffectedRows` for writes.
+ */
+export function precompiled<P extends readonly Param[], R>(build: (db: Kysely<Database>, ...params: P) => Compilable<R>) {
+  // Per dialect adapter: a transaction's Kysely is a new object, its adapter (hence its SQL) is not.
+  const compiled = new WeakMap<object, { query: CompiledQuery<R>; slots: number[] }>();
+  return async (db: Kysely<Database>, ...params: P): Promise<QueryResult<R>> => {
+    const executor = db.getExecutor();
+    // Plugins rewrite a query while it is compiled (tests record statements so): build it every time.
+    if (executor.plugins.length > 0) return db.executeQuery(build(db, ...params));
+    let entry = compiled.get(executor.adapter);
+    if (!entry) {
+      const markers = placeholders<P>(params.length);
+      const query = build(db, ...markers).compile();
+      // Which call parameter each compiled parameter is (-1: a constant of the statement itself).
+      const slots = query.parameters.map((value) => markers.indexOf(value as Param));
+      if (markers.some((_, i) => !slots.includes(i))) throw new Error(`precompiled query that drops a parameter: ${query.sql}`);
+      entry = { query, slots };
+      compiled.set(executor.adapter, entry);
+    }
+    const { query, slots } = entry;
+    return db.executeQuery<R>({ ...query, parameters: query.parameters.map((constant, i) => (slots[i]! < 0 ? constant : params[slots[i]!])) });
+  };
+}
