@@ -260,7 +260,7 @@ export default async function consolePages(app: FastifyInstance) {
       titleKey: 'console.apps.title',
       apps,
       notice,
-      values: { name: '', redirect_uris: '', allowed_origins: '', type: 'public', features: ['auth'], required_fields: [], mfa: 'optional' },
+      values: { name: '', redirect_uris: '', allowed_origins: '', type: 'public', features: ['auth'], required_fields: [], mfa: 'optional', logo_url: '', accent_color: '' },
       ...extra,
     });
   }
