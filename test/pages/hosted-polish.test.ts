@@ -219,11 +219,12 @@ describe('hosted pages: branding, favicon, languages, account, mailbox', () => {
     expect(mail!.html).not.toContain('{code}');
   });
 
-  it('the zh-CN error page shows the translated message', async () => {
+  it('the zh-CN error page shows the translated message, and a way on', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/consent', headers: { 'accept-language': 'zh-CN,zh;q=0.9' } });
     expect(res.statusCode).toBe(400);
     expect(res.body).toContain('此登录请求已过期。请返回应用重新开始。');
     expect(res.body).toContain('<html lang="zh-CN">');
+    expect(res.body).toContain('<a class="button secondary" href="/account">前往您的账户</a>');
   });
 
   it('/account: email and its status, local dates, app names, no provider section, a way back to the app', async () => {
