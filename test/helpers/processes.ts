@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { run as runCliCommand } from '../../src/cli/run.js';
 import { TEST_ADMIN_TOKEN, TEST_DIALECT, TEST_SECRET_KEY, createTestStorage } from './app.js';
 
 /** Helpers for tests that run Gatehouse as a separate process (CLI, `npm start`). */
@@ -32,6 +33,17 @@ export function start(args: string[], env: Record<string, string>): { child: Chi
 /** Runs `gatehouse <args>` through the package's bin shim and waits for it to exit. */
 export function runCli(args: string[], env: Record<string, string>): Promise<Finished> {
   return start(['bin/gatehouse.js', ...args], env).done;
+}
+
+/**
+ * The same CLI command run inside the test process (src/cli/run.ts with this environment and captured
+ * output): what runCli proves minus the process wiring, without a process start (seconds each).
+ */
+export async function runCliInProcess(args: string[], env: Record<string, string>): Promise<Finished> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCliCommand(args, { env, out: (text) => (stdout += text), err: (text) => (stderr += text) });
+  return { code, signal: null, stdout, stderr };
 }
 
 /** A fresh database for a child process (a temp SQLite file, or a new PostgreSQL database) and a data directory; `drop` removes both. */
