@@ -38,14 +38,13 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/**
- * Each page is checked in both schemes and at both widths: light at desktop width and dark at 390 px
- * (contrast depends on the scheme, reflow on the width), to keep the suite's time; with screenshots on,
- * every combination is checked and photographed.
- */
-const COMBINATIONS: Array<['light' | 'dark', keyof typeof VIEWPORTS]> = SHOTS
-  ? [['light', 'desktop'], ['light', 'mobile'], ['dark', 'desktop'], ['dark', 'mobile']]
-  : [['light', 'desktop'], ['dark', 'mobile']];
+/** Every page is checked (and, with CONSOLE_SCREENSHOTS, photographed) in both schemes at both widths. */
+const COMBINATIONS: Array<['light' | 'dark', keyof typeof VIEWPORTS]> = [
+  ['light', 'desktop'],
+  ['light', 'mobile'],
+  ['dark', 'desktop'],
+  ['dark', 'mobile'],
+];
 
 /** Serious and critical axe violations of the page as it is now (viewport and scheme restored after). */
 async function axeProblems(page: Page, name: string): Promise<string[]> {
