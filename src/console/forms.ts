@@ -1,4 +1,6 @@
-import type { z } from 'zod';
+import { z } from 'zod';
+import type { FastifyRequest } from 'fastify';
+import { localeOf, translatedErrorText } from '../plugins/views.js';
 
 /**
  * Console forms are the developer API's bodies in form clothes: each form is turned into the API's
@@ -44,15 +46,28 @@ export function appInput(body: FormBody) {
   };
 }
 
-/** Parses `input` with the API's schema; on failure, one message per form field (list entries name their line). */
-export function check<S extends z.ZodType>(schema: S, input: unknown): { ok: true; value: z.output<S> } | { ok: false; errors: FieldErrors } {
-  const result = schema.safeParse(input);
+/** zod's own messages in Simplified Chinese (the rules' own messages are translated by their text). */
+const ZH_CN_ISSUES = z.locales.zhCN().localeError;
+
+/**
+ * Parses `input` with the API's schema; on failure, one message per form field (list entries name
+ * their line), in the page's language.
+ */
+export function check<S extends z.ZodType>(
+  schema: S,
+  input: unknown,
+  request: FastifyRequest,
+): { ok: true; value: z.output<S> } | { ok: false; errors: FieldErrors } {
+  const locale = localeOf(request);
+  const t = request.server.messages.translator(locale);
+  const result = schema.safeParse(input, locale === 'zh-CN' ? { error: ZH_CN_ISSUES } : undefined);
   if (result.success) return { ok: true, value: result.data };
   const errors: FieldErrors = {};
   for (const issue of result.error.issues) {
     const [name, index] = issue.path;
     const key = typeof name === 'string' ? name : 'form';
-    const message = typeof index === 'number' ? `line ${index + 1}: ${issue.message}` : issue.message;
+    const text = translatedErrorText(t, issue.message);
+    const message = typeof index === 'number' ? t('console.error.line', { n: index + 1, message: text }) : text;
     errors[key] = errors[key] ? `${errors[key]}; ${message}` : message;
   }
   return { ok: false, errors };

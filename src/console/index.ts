@@ -275,7 +275,7 @@ export default async function consolePages(app: FastifyInstance) {
     const developer = await signedInDeveloper(request, reply);
     if (!developer) return reply;
     const body = request.body as FormBody;
-    const checked = check(CreateAppBody, { ...appInput(body), type: field(body, 'type') });
+    const checked = check(CreateAppBody, { ...appInput(body), type: field(body, 'type') }, request);
     if (!checked.ok) {
       reply.code(400);
       return appsPage(request, reply, developer, { values: postedAppValues(body), errors: checked.errors });
@@ -310,7 +310,7 @@ export default async function consolePages(app: FastifyInstance) {
       return appPage(request, reply, rotated, { notice: 'console.app.rotated', secret: rotated.client_secret });
     }
     if (action !== 'save') throw new AppError('invalid_request', { message: 'Unknown action.' });
-    const checked = check(UpdateAppBody, appInput(body));
+    const checked = check(UpdateAppBody, appInput(body), request);
     if (!checked.ok) {
       reply.code(400);
       return appPage(request, reply, toAppView(owned), { values: { ...postedAppValues(body), type: owned.type }, errors: checked.errors });
@@ -352,7 +352,7 @@ export default async function consolePages(app: FastifyInstance) {
     if (!(await signedInDeveloper(request, reply))) return reply;
     const owned = await ownedApp(request);
     const { changed, ...raw } = listingQuery(request.query);
-    const checked = check(UserListQuery, raw);
+    const checked = check(UserListQuery, raw, request);
     const locals = { titleKey: 'console.users.title', titleParams: { name: owned.name }, app: toAppView(owned), tab: 'users', query: raw };
     if (!checked.ok) {
       reply.code(400);
@@ -385,7 +385,7 @@ export default async function consolePages(app: FastifyInstance) {
     if (!(await signedInDeveloper(request, reply))) return reply;
     const owned = await ownedApp(request);
     const raw = listingQuery(request.query);
-    const checked = check(EventsQuery, { ...raw, limit: raw.limit ?? '25' });
+    const checked = check(EventsQuery, { ...raw, limit: raw.limit ?? '25' }, request);
     const locals = { titleKey: 'console.events.title', titleParams: { name: owned.name }, app: toAppView(owned), tab: 'events', query: raw };
     if (!checked.ok) {
       reply.code(400);
@@ -428,7 +428,7 @@ export default async function consolePages(app: FastifyInstance) {
     const values = { docType: field(body, 'docType').trim(), lang: field(body, 'lang').trim(), title: field(body, 'title'), content: field(body, 'content') };
     const action = field(body, 'action');
     if (action !== 'publish' && action !== 'preview') throw new AppError('invalid_request', { message: 'Unknown action.' });
-    const checks = [check(DocTypeParams, { docType: values.docType }), check(PublishQuery, { lang: values.lang }), check(PublishBody, { title: values.title, content: values.content })];
+    const checks = [check(DocTypeParams, { docType: values.docType }, request), check(PublishQuery, { lang: values.lang }, request), check(PublishBody, { title: values.title, content: values.content }, request)];
     const errors: FieldErrors = Object.assign({}, ...checks.map((c) => (c.ok ? {} : c.errors)));
     // Rendering is the last check (content it cannot render is refused), and it is the preview.
     let preview: string | null = null;
@@ -489,7 +489,7 @@ export default async function consolePages(app: FastifyInstance) {
       return reply.redirect('/console/keys?revoked=1', 303);
     }
     if (action !== 'create_key') throw new AppError('invalid_request', { message: 'Unknown action.' });
-    const name = check(KeyName, field(body, 'name'));
+    const name = check(KeyName, field(body, 'name'), request);
     if (!name.ok) {
       reply.code(400);
       return keysPage(request, reply, developer, { values: { name: field(body, 'name') }, errors: { name: name.errors.form } });

@@ -87,7 +87,7 @@ export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSess
     }
     if (action !== 'create') throw new AppError('invalid_request', { message: 'Unknown action.' });
     const values = { email: field(body, 'email'), name: field(body, 'name') };
-    const checked = check(CreateDeveloperBody, { email: values.email, ...(values.name.trim() ? { name: values.name } : {}) });
+    const checked = check(CreateDeveloperBody, { email: values.email, ...(values.name.trim() ? { name: values.name } : {}) }, request);
     if (!checked.ok) {
       reply.code(400);
       return developersPage(request, reply, { values, errors: checked.errors });
@@ -110,7 +110,7 @@ export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSess
         (entry): entry is [string, string] => entry[0] !== 'action' && entry[0] !== 'ui_locales' && typeof entry[1] === 'string' && entry[1] !== '',
       ),
     );
-    const checked = check(UserListQuery, raw);
+    const checked = check(UserListQuery, raw, request);
     const locals = { titleKey: 'console.operator.users', operator: true, query: raw };
     if (!checked.ok) {
       reply.code(400);

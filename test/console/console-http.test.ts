@@ -65,6 +65,12 @@ describe('developer console (HTTP)', () => {
     expect(bad.body).toMatch(/id="redirect_uris-error"[^>]*>line 1: http is only allowed for loopback hosts/);
     expect(bad.body).toContain('aria-invalid="true"');
     expect(await t.db.selectFrom('apps').select('id').where('developer_id', '!=', 'dev_gatehouse_platform').execute()).toHaveLength(0);
+    // The same errors in Simplified Chinese: zod's own messages and the rules' messages.
+    const consolePage = await browser.get('/console');
+    const zh = await browser.post('/console/apps', { csrf: csrfOf(consolePage.body), action: 'create', name: '', type: 'public', redirect_uris: 'http://app.example/cb' }, { 'accept-language': 'zh-CN' });
+    expect(zh.statusCode).toBe(400);
+    expect(zh.body).toMatch(/id="redirect_uris-error"[^>]*>第 1 行：http 仅允许用于本机回环地址/);
+    expect(zh.body).toMatch(/id="name-error"[^>]*>[^<]*[\u4e00-\u9fff]/);
 
     const created = await postForm(browser, '/console', '/console/apps', { action: 'create', name: 'Shop', type: 'confidential', redirect_uris: 'https://shop.example/cb', features: 'auth' });
     expect(created.statusCode).toBe(201);
