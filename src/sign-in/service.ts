@@ -12,6 +12,7 @@ import { appendEvent } from '../storage/repos/events.js';
 import { AWAITING, type AuthorizationCodeRow, finishPendingGrant, type GrantRow, recordSecondFactor, revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { type PublicUser, toPublicUser, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
+import { inTransaction } from '../storage/transaction.js';
 import type { TokenResponse, TokenService } from '../tokens/service.js';
 import {
   type CodeBasisProblem,
@@ -215,8 +216,7 @@ export class SignIn {
       await appendEvent(trx, now, { type: 'profile.updated', appId: input.appId, userId: input.user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { fields: changed, via: input.via } });
     };
     // Inside the caller's transaction when it has one (a door that writes more in the same step).
-    if (db.isTransaction) await write(db);
-    else await db.transaction().execute(write);
+    await inTransaction(db, write);
     return { ...input.user, ...parsed.patch, updated_at: now };
   }
 
