@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
 import { type Amr, isMultiFactor } from '../shared/acr.js';
 import { isSubsetScope } from '../shared/scopes.js';
-import type { RequiredField } from '../storage/repos/apps.js';
+import type { MfaPolicy, RequiredField } from '../storage/repos/apps.js';
 import type { UserRow } from '../storage/schema.js';
 
 /**
@@ -47,9 +47,6 @@ export function missingRequiredFields(required: RequiredField[], user: Pick<User
 
 /** The second factors a user can enrol (CONTRACT §15.6 `methods`). */
 export type SecondFactor = 'totp' | 'passkey' | 'recovery_code';
-
-/** An app's second-factor policy (CONTRACT §15.6). */
-export type MfaPolicy = 'off' | 'optional' | 'required';
 
 /** What an authentication still needs: nothing, a factor the user has (`verify`), or enrolling one first (`enrol`). */
 export type SecondFactorDemand = 'none' | 'verify' | 'enrol';

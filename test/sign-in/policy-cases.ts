@@ -1,5 +1,6 @@
 import type { Amr } from '../../src/shared/acr.js';
-import type { FactorChangeRefusal, MfaPolicy, NextStep, SecondFactor, SecondFactorDemand, SignInRefusal } from '../../src/sign-in/policy.js';
+import type { FactorChangeRefusal, NextStep, SecondFactor, SecondFactorDemand, SignInRefusal } from '../../src/sign-in/policy.js';
+import type { MfaPolicy } from '../../src/storage/repos/apps.js';
 import type { RequiredField } from '../../src/storage/repos/apps.js';
 
 /**

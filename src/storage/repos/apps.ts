@@ -1,10 +1,12 @@
 import type { Kysely } from 'kysely';
-import type { MfaPolicy } from '../../sign-in/policy.js';
 import { precompiled } from '../precompiled.js';
 import type { AppRow, AppsTable, Database } from '../schema.js';
 
 export type AppType = 'public' | 'confidential';
 export type RequiredField = 'name' | 'phone_number' | 'birthdate' | 'email_verified';
+
+/** An app's second-factor policy (CONTRACT §15.6); the rule that reads it is sign-in/policy.ts. */
+export type MfaPolicy = 'off' | 'optional' | 'required';
 
 /** An app (OAuth client) as the features see it. `id` is its client_id. */
 export interface App {
