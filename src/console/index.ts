@@ -89,6 +89,19 @@ function appFormValues(view: Pick<AppView, 'name' | 'redirect_uris' | 'allowed_o
   };
 }
 
+/** The create form's starting values: a new app as the apps API defaults it, in the form's shape. */
+const NEW_APP_VALUES = appFormValues({
+  name: '',
+  redirect_uris: [],
+  allowed_origins: [],
+  type: 'public',
+  features: { auth: true, profile: false },
+  required_fields: [],
+  mfa: 'optional',
+  logo_url: null,
+  accent_color: null,
+});
+
 function postedAppValues(body: FormBody) {
   return {
     name: field(body, 'name'),
@@ -260,7 +273,7 @@ export default async function consolePages(app: FastifyInstance) {
       titleKey: 'console.apps.title',
       apps,
       notice,
-      values: { name: '', redirect_uris: '', allowed_origins: '', type: 'public', features: ['auth'], required_fields: [], mfa: 'optional', logo_url: '', accent_color: '' },
+      values: NEW_APP_VALUES,
       ...extra,
     });
   }
