@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run as runCliCommand } from '../../src/cli/run.js';
+import { createStorage } from '../../src/storage/connect.js';
 import { TEST_ADMIN_TOKEN, TEST_DIALECT, TEST_SECRET_KEY, createTestStorage } from './app.js';
 
 /** Helpers for tests that run Gatehouse as a separate process (CLI, `npm start`). */
@@ -105,3 +106,22 @@ export async function startServer(
   server.child.kill('SIGKILL');
   throw new Error(`server did not get ready: ${server.output().stderr.slice(-2000)}`);
 }
+
+/**
+ * `count` servers on one fresh database, started one at a time (so later ones find the first one's
+ * migrations and keys), and a storage handle on that database; `stop` kills them and drops it.
+ */
+export async function startServersOnOneDatabase(count: number, env: Record<string, string> = {}) {
+  const database = await freshDatabaseUrl();
+  const servers: Array<Awaited<ReturnType<typeof startServer>>> = [];
+  for (let i = 0; i < count; i++) servers.push(await startServer(database, env));
+  const storage = createStorage(database.url);
+  const stop = async () => {
+    for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGKILL');
+    await Promise.all(servers.map((s) => s.done));
+    await storage.close();
+    await database.drop();
+  };
+  return { servers, storage, stop };
+}
+

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createStorage, type Storage } from '../../src/storage/connect.js';
+import type { Storage } from '../../src/storage/connect.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
-import { freshDatabaseUrl, startServer } from '../helpers/processes.js';
+import { startServersOnOneDatabase } from '../helpers/processes.js';
 
 /**
  * Issue "Security hardening", item 4, with real processes: two Gatehouse servers on one PostgreSQL
@@ -9,27 +9,16 @@ import { freshDatabaseUrl, startServer } from '../helpers/processes.js';
  * interleaving of 28 concurrent wrong passwords sent to both.
  */
 describe('login attempts across two server processes on one database', { timeout: 120_000 }, () => {
-  let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
   let storage: Storage;
-  const servers: Array<Awaited<ReturnType<typeof startServer>>> = [];
-  const ports: number[] = [];
+  let ports: number[] = [];
+  let stop: (() => Promise<void>) | undefined;
 
   beforeAll(async () => {
-    database = await freshDatabaseUrl();
-    // One at a time, so the second start finds the first one's migrations and keys.
-    for (let i = 0; i < 2; i++) {
-      const server = await startServer(database, { IP_AUTH_PER_MINUTE: '100000' });
-      servers.push(server);
-      ports.push(server.port);
-    }
-    storage = createStorage(database.url);
+    const started = await startServersOnOneDatabase(2, { IP_AUTH_PER_MINUTE: '100000' });
+    ({ storage, stop } = started);
+    ports = started.servers.map((s) => s.port);
   });
-  afterAll(async () => {
-    for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGKILL');
-    await Promise.all(servers.map((s) => s.done));
-    await storage?.close();
-    await database?.drop();
-  });
+  afterAll(async () => stop?.());
 
   const login = (port: number, body: Record<string, string>) =>
     fetch(`http://127.0.0.1:${port}/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createStorage, type Storage } from '../../src/storage/connect.js';
+import type { Storage } from '../../src/storage/connect.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
-import { freshDatabaseUrl, startServer } from '../helpers/processes.js';
+import { startServersOnOneDatabase } from '../helpers/processes.js';
 
 /**
  * CONTRACT §3 across processes (issue 13): two Gatehouse servers share one PostgreSQL database. An
@@ -10,25 +10,19 @@ import { freshDatabaseUrl, startServer } from '../helpers/processes.js';
  * Whatever the bearer check caches, revocation must reach every process before the next request.
  */
 describe('revocation across two server processes on one database', { timeout: 120_000 }, () => {
-  let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
   let storage: Storage;
-  const servers: Array<Awaited<ReturnType<typeof startServer>>> = [];
+  let ports: number[] = [];
+  let stop: (() => Promise<void>) | undefined;
 
   beforeAll(async () => {
-    database = await freshDatabaseUrl();
-    // One at a time, so the second start finds the first one's migrations and keys. One issuer for
-    // both, as behind a load balancer: a token of one is a token of the other.
-    for (let i = 0; i < 2; i++) servers.push(await startServer(database, { IP_AUTH_PER_MINUTE: '100000', BASE_URL: 'http://localhost:3000' }));
-    storage = createStorage(database.url);
+    // One issuer for both, as behind a load balancer: a token of one is a token of the other.
+    const started = await startServersOnOneDatabase(2, { IP_AUTH_PER_MINUTE: '100000', BASE_URL: 'http://localhost:3000' });
+    ({ storage, stop } = started);
+    ports = started.servers.map((s) => s.port);
   });
-  afterAll(async () => {
-    for (const server of servers) if (server.child.exitCode === null) server.child.kill('SIGKILL');
-    await Promise.all(servers.map((s) => s.done));
-    await storage?.close();
-    await database?.drop();
-  });
+  afterAll(async () => stop?.());
 
-  const url = (server: number, path: string) => `http://127.0.0.1:${servers[server]!.port}${path}`;
+  const url = (server: number, path: string) => `http://127.0.0.1:${ports[server]!}${path}`;
 
   it('a revoked grant’s access token is refused at once on the other process, after being accepted there', async () => {
     const app = await makeApp(storage.db);
