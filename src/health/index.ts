@@ -12,6 +12,7 @@ export default async function healthRoutes(scope: FastifyInstance) {
   app.get(
     '/healthz',
     {
+      config: { quietWhenOk: true },
       schema: {
         operationId: 'getLiveness',
         tags: ['operations'],
@@ -25,6 +26,7 @@ export default async function healthRoutes(scope: FastifyInstance) {
   app.get(
     '/readyz',
     {
+      config: { quietWhenOk: true },
       schema: {
         operationId: 'getReadiness',
         tags: ['operations'],

@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import type { Storage } from '../../src/storage/connect.js';
+import { createTestStorage, testConfig } from '../helpers/app.js';
+
+/** The access log: one line per request, except successful health probes; failed probes are logged. */
+describe('access log', () => {
+  let app: FastifyInstance;
+  let storage: Storage;
+  let drop: () => Promise<void>;
+  const lines: Array<Record<string, unknown>> = [];
+  const accessLines = () => lines.filter((l) => l.msg === 'request completed');
+
+  beforeAll(async () => {
+    ({ storage, drop } = await createTestStorage());
+    app = await buildApp(testConfig(), { storage, logStream: { write: (line) => void lines.push(JSON.parse(line)) } });
+    await app.ready();
+  });
+  afterAll(async () => {
+    await app.close();
+    await storage.close();
+    await drop();
+  });
+
+  it('writes one line per request with method, URL and status', async () => {
+    lines.length = 0;
+    expect((await app.inject('/.well-known/openid-configuration')).statusCode).toBe(200);
+    expect((await app.inject('/v1/nothing-here')).statusCode).toBe(404);
+    expect(accessLines().map((l) => [(l.req as { url: string }).url, (l.res as { statusCode: number }).statusCode])).toEqual([
+      ['/.well-known/openid-configuration', 200],
+      ['/v1/nothing-here', 404],
+    ]);
+  });
+
+  it('writes none for a successful /healthz or /readyz', async () => {
+    lines.length = 0;
+    expect((await app.inject('/healthz')).statusCode).toBe(200);
+    expect((await app.inject('/readyz')).statusCode).toBe(200);
+    expect(accessLines()).toEqual([]);
+  });
+
+  it('still writes one for a probe that fails (database gone: /readyz 503)', async () => {
+    lines.length = 0;
+    const { storage: gone, drop: dropGone } = await createTestStorage();
+    const probe = await buildApp(testConfig(), { storage: gone, logStream: { write: (line) => void lines.push(JSON.parse(line)) } });
+    await probe.ready();
+    try {
+      await gone.close();
+      expect((await probe.inject('/readyz')).statusCode).toBe(503);
+      expect(accessLines().map((l) => (l.res as { statusCode: number }).statusCode)).toEqual([503]);
+    } finally {
+      await probe.close();
+      await dropGone();
+    }
+  });
+});
