@@ -4,23 +4,71 @@ import { errors, type JWTPayload } from 'jose';
 /**
  * ES256 JWTs through node:crypto (issue 13): the access tokens and session JWTs that every bearer
  * request verifies and every grant signs. jose goes through WebCrypto, whose per-call overhead
- * (algorithm normalisation, a job on the thread pool) cost more than the P-256 arithmetic itself; a
- * synchronous `crypto.sign`/`crypto.verify` on an imported KeyObject takes tens of microseconds.
+ * (algorithm normalisation) cost more than the P-256 arithmetic itself. Here the arithmetic runs as a
+ * `crypto.sign`/`crypto.verify` job on the libuv thread pool with an imported KeyObject: the main thread
+ * only queues it (a synchronous verify was half of a bearer read's main-thread time), and the second core
+ * does the math.
  *
  * Only our own tokens pass here, so the rules are narrow and fixed: compact JWS, `alg` exactly ES256,
  * `typ` as expected, a `kid` naming one of our published keys, no `crit`, a 64-byte signature; then
  * `iss`, `sub`, `iat` and `exp` required, `exp`/`nbf` with a tolerance, `aud` when asked. Failures
  * throw jose's error classes, so callers treat them exactly as jose's (any JOSEError = invalid).
- * RS256 (ID tokens) stays with jose: an RSA signature is slow enough to belong off the main thread.
+ * RS256 (ID tokens) stays with jose.
  */
 
 const encode = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
+const P1363 = 'ieee-p1363' as const;
 
-export function signEs256(payload: JWTPayload, header: { kid: string; typ: string }, key: KeyObject): string {
+export async function signEs256(payload: JWTPayload, header: { kid: string; typ: string }, key: KeyObject): Promise<string> {
   const input = `${encode({ alg: 'ES256', typ: header.typ, kid: header.kid })}.${encode(payload)}`;
-  const signature = sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
+  const signature = await new Promise<Buffer>((resolve, reject) =>
+    sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 }, (error, result) => (error ? reject(error) : resolve(result))),
+  );
   return `${input}.${signature.toString('base64url')}`;
+}
+
+/** Whether `signature` is `key`'s over `input`, checked on the thread pool; any failure to check is a no. */
+function signatureValid(input: string, signature: Buffer, key: KeyObject): Promise<boolean> {
+  return new Promise((resolve) =>
+    verify('sha256', Buffer.from(input), { key, dsaEncoding: P1363 }, signature, (error, ok) => resolve(!error && ok)),
+  );
+}
+
+/** A token whose signature was checked: what it says and the key that signed it. */
+interface CheckedToken {
+  kid: string;
+  key: KeyObject;
+  header: Readonly<Record<string, unknown>>;
+  payload: Readonly<JWTPayload>;
+}
+
+/**
+ * Tokens whose signature this process has already checked, by their exact text. An app sends the same
+ * access token with every call until it expires, and the P-256 verification was the largest cost of a
+ * bearer read (bench/RESULTS.md, "http"). Only the signature check is remembered: the header and claim
+ * rules run again on every call, and an entry counts only while its `kid` still names the very key
+ * object that checked it (a key reload or a retired key leaving the JWKS makes it a miss). Only tokens
+ * that passed every rule get in, so a client cannot fill it with what it made up; the oldest entry
+ * leaves first.
+ */
+export class CheckedSignatures {
+  private readonly tokens = new Map<string, CheckedToken>();
+  constructor(private readonly capacity: number) {}
+
+  recall(token: string): CheckedToken | undefined {
+    return this.tokens.get(token);
+  }
+
+  remember(token: string, checked: CheckedToken): void {
+    if (this.tokens.has(token)) return;
+    if (this.tokens.size >= this.capacity) this.tokens.delete(this.tokens.keys().next().value!);
+    this.tokens.set(token, checked);
+  }
+
+  get size(): number {
+    return this.tokens.size;
+  }
 }
 
 export interface Es256VerifyOptions {
@@ -47,26 +95,15 @@ function parseSegment(segment: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-/** Verifies one of our ES256 JWTs; returns its claims or throws a jose error. */
-export function verifyEs256(token: string, options: Es256VerifyOptions): JWTPayload {
-  const parts = token.split('.');
-  if (parts.length !== 3 || parts.some((p) => p.length === 0)) throw new errors.JWSInvalid('not a compact JWS');
-  const [headerPart, payloadPart, signaturePart] = parts as [string, string, string];
-  const header = parseSegment(headerPart);
+function checkHeader(header: Readonly<Record<string, unknown>>, options: Es256VerifyOptions): void {
   if (header.alg !== 'ES256') throw new errors.JOSEAlgNotAllowed('"alg" (Algorithm) Header Parameter value not allowed');
   if (header.crit !== undefined || header.b64 !== undefined) throw new errors.JWSInvalid('unsupported header parameter');
   if (typeof header.typ !== 'string' || header.typ.toLowerCase() !== options.typ.toLowerCase()) {
     throw new errors.JWTClaimValidationFailed('unexpected "typ" JWT header value', {}, 'typ', 'check_failed');
   }
-  const key = typeof header.kid === 'string' ? options.keyFor(header.kid) : undefined;
-  if (!key) throw new errors.JWKSNoMatchingKey();
-  if (!BASE64URL.test(signaturePart)) throw new errors.JWSInvalid('signature is not base64url');
-  const signature = Buffer.from(signaturePart, 'base64url');
-  if (signature.length !== 64 || !verify('sha256', Buffer.from(`${headerPart}.${payloadPart}`), { key, dsaEncoding: 'ieee-p1363' }, signature)) {
-    throw new errors.JWSSignatureVerificationFailed();
-  }
+}
 
-  const payload = parseSegment(payloadPart) as JWTPayload;
+function checkClaims(payload: Readonly<JWTPayload>, options: Es256VerifyOptions): JWTPayload {
   const fail = (claim: string, message: string) => new errors.JWTClaimValidationFailed(message, payload, claim, 'check_failed');
   for (const claim of ['iat', 'exp'] as const) if (typeof payload[claim] !== 'number') throw fail(claim, `"${claim}" claim must be a number`);
   if (typeof payload.sub !== 'string') throw fail('sub', '"sub" claim must be a string');
@@ -77,5 +114,35 @@ export function verifyEs256(token: string, options: Es256VerifyOptions): JWTPayl
   }
   if (payload.nbf !== undefined && (typeof payload.nbf !== 'number' || payload.nbf > options.now + options.tolerance)) throw fail('nbf', '"nbf" claim timestamp check failed');
   if (payload.exp! <= options.now - options.tolerance) throw new errors.JWTExpired('"exp" claim timestamp check failed', payload, 'exp', 'check_failed');
+  return payload;
+}
+
+/**
+ * Verifies one of our ES256 JWTs; returns its claims (frozen: `checked` may hand the same object out
+ * again) or throws a jose error. With `checked`, a token whose signature was checked before skips only
+ * that check.
+ */
+export async function verifyEs256(token: string, options: Es256VerifyOptions, checked?: CheckedSignatures): Promise<JWTPayload> {
+  const known = checked?.recall(token);
+  if (known && options.keyFor(known.kid) === known.key) {
+    checkHeader(known.header, options);
+    return checkClaims(known.payload, options);
+  }
+  const parts = token.split('.');
+  if (parts.length !== 3 || parts.some((p) => p.length === 0)) throw new errors.JWSInvalid('not a compact JWS');
+  const [headerPart, payloadPart, signaturePart] = parts as [string, string, string];
+  const header = Object.freeze(parseSegment(headerPart));
+  checkHeader(header, options);
+  const kid = header.kid;
+  const key = typeof kid === 'string' ? options.keyFor(kid) : undefined;
+  if (!key) throw new errors.JWKSNoMatchingKey();
+  if (!BASE64URL.test(signaturePart)) throw new errors.JWSInvalid('signature is not base64url');
+  const signature = Buffer.from(signaturePart, 'base64url');
+  if (signature.length !== 64 || !(await signatureValid(`${headerPart}.${payloadPart}`, signature, key))) {
+    throw new errors.JWSSignatureVerificationFailed();
+  }
+  const payload = Object.freeze(parseSegment(payloadPart) as JWTPayload);
+  checkClaims(payload, options);
+  checked?.remember(token, { kid: kid as string, key, header, payload });
   return payload;
 }

@@ -17,7 +17,7 @@ import {
 import type { Kysely } from 'kysely';
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { SecretBox } from '../shared/crypto.js';
-import { signEs256, verifyEs256 } from './jwt-es256.js';
+import { CheckedSignatures, signEs256, verifyEs256 } from './jwt-es256.js';
 import type { Clock } from '../shared/time.js';
 import type { Database } from '../storage/schema.js';
 import { insertFirstSigningKeys, insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
@@ -60,6 +60,8 @@ export class KeyStore {
   private generation = 0;
   private verifier?: { keySet: ReturnType<typeof createLocalJWKSet>; generation: number; validUntil: number };
   private readonly box: SecretBox;
+  /** ES256 tokens whose signature was checked (see CheckedSignatures): ~2 KB each, a few MB in all. */
+  private readonly checked = new CheckedSignatures(4096);
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -201,7 +203,7 @@ export class KeyStore {
           audience: options.audience,
           now: this.clock.now(),
           tolerance: CLOCK_TOLERANCE_S,
-        });
+        }, this.checked);
       }
       const { payload } = await jwtVerify(token, this.verificationKeys(), {
         issuer: this.issuer,

@@ -1,7 +1,7 @@
-import { generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { errors, importJWK, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { signEs256, verifyEs256 } from '../../src/plugins/jwt-es256.js';
+import { CheckedSignatures, signEs256, verifyEs256 } from '../../src/plugins/jwt-es256.js';
 
 // The node:crypto ES256 path for our own access tokens and session JWTs (src/plugins/jwt-es256.ts):
 // interchangeable with jose in both directions, and every malformed, forged or out-of-time token is a
@@ -21,13 +21,13 @@ function craft(header: object, payload: object, key: KeyObject = privateKey, sig
 
 const claims = (extra: Record<string, unknown> = {}): JWTPayload => ({ sub: 'usr_1', iss: ISS, iat: NOW, exp: NOW + 300, ...extra });
 const header = (extra: Record<string, unknown> = {}) => ({ alg: 'ES256', typ: 'at+jwt', kid: 'k1', ...extra });
-const check = (token: string, extra: Partial<Parameters<typeof verifyEs256>[1]> = {}) =>
-  verifyEs256(token, { keyFor: (kid) => (kid === 'k1' ? publicKey : undefined), issuer: ISS, typ: 'at+jwt', now: NOW, tolerance: 30, ...extra });
+const check = (token: string, extra: Partial<Parameters<typeof verifyEs256>[1]> = {}, checked?: CheckedSignatures) =>
+  verifyEs256(token, { keyFor: (kid) => (kid === 'k1' ? publicKey : undefined), issuer: ISS, typ: 'at+jwt', now: NOW, tolerance: 30, ...extra }, checked);
 
 describe('ES256 through node:crypto', () => {
   it('verifies what it signed, and jose agrees in both directions', async () => {
-    const token = signEs256(claims({ scope: 'openid' }), { kid: 'k1', typ: 'at+jwt' }, privateKey);
-    expect(check(token)).toMatchObject({ sub: 'usr_1', scope: 'openid' });
+    const token = await signEs256(claims({ scope: 'openid' }), { kid: 'k1', typ: 'at+jwt' }, privateKey);
+    expect(await check(token)).toMatchObject({ sub: 'usr_1', scope: 'openid' });
 
     const joseKey = await importJWK({ ...publicKey.export({ format: 'jwk' }), alg: 'ES256' }, 'ES256');
     const { payload, protectedHeader } = await jwtVerify(token, joseKey, { issuer: ISS, typ: 'at+jwt', currentDate: new Date(NOW * 1000) });
@@ -35,7 +35,7 @@ describe('ES256 through node:crypto', () => {
     expect(protectedHeader).toEqual({ alg: 'ES256', typ: 'at+jwt', kid: 'k1' });
 
     const joseSigned = await new SignJWT(claims()).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: 'k1' }).sign(privateKey);
-    expect(check(joseSigned).sub).toBe('usr_1');
+    expect((await check(joseSigned)).sub).toBe('usr_1');
   });
 
   const refused: Array<[string, () => string, Partial<Parameters<typeof verifyEs256>[1]>?]> = [
@@ -69,24 +69,71 @@ describe('ES256 through node:crypto', () => {
     ['another audience', () => craft(header(), claims({ aud: 'app_2' })), { audience: 'app_1' }],
     ['no audience when one is required', () => craft(header(), claims()), { audience: 'app_1' }],
   ];
-  it.each(refused)('refuses %s with a jose error', (_name, token, options) => {
-    expect(() => check(token(), options)).toThrow(errors.JOSEError);
+  it.each(refused)('refuses %s with a jose error', async (_name, token, options) => {
+    await expect(check(token(), options)).rejects.toThrow(errors.JOSEError);
   });
 
-  it('accepts the edges it should: skew within the tolerance, typ in another case, an audience list', () => {
-    expect(check(craft(header(), claims({ exp: NOW - 29 }))).sub).toBe('usr_1');
-    expect(check(craft(header(), claims({ nbf: NOW + 29 }))).sub).toBe('usr_1');
-    expect(check(craft(header({ typ: 'AT+JWT' }), claims())).sub).toBe('usr_1');
-    expect(check(craft(header(), claims({ aud: ['app_2', 'app_1'] })), { audience: 'app_1' }).sub).toBe('usr_1');
+  it('accepts the edges it should: skew within the tolerance, typ in another case, an audience list', async () => {
+    expect((await check(craft(header(), claims({ exp: NOW - 29 })))).sub).toBe('usr_1');
+    expect((await check(craft(header(), claims({ nbf: NOW + 29 })))).sub).toBe('usr_1');
+    expect((await check(craft(header({ typ: 'AT+JWT' }), claims()))).sub).toBe('usr_1');
+    expect((await check(craft(header(), claims({ aud: ['app_2', 'app_1'] })), { audience: 'app_1' })).sub).toBe('usr_1');
   });
 
-  it('an expired token is JWTExpired with its claims (as jose reports it)', () => {
+  it('an expired token is JWTExpired with its claims (as jose reports it)', async () => {
     try {
-      check(craft(header(), claims({ exp: NOW - 100 })));
+      await check(craft(header(), claims({ exp: NOW - 100 })));
       expect.unreachable();
     } catch (error) {
       expect(error).toBeInstanceOf(errors.JWTExpired);
       expect((error as errors.JWTExpired).claim).toBe('exp');
     }
+  });
+
+  describe('with checked signatures remembered', () => {
+    it('a remembered token skips only the signature: typ, issuer, audience and time are checked on every call', async () => {
+      const checked = new CheckedSignatures(10);
+      const token = craft(header(), claims({ aud: 'app_1' }));
+      expect((await check(token, { audience: 'app_1' }, checked)).sub).toBe('usr_1');
+      expect(checked.size).toBe(1);
+      await expect(check(token, { audience: 'app_2' }, checked)).rejects.toThrow(errors.JWTClaimValidationFailed);
+      await expect(check(token, { typ: 'session+jwt' }, checked)).rejects.toThrow(errors.JWTClaimValidationFailed);
+      await expect(check(token, { issuer: 'https://other.test' }, checked)).rejects.toThrow(errors.JWTClaimValidationFailed);
+      await expect(check(token, { now: NOW + 400 }, checked)).rejects.toThrow(errors.JWTExpired);
+      expect((await check(token, { audience: 'app_1' }, checked)).sub).toBe('usr_1');
+    });
+
+    it('counts only while its kid names the same key: a reloaded or withdrawn key checks again', async () => {
+      const checked = new CheckedSignatures(10);
+      const token = craft(header(), claims());
+      await check(token, {}, checked);
+      // The key was withdrawn: no key under the kid.
+      await expect(check(token, { keyFor: () => undefined }, checked)).rejects.toThrow(errors.JWKSNoMatchingKey);
+      // Another key now stands under the same kid: the signature is checked again, and fails.
+      await expect(check(token, { keyFor: () => other.publicKey }, checked)).rejects.toThrow(errors.JWSSignatureVerificationFailed);
+      // The same key reloaded (a new KeyObject of the same key): checked again, and passes.
+      const reloaded = createPublicKey({ key: publicKey.export({ format: 'jwk' }), format: 'jwk' });
+      expect((await check(token, { keyFor: () => reloaded }, checked)).sub).toBe('usr_1');
+    });
+
+    it('remembers only tokens that passed, and a forged twin of a remembered token is checked in full', async () => {
+      const checked = new CheckedSignatures(10);
+      await expect(check(craft(header(), claims(), other.privateKey), {}, checked)).rejects.toThrow(errors.JOSEError);
+      await expect(check(craft(header(), claims({ exp: NOW - 100 })), {}, checked)).rejects.toThrow(errors.JWTExpired);
+      expect(checked.size).toBe(0);
+      const token = craft(header(), claims());
+      await check(token, {}, checked);
+      const [h, , s] = token.split('.');
+      await expect(check(`${h}.${b64(claims({ sub: 'usr_2' }))}.${s}`, {}, checked)).rejects.toThrow(errors.JWSSignatureVerificationFailed);
+    });
+
+    it('keeps at most its capacity, the oldest leaving first', async () => {
+      const checked = new CheckedSignatures(3);
+      const tokens = ['a', 'b', 'c', 'd'].map((jti) => craft(header(), claims({ jti })));
+      for (const token of tokens) await check(token, {}, checked);
+      expect(checked.size).toBe(3);
+      expect(checked.recall(tokens[0]!)).toBeUndefined();
+      expect(checked.recall(tokens[3]!)?.payload.jti).toBe('d');
+    });
   });
 });
