@@ -3,10 +3,13 @@ import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import type { App } from '../storage/repos/apps.js';
+import { liveGrantWithProfileReader } from '../storage/repos/grants.js';
+import type { ProfileRecord } from '../storage/repos/profiles.js';
+import type { BearerIdentity } from '../tokens/service.js';
 import { EXAMPLE } from '../shared/examples.js';
 import { json, noBody, shareRouteDocs } from '../shared/responses.js';
 import { PROFILE_BODY_LIMIT, ProfileBody, ProfileHeaders, ProfileParams, ProfileResponse } from './schemas.js';
-import { etagOf, parseIfMatch, readProfile, removeProfile, toProfileView, validateProfileBody, writeProfile } from './service.js';
+import { etagOf, parseIfMatch, removeProfile, toProfileView, validateProfileBody, writeProfile } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
@@ -20,6 +23,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the profile scope's onRequest checks: the caller's app and user. */
     profileCaller?: { app: App; userId: string };
+    /** Set by checkReader: the caller's document, read with the grant's liveness (undefined: none stored). */
+    profileRead?: ProfileRecord;
   }
 }
 
@@ -42,8 +47,8 @@ function clientIdHeader(request: FastifyRequest): string {
   return value;
 }
 
-async function checkCaller(request: FastifyRequest): Promise<void> {
-  const identity = await request.server.tokens.authenticate(request);
+/** The checks after the bearer token's (see the module comment), in order: 400, 403. */
+function admitCaller(request: FastifyRequest, identity: BearerIdentity): void {
   const clientId = clientIdHeader(request);
   if (clientId !== identity.appId) throw new AppError('client_mismatch', { detail: `token for ${identity.appId}, header ${clientId}` });
   const app = identity.app;
@@ -53,6 +58,18 @@ async function checkCaller(request: FastifyRequest): Promise<void> {
   if (userId !== identity.userId) throw new AppError('forbidden', { detail: 'userId is not the token subject' });
   request.profileCaller = { app, userId: identity.userId };
   request.corsAppId = app.id;
+}
+
+async function checkCaller(request: FastifyRequest): Promise<void> {
+  admitCaller(request, await request.server.tokens.authenticate(request));
+}
+
+/** checkCaller for a read: the document comes in the same statement as the grant's liveness (one statement a read). */
+async function checkReader(request: FastifyRequest): Promise<void> {
+  const { userId } = request.params as { userId: string };
+  const identity = await request.server.tokens.authenticate(request, { readGrant: liveGrantWithProfileReader(userId) });
+  admitCaller(request, identity);
+  request.profileRead = identity.grant.profile;
 }
 
 export default async function profileRoutes(scope: FastifyInstance) {
@@ -77,7 +94,7 @@ export default async function profileRoutes(scope: FastifyInstance) {
   app.get(
     '/:userId',
     {
-      ...guarded,
+      onRequest: checkReader,
       schema: {
         operationId: 'getProfile',
         summary: 'Read the profile document',
@@ -94,8 +111,8 @@ export default async function profileRoutes(scope: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const { app: client, userId } = request.profileCaller!;
-      const profile = await readProfile(app.db, client.id, userId);
+      const profile = request.profileRead;
+      if (!profile) throw new AppError('profile_not_found');
       const etag = etagOf(profile.version);
       reply.header('etag', etag).header('cache-control', 'no-store');
       const ifNoneMatch = request.headers['if-none-match'];

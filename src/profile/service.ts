@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
 import { appendEvent } from '../storage/repos/events.js';
-import { deleteProfile, findProfile, type ProfileRecord, replaceProfileIf, upsertProfile } from '../storage/repos/profiles.js';
+import { deleteProfile, type ProfileRecord, replaceProfileIf, upsertProfile } from '../storage/repos/profiles.js';
 import type { Database } from '../storage/schema.js';
 import { PROFILE_MAX_BYTES, PROFILE_MAX_DEPTH, type ProfileView } from './schemas.js';
 
@@ -74,12 +74,6 @@ export function validateProfileBody(body: unknown): string {
     throw new AppError('payload_too_large', { detail: `profile data over ${PROFILE_MAX_BYTES} bytes`, message: `Profile data must be at most ${PROFILE_MAX_BYTES} bytes when serialized.` });
   }
   return text;
-}
-
-export async function readProfile(db: Kysely<Database>, appId: string, userId: string): Promise<ProfileRecord> {
-  const profile = await findProfile(db, appId, userId);
-  if (!profile) throw new AppError('profile_not_found');
-  return profile;
 }
 
 export async function writeProfile(

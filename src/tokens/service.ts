@@ -15,6 +15,8 @@ import {
   type Awaiting,
   findGrant,
   findLiveGrant,
+  type LiveGrant,
+  type LiveGrantReader,
   findRefreshFamily,
   findRefreshToken,
   insertAuthorizationCode,
@@ -47,7 +49,7 @@ export interface TokenResponse {
   id_token?: string;
 }
 
-export interface AccessTokenClaims {
+export interface AccessTokenClaims<G extends LiveGrant = LiveGrant> {
   sub: string;
   clientId: string;
   scope: string;
@@ -56,6 +58,7 @@ export interface AccessTokenClaims {
   exp: number;
   /** The token's app (its client), read with the grant's liveness. */
   app: App;
+  grant: G;
 }
 
 export interface SessionClaims {
@@ -66,7 +69,7 @@ export interface SessionClaims {
 }
 
 /** Who a bearer credential identifies, at Gatehouse's own resource endpoints. */
-export interface BearerIdentity {
+export interface BearerIdentity<G extends LiveGrant = LiveGrant> {
   kind: 'access' | 'session';
   userId: string;
   appId: string;
@@ -74,6 +77,8 @@ export interface BearerIdentity {
   grantId: string;
   /** The app the credential was issued to (read with the grant's liveness: no second query for it). */
   app: App;
+  /** The live grant as its reader read it (with what else the caller asked to read in the same statement). */
+  grant: G;
 }
 
 /** What a token response is minted from: the grant it belongs to, its user and app. */
@@ -439,7 +444,7 @@ export class TokenService {
   }
 
   /** Verifies an access token (RFC 9068 profile) and that its grant is still live; null otherwise (as checkSession). */
-  async checkAccessToken(token: string): Promise<AccessTokenClaims | null> {
+  async checkAccessToken<G extends LiveGrant = LiveGrant>(token: string, readGrant: LiveGrantReader<G> = findLiveGrant as LiveGrantReader<G>): Promise<AccessTokenClaims<G> | null> {
     let payload: Awaited<ReturnType<KeyStore['verify']>>;
     try {
       payload = await this.keys.verify(token, { typ: 'at+jwt', algorithms: ['ES256'] });
@@ -450,17 +455,22 @@ export class TokenService {
     const { sub, client_id: clientId, scope, sid, jti, aud } = payload as Record<string, unknown>;
     if (typeof sub !== 'string' || typeof clientId !== 'string' || typeof scope !== 'string' || typeof sid !== 'string' || typeof jti !== 'string') return null;
     if (aud !== clientId) return null;
-    const grant = await findLiveGrant(this.db, sid, this.clock.now());
+    const grant = await readGrant(this.db, sid, this.clock.now());
     if (!grant || grant.app.id !== clientId) return null;
-    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, app: grant.app };
+    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, app: grant.app, grant };
   }
 
   /**
    * Authenticates `Authorization: Bearer …` at Gatehouse's own resource endpoints. Access tokens always;
    * session JWTs only where the contract allows them (`allowSession`); the `access_token` field of a
    * form-encoded POST body only where `allowFormBody` (RFC 6750 §2.2). The token never comes from the query.
+   * `readGrant` reads the grant's liveness (findLiveGrant unless a route reads more in the same statement).
    */
-  async authenticate(request: FastifyRequest, options: { allowSession?: boolean; allowFormBody?: boolean } = {}): Promise<BearerIdentity> {
+  async authenticate<G extends LiveGrant = LiveGrant>(
+    request: FastifyRequest,
+    options: { allowSession?: boolean; allowFormBody?: boolean; readGrant?: LiveGrantReader<G> } = {},
+  ): Promise<BearerIdentity<G>> {
+    const readGrant = options.readGrant ?? (findLiveGrant as LiveGrantReader<G>);
     const token = bearerToken(request, options.allowFormBody === true);
     let typ: unknown;
     try {
@@ -471,14 +481,14 @@ export class TokenService {
     if (options.allowSession && typeof typ === 'string' && typ.toLowerCase() === 'session+jwt') {
       const session = await this.checkSession(token);
       if (!session) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
-      const grant = await findLiveGrant(this.db, session.grantId, this.clock.now());
+      const grant = await readGrant(this.db, session.grantId, this.clock.now());
       if (!grant || grant.app.id !== session.appId) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
       // A sign-in still waiting for its second factor is no credential yet.
       if (grant.awaiting === AWAITING.secondFactor) throw new AppError('unauthorized', { detail: 'session awaits its second factor' });
-      return { kind: 'session', userId: session.sub, appId: session.appId, scope: grant.scope, grantId: session.grantId, app: grant.app };
+      return { kind: 'session', userId: session.sub, appId: session.appId, scope: grant.scope, grantId: session.grantId, app: grant.app, grant };
     }
-    const claims = await this.checkAccessToken(token);
+    const claims = await this.checkAccessToken(token, readGrant);
     if (!claims) throw new AppError('unauthorized', { detail: 'access token rejected' });
-    return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId, app: claims.app };
+    return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId, app: claims.app, grant: claims.grant };
   }
 }

@@ -5,6 +5,7 @@ import { addMember, quickUser, tokensFor } from '../helpers/members.js';
 import type { App } from '../../src/storage/repos/apps.js';
 import type { UserRow } from '../../src/storage/repos/users.js';
 import { revokeGrantsOfUser } from '../../src/storage/repos/grants.js';
+import { StatementRecorder } from '../helpers/statements.js';
 
 describe('profile cache /v1/profile/{userId}', () => {
   let t: TestApp;
@@ -266,6 +267,28 @@ describe('profile cache /v1/profile/{userId}', () => {
     expect(events.map((e) => e.type)).toContain('profile.updated');
     expect(events.filter((e) => e.type === 'profile.deleted')).toHaveLength(1);
     for (const e of events) expect(e.data).not.toContain('script');
+  });
+
+  it('a read is one statement, the grant\'s liveness included', async () => {
+    const recorder = new StatementRecorder();
+    const r = await buildTestApp({ withDb: (db) => db.withPlugin(recorder) });
+    try {
+      const app = await makeApp(r.db, {});
+      const user = await quickUser(r);
+      await addMember(r, app, user);
+      const { access_token } = await tokensFor(r, app, user);
+      const put = await r.app.inject({ method: 'PUT', url: `/v1/profile/${user.id}`, headers: { authorization: `Bearer ${access_token}`, 'x-client-id': app.id }, payload: { data: { n: 1 } } });
+      expect(put.statusCode).toBe(200);
+      let res: Awaited<ReturnType<typeof r.app.inject>> | undefined;
+      const seen = await recorder.during(async () => {
+        res = await r.app.inject({ url: `/v1/profile/${user.id}`, headers: { authorization: `Bearer ${access_token}`, 'x-client-id': app.id } });
+      });
+      expect(res!.statusCode).toBe(200);
+      expect(res!.json().data).toEqual({ n: 1 });
+      expect(seen).toEqual(['select grants']);
+    } finally {
+      await r.close();
+    }
   });
 
   it('a revoked grant (logout / blocking) → 401 at once', async () => {

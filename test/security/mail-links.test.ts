@@ -1,11 +1,11 @@
 import type { LightMyRequestResponse } from 'fastify';
-import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, RootOperationNode, UnknownRow } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { App } from '../../src/storage/repos/apps.js';
 import { buildTestApp, FrozenClock, nextWindowStart, type TestApp } from '../helpers/app.js';
 import { bearer } from '../helpers/dev-api.js';
 import { makeApp, makeDeveloper, makeUser } from '../helpers/factories.js';
 import { addMember } from '../helpers/members.js';
+import { StatementRecorder } from '../helpers/statements.js';
 import { Browser, authorizeUrl, makeClient, uniqueEmail, userinfo } from '../helpers/oauth-flows.js';
 
 /**
@@ -21,40 +21,6 @@ import { Browser, authorizeUrl, makeClient, uniqueEmail, userinfo } from '../hel
  * Each test runs the attack first, then the legitimate path. Time moves only through the app's clock
  * (frozen at an hour boundary here, so the hourly buckets of item 10 are deterministic).
  */
-
-/** Records the shape (kind and table) of every statement the app sends, while `on`. */
-class StatementRecorder implements KyselyPlugin {
-  on = false;
-  readonly seen: string[] = [];
-  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
-    if (this.on) this.seen.push(`${args.node.kind.replace('QueryNode', '').toLowerCase()} ${tableOf(args.node)}`);
-    return args.node;
-  }
-  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
-    return args.result;
-  }
-  async during(fn: () => Promise<unknown>): Promise<string[]> {
-    this.seen.length = 0;
-    this.on = true;
-    try {
-      await fn();
-    } finally {
-      this.on = false;
-    }
-    return [...this.seen];
-  }
-}
-
-function tableOf(node: RootOperationNode): string {
-  const n = node as unknown as { into?: unknown; table?: unknown; from?: { froms?: unknown[] } };
-  const name = (x: unknown): string | undefined => {
-    const o = x as { kind?: string; table?: { identifier?: { name?: string } }; node?: unknown } | undefined;
-    if (o?.kind === 'TableNode') return o.table?.identifier?.name;
-    if (o?.kind === 'AliasNode') return name(o.node);
-    return undefined;
-  };
-  return name(n.into) ?? name(n.table) ?? name(n.from?.froms?.[0]) ?? '-';
-}
 
 const opened: TestApp[] = [];
 afterEach(async () => {

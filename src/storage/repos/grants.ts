@@ -2,6 +2,7 @@ import { type Insertable, type Kysely, sql } from 'kysely';
 import type { Dialect } from '../connect.js';
 import { type App, toApp } from './apps.js';
 import { precompiled } from '../precompiled.js';
+import { type ProfileRecord, toProfileRecord } from './profiles.js';
 import type { AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
 
 export type { GrantRow, RefreshTokenRow };
@@ -61,23 +62,67 @@ export interface LiveGrant {
   app: App;
 }
 
-/** The grant if it is live, with its app, in one query (a bearer read then needs no second one for the app). */
-const selectLiveGrant = precompiled((db, id: string, now: number) =>
-  db
+/** Reads a grant if it is live (findLiveGrant, or a variant that reads more in the same statement). */
+export type LiveGrantReader<G extends LiveGrant> = (db: Kysely<Database>, id: string, now: number) => Promise<G | undefined>;
+
+/** The grant `id` with its user and app, if it is live (isGrantLive's rule): what findLiveGrant and its variants select from. */
+function liveGrantQuery(db: Kysely<Database>, id: string, now: number) {
+  return db
     .selectFrom('grants as g')
     .innerJoin('users as u', 'u.id', 'g.user_id')
     .innerJoin('apps as a', 'a.id', 'g.app_id')
-    .selectAll('a')
-    .select(['g.scope as g_scope', 'g.awaiting_completion as g_awaiting'])
     .where('g.id', '=', id)
     .where('g.revoked_at', 'is', null)
     .where('g.expires_at', '>', now)
-    .where('u.status', '=', 'active'),
+    .where('u.status', '=', 'active');
+}
+
+/** The grant if it is live, with its app, in one query (a bearer read then needs no second one for the app). */
+const selectLiveGrant = precompiled((db, id: string, now: number) =>
+  liveGrantQuery(db, id, now).selectAll('a').select(['g.scope as g_scope', 'g.awaiting_completion as g_awaiting']),
 );
 
 export async function findLiveGrant(db: Kysely<Database>, id: string, now: number): Promise<LiveGrant | undefined> {
   const row = (await selectLiveGrant(db, id, now)).rows[0];
   return row && { scope: row.g_scope, awaiting: row.g_awaiting, app: toApp(row) };
+}
+
+/** A live grant and its app's profile document of one user, if there is one. */
+export interface LiveGrantWithProfile extends LiveGrant {
+  profile: ProfileRecord | undefined;
+}
+
+/**
+ * findLiveGrant, and in the same statement the profile document (CONTRACT §7) that the grant's app keeps
+ * for `userId`: a bearer read of `/v1/profile/{userId}` is one statement, the liveness check included.
+ * The caller still checks that `userId` is the token's subject before it shows anything.
+ */
+const selectLiveGrantWithProfile = precompiled((db, id: string, now: number, userId: string) =>
+  liveGrantQuery(db, id, now)
+    .leftJoin('profiles as p', (join) => join.onRef('p.app_id', '=', 'g.app_id').on('p.user_id', '=', userId))
+    .selectAll('a')
+    .select([
+      'g.scope as g_scope',
+      'g.awaiting_completion as g_awaiting',
+      'p.user_id as p_user_id',
+      'p.data as p_data',
+      'p.version as p_version',
+      'p.created_at as p_created_at',
+      'p.updated_at as p_updated_at',
+    ]),
+);
+
+/** A liveness reader for TokenService.authenticate that also reads the profile of `userId` (selectLiveGrantWithProfile). */
+export function liveGrantWithProfileReader(userId: string): LiveGrantReader<LiveGrantWithProfile> {
+  return async (db, id, now) => {
+    const row = (await selectLiveGrantWithProfile(db, id, now, userId)).rows[0];
+    if (!row) return undefined;
+    const profile =
+      row.p_user_id === null
+        ? undefined
+        : toProfileRecord({ app_id: row.id, user_id: row.p_user_id, data: row.p_data!, version: row.p_version!, created_at: row.p_created_at!, updated_at: row.p_updated_at! });
+    return { scope: row.g_scope, awaiting: row.g_awaiting, app: toApp(row), profile };
+  };
 }
 
 export async function revokeGrant(db: Kysely<Database>, id: string, at: number, reason: string): Promise<void> {

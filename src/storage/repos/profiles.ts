@@ -1,5 +1,4 @@
 import type { Kysely } from 'kysely';
-import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
 
 /** The per-(app, user) profile cache (CONTRACT §7). `data` is a JSON object serialised as text. */
@@ -13,7 +12,7 @@ export interface ProfileRecord {
 }
 
 type Row = Database['profiles'];
-const toRecord = (r: Row): ProfileRecord => ({
+export const toProfileRecord = (r: Row): ProfileRecord => ({
   appId: r.app_id,
   userId: r.user_id,
   data: r.data,
@@ -21,15 +20,6 @@ const toRecord = (r: Row): ProfileRecord => ({
   createdAt: Number(r.created_at),
   updatedAt: Number(r.updated_at),
 });
-
-const selectProfile = precompiled((db, appId: string, userId: string) =>
-  db.selectFrom('profiles').selectAll().where('app_id', '=', appId).where('user_id', '=', userId),
-);
-
-export async function findProfile(db: Kysely<Database>, appId: string, userId: string): Promise<ProfileRecord | undefined> {
-  const row = (await selectProfile(db, appId, userId)).rows[0];
-  return row && toRecord(row);
-}
 
 /** Creates version 1 or replaces the document and bumps its version (no precondition). */
 export async function upsertProfile(db: Kysely<Database>, input: { appId: string; userId: string; data: string; at: number }): Promise<ProfileRecord> {
@@ -45,7 +35,7 @@ export async function upsertProfile(db: Kysely<Database>, input: { appId: string
     )
     .returningAll()
     .executeTakeFirstOrThrow();
-  return toRecord(row);
+  return toProfileRecord(row);
 }
 
 /**
@@ -65,7 +55,7 @@ export async function replaceProfileIf(
     .where('user_id', '=', input.userId);
   if (input.versions !== 'any') q = q.where('version', 'in', input.versions);
   const row = await q.returningAll().executeTakeFirst();
-  return row && toRecord(row);
+  return row && toProfileRecord(row);
 }
 
 /** Deletes the document (optionally only at one of `versions`); true when a row was deleted. */
