@@ -60,8 +60,9 @@ export class CheckedSignatures {
     return this.tokens.get(token);
   }
 
+  /** Adds or replaces (a token checked again under a reloaded key) the entry of `token`. */
   remember(token: string, checked: CheckedToken): void {
-    if (this.tokens.has(token)) return;
+    this.tokens.delete(token);
     if (this.tokens.size >= this.capacity) this.tokens.delete(this.tokens.keys().next().value!);
     this.tokens.set(token, checked);
   }

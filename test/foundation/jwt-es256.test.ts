@@ -114,6 +114,9 @@ describe('ES256 through node:crypto', () => {
       // The same key reloaded (a new KeyObject of the same key): checked again, and passes.
       const reloaded = createPublicKey({ key: publicKey.export({ format: 'jwk' }), format: 'jwk' });
       expect((await check(token, { keyFor: () => reloaded }, checked)).sub).toBe('usr_1');
+      // …and is remembered under the reloaded key from then on.
+      expect(checked.recall(token)?.key).toBe(reloaded);
+      expect(checked.size).toBe(1);
     });
 
     it('remembers only tokens that passed, and a forged twin of a remembered token is checked in full', async () => {
