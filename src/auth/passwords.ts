@@ -93,11 +93,14 @@ function gate(limit: number) {
 }
 
 /**
- * At most one argon2 computation per core. Each is CPU-bound, so more at once gain no throughput; they
- * would fill libuv's thread pool (4 threads), where a login burst then delays JWT signing (jose's
- * WebCrypto) and file I/O, and the logins finish in no particular order (bench/RESULTS.md, "http").
+ * At most one argon2 computation per core, plus one. Each is CPU-bound, so more at once gain no
+ * throughput; they would fill libuv's thread pool (4 threads), where a login burst then delays JWT
+ * signing and verification and file I/O, and the logins finish in no particular order. The one extra
+ * keeps the cores busy while a finished computation's turn is handed on by the main thread (which may
+ * be in a COMMIT's fsync just then): with exactly one per core, a quarter of the argon2 ceiling was
+ * lost in those gaps (bench/RESULTS.md, "http").
  */
-const argon2Turn = gate(availableParallelism());
+const argon2Turn = gate(availableParallelism() + 1);
 
 export async function hashPassword(password: string): Promise<string> {
   return argon2Turn(() => argon2.hash(normalizePassword(password), ARGON2_OPTIONS));
