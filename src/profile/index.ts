@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import type { App } from '../storage/repos/apps.js';
-import { liveGrantWithProfileReader } from '../storage/repos/grants.js';
+import { findLiveGrantWithProfile } from '../storage/repos/grants.js';
 import type { ProfileRecord } from '../storage/repos/profiles.js';
 import type { BearerIdentity } from '../tokens/service.js';
 import { EXAMPLE } from '../shared/examples.js';
@@ -64,10 +64,12 @@ async function checkCaller(request: FastifyRequest): Promise<void> {
   admitCaller(request, await request.server.tokens.authenticate(request));
 }
 
-/** checkCaller for a read: the document comes in the same statement as the grant's liveness (one statement a read). */
+/**
+ * checkCaller for a read: the caller's document comes in the same statement as the grant's liveness (one
+ * statement a read). It is the grant user's, and admitCaller has checked that this is the `userId` asked for.
+ */
 async function checkReader(request: FastifyRequest): Promise<void> {
-  const { userId } = request.params as { userId: string };
-  const identity = await request.server.tokens.authenticate(request, { readGrant: liveGrantWithProfileReader(userId) });
+  const identity = await request.server.tokens.authenticate(request, { readGrant: findLiveGrantWithProfile });
   admitCaller(request, identity);
   request.profileRead = identity.grant.profile;
 }

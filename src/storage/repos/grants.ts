@@ -87,19 +87,19 @@ export async function findLiveGrant(db: Kysely<Database>, id: string, now: numbe
   return row && { scope: row.g_scope, awaiting: row.g_awaiting, app: toApp(row) };
 }
 
-/** A live grant and its app's profile document of one user, if there is one. */
+/** A live grant and the profile document its app keeps for the grant's user, if there is one. */
 export interface LiveGrantWithProfile extends LiveGrant {
   profile: ProfileRecord | undefined;
 }
 
 /**
- * findLiveGrant, and in the same statement the profile document (CONTRACT §7) that the grant's app keeps
- * for `userId`: a bearer read of `/v1/profile/{userId}` is one statement, the liveness check included.
- * The caller still checks that `userId` is the token's subject before it shows anything.
+ * findLiveGrant, and in the same statement the profile document (CONTRACT §7) the grant's app keeps for
+ * the grant's user (the token's subject): a bearer read of `/v1/profile/{userId}` is one statement, the
+ * liveness check included. Nothing from the request reaches the statement but the grant id.
  */
-const selectLiveGrantWithProfile = precompiled((db, id: string, now: number, userId: string) =>
+const selectLiveGrantWithProfile = precompiled((db, id: string, now: number) =>
   liveGrantQuery(db, id, now)
-    .leftJoin('profiles as p', (join) => join.onRef('p.app_id', '=', 'g.app_id').on('p.user_id', '=', userId))
+    .leftJoin('profiles as p', (join) => join.onRef('p.app_id', '=', 'g.app_id').onRef('p.user_id', '=', 'g.user_id'))
     .selectAll('a')
     .select([
       'g.scope as g_scope',
@@ -112,18 +112,16 @@ const selectLiveGrantWithProfile = precompiled((db, id: string, now: number, use
     ]),
 );
 
-/** A liveness reader for TokenService.authenticate that also reads the profile of `userId` (selectLiveGrantWithProfile). */
-export function liveGrantWithProfileReader(userId: string): LiveGrantReader<LiveGrantWithProfile> {
-  return async (db, id, now) => {
-    const row = (await selectLiveGrantWithProfile(db, id, now, userId)).rows[0];
-    if (!row) return undefined;
-    const profile =
-      row.p_user_id === null
-        ? undefined
-        : toProfileRecord({ app_id: row.id, user_id: row.p_user_id, data: row.p_data!, version: row.p_version!, created_at: row.p_created_at!, updated_at: row.p_updated_at! });
-    return { scope: row.g_scope, awaiting: row.g_awaiting, app: toApp(row), profile };
-  };
-}
+/** A LiveGrantReader for TokenService.authenticate (selectLiveGrantWithProfile). */
+export const findLiveGrantWithProfile: LiveGrantReader<LiveGrantWithProfile> = async (db, id, now) => {
+  const row = (await selectLiveGrantWithProfile(db, id, now)).rows[0];
+  if (!row) return undefined;
+  const profile =
+    row.p_user_id === null
+      ? undefined
+      : toProfileRecord({ app_id: row.id, user_id: row.p_user_id, data: row.p_data!, version: row.p_version!, created_at: row.p_created_at!, updated_at: row.p_updated_at! });
+  return { scope: row.g_scope, awaiting: row.g_awaiting, app: toApp(row), profile };
+};
 
 export async function revokeGrant(db: Kysely<Database>, id: string, at: number, reason: string): Promise<void> {
   await db.updateTable('grants').set({ revoked_at: at, revoked_reason: reason }).where('id', '=', id).where('revoked_at', 'is', null).execute();
