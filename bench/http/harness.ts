@@ -21,7 +21,7 @@ import {
   withRetry,
 } from './gatehouse.js';
 import type { LoadJob, LoadResult } from './load.js';
-import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, sampleRss, type ServerProcess, startServer } from './proc.js';
+import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, type RssSummary, sampleRss, type ServerProcess, startServer } from './proc.js';
 import { formatSummary, summarizeProfile, windowFileOf } from './profile-summary.js';
 
 /** `npm run bench -- http [options]` (issue 13); `--help` prints this. */
@@ -131,6 +131,8 @@ interface RunRecord {
   p50: number;
   p99: number;
   rssMax: number;
+  /** The largest RSS in the last fifth of the run less the largest in the first fifth (bytes). */
+  rssGrowth: number;
   non2xx: number;
   statusCodes: Record<string, number>;
   errors: number;
@@ -190,7 +192,7 @@ async function stop(server: ServerProcess): Promise<void> {
 type JobSpec = Omit<LoadJob, 'url' | 'resultFile' | 'connections' | 'duration' | 'warmup' | 'poolFile'> & { pool?: string[] };
 
 /** Runs autocannon in its own process against `server`, sampling the server's RSS meanwhile. */
-type Driven = { result: LoadResult; rssMax: number; logBytes: number; cpu: CpuShare; serverErrors: { count: number; kinds: string[] } };
+type Driven = { result: LoadResult; rss: RssSummary; logBytes: number; cpu: CpuShare; serverErrors: { count: number; kinds: string[] } };
 
 async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promise<Driven> {
   const id = ++jobCounter;
@@ -220,7 +222,7 @@ async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promi
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
-  const rssMax = rss.stop();
+  const rssSeen = rss.stop();
   const cpuAfter = cpuSnapshot();
   if (code !== 0) throw new Error(`load generator exited with ${code}`);
   const result = JSON.parse(readFileSync(job.resultFile, 'utf8')) as LoadResult;
@@ -229,7 +231,7 @@ async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promi
   if (poolFile) rmSync(poolFile, { force: true });
   // What the server logged as errors during the run (warm-up included): says what the non-2xx were.
   const serverErrors = loggedErrors(server.logFile, logBefore);
-  return { result, rssMax, logBytes: fileSize(server.logFile) - logBefore, cpu, serverErrors };
+  return { result, rss: rssSeen, logBytes: fileSize(server.logFile) - logBefore, cpu, serverErrors };
 }
 
 function toRecord(round: number, r: Driven, mint?: MintStats): RunRecord {
@@ -239,7 +241,8 @@ function toRecord(round: number, r: Driven, mint?: MintStats): RunRecord {
     rps: run.rps,
     p50: run.latency.p50,
     p99: run.latency.p99,
-    rssMax: r.rssMax,
+    rssMax: r.rss.max,
+    rssGrowth: r.rss.lastFifthMax - r.rss.firstFifthMax,
     non2xx: run.non2xx,
     statusCodes: run.statusCodes,
     errors: run.errors,
@@ -262,7 +265,7 @@ function describe(scenario: ScenarioKey, target: Target, rec: RunRecord): string
   const pool = rec.poolSize !== undefined ? ` pool ${rec.poolUsed}/${rec.poolSize}${rec.dryAt !== undefined ? ` DRY at ${rec.dryAt.toFixed(1)} s` : ''}` : '';
   const mint = rec.mint ? ` (minted ${rec.mint.made} in ${rec.mint.seconds.toFixed(1)} s${rec.mint.stoppedBy === 'time' ? ', time box' : ''}${rec.mint.failures ? `, ${rec.mint.failures} mint requests failed with 5xx and were retried` : ''})` : '';
   const errs = rec.errors || rec.timeouts ? ` errors ${rec.errors} timeouts ${rec.timeouts}` : '';
-  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} 2xx/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB, non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)}, database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
+  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} 2xx/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (last fifth − first fifth ${(rec.rssGrowth / 2 ** 20).toFixed(0)} MB), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)}, database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
 }
 
 // Gatehouse -------------------------------------------------------------------------------------------

@@ -111,18 +111,28 @@ export function rssBytes(pid: number): number | undefined {
 }
 
 /** Samples VmRSS every `everyMs` until stopped; returns the maximum seen. */
-export function sampleRss(pid: number, everyMs = 200): { stop(): number } {
-  let max = rssBytes(pid) ?? 0;
-  const timer = setInterval(() => {
+/** What sampleRss saw: the largest RSS, and the largest in the first and in the last fifth of the samples (growth). */
+export interface RssSummary {
+  max: number;
+  firstFifthMax: number;
+  lastFifthMax: number;
+}
+
+export function sampleRss(pid: number, everyMs = 200): { stop(): RssSummary } {
+  const samples: number[] = [];
+  const take = () => {
     const v = rssBytes(pid);
-    if (v !== undefined && v > max) max = v;
-  }, everyMs);
+    if (v !== undefined) samples.push(v);
+  };
+  take();
+  const timer = setInterval(take, everyMs);
   return {
     stop() {
       clearInterval(timer);
-      const v = rssBytes(pid);
-      if (v !== undefined && v > max) max = v;
-      return max;
+      take();
+      const fifth = Math.max(1, Math.floor(samples.length / 5));
+      const maxOf = (xs: number[]) => Math.max(0, ...xs);
+      return { max: maxOf(samples), firstFifthMax: maxOf(samples.slice(0, fifth)), lastFifthMax: maxOf(samples.slice(-fifth)) };
     },
   };
 }
