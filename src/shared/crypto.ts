@@ -1,4 +1,5 @@
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync } from 'node:crypto';
+import { randomBytesPooled } from './ids.js';
 
 /**
  * Symmetric encryption at rest (AES-256-GCM) under a key derived from SECRET_KEY with HKDF-SHA256.
@@ -12,7 +13,7 @@ export class SecretBox {
   }
 
   seal(plaintext: string): string {
-    const iv = randomBytes(12);
+    const iv = randomBytesPooled(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return ['v1', iv.toString('base64url'), body.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
