@@ -54,4 +54,34 @@ describe('access log', () => {
       await dropGone();
     }
   });
+
+  it('a route\'s log line and an error line carry their request id, redacted (the request logger is made on first use)', async () => {
+    lines.length = 0;
+    const { storage: own, drop: dropOwn } = await createTestStorage();
+    const probe = await buildApp(testConfig(), { storage: own, logStream: { write: (line) => void lines.push(JSON.parse(line)) } });
+    probe.get('/test-only/logs', async (request, reply) => {
+      request.log.warn({ body: { password: 'hunter2-secret' } }, 'a route that logs');
+      return reply.code(204).send();
+    });
+    probe.get('/test-only/boom', async () => {
+      throw new Error('boom for the log');
+    });
+    await probe.ready();
+    try {
+      const logged = await probe.inject('/test-only/logs');
+      const boom = await probe.inject('/test-only/boom');
+      expect(boom.statusCode).toBe(500);
+      const warn = lines.find((l) => l.msg === 'a route that logs')!;
+      expect(warn.reqId).toBe(logged.headers['x-request-id']);
+      expect(JSON.stringify(warn)).not.toContain('hunter2-secret');
+      expect(logged.statusCode).toBe(204);
+      const errored = lines.find((l) => l.level === 50)!;
+      expect(errored.reqId).toBe(boom.headers['x-request-id']);
+      expect(JSON.stringify(errored)).toContain('boom for the log');
+    } finally {
+      await probe.close();
+      await own.close();
+      await dropOwn();
+    }
+  });
 });
