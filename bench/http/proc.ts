@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -232,14 +233,31 @@ export function cpuShare(before: CpuSnapshot, after: CpuSnapshot, serverPid: num
 export function loggedErrors(file: string, from: number, max = 3): { count: number; kinds: string[] } {
   const size = fileSize(file);
   if (size <= from) return { count: 0, kinds: [] };
-  const fd = openSync(file, 'r');
-  const buf = Buffer.alloc(size - from);
-  readSync(fd, buf, 0, buf.length, from);
-  closeSync(fd);
   let count = 0;
   const kinds = new Map<string, number>();
-  for (const line of buf.toString('utf8').split('\n')) {
-    if (!/"level":(5\d|60)/.test(line)) continue;
+  // Read in chunks: a long run's log (5 minutes of bearer reads: ~1 GB) is more than one string can hold.
+  const fd = openSync(file, 'r');
+  const chunk = Buffer.alloc(8 * 2 ** 20);
+  const decoder = new StringDecoder('utf8'); // a character split between two chunks stays whole
+  let carry = '';
+  try {
+    for (let at = from; at < size; ) {
+      const n = readSync(fd, chunk, 0, Math.min(chunk.length, size - at), at);
+      if (n <= 0) break;
+      at += n;
+      const text = carry + decoder.write(chunk.subarray(0, n));
+      const lines = text.split('\n');
+      carry = at < size ? lines.pop()! : '';
+      for (const line of lines) countErrorLine(line);
+    }
+    countErrorLine(carry);
+  } finally {
+    closeSync(fd);
+  }
+  return { count, kinds: [...kinds.entries()].sort((a, b) => b[1] - a[1]).slice(0, max).map(([k, n]) => `${n}× ${k}`) };
+
+  function countErrorLine(line: string): void {
+    if (!/"level":(5\d|60)/.test(line)) return;
     count++;
     let kind = line.slice(0, 200);
     try {
@@ -250,5 +268,4 @@ export function loggedErrors(file: string, from: number, max = 3): { count: numb
     }
     kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
   }
-  return { count, kinds: [...kinds.entries()].sort((a, b) => b[1] - a[1]).slice(0, max).map(([k, n]) => `${n}× ${k}`) };
 }
