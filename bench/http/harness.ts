@@ -131,8 +131,8 @@ interface RunRecord {
   p50: number;
   p99: number;
   rssMax: number;
-  /** The largest RSS in the last fifth of the run less the largest in the first fifth (bytes). */
-  rssGrowth: number;
+  /** The largest RSS in each fifth of the run (bytes): growth shows as a rising course. */
+  rssFifths: number[];
   non2xx: number;
   statusCodes: Record<string, number>;
   errors: number;
@@ -242,7 +242,7 @@ function toRecord(round: number, r: Driven, mint?: MintStats): RunRecord {
     p50: run.latency.p50,
     p99: run.latency.p99,
     rssMax: r.rss.max,
-    rssGrowth: r.rss.lastFifthMax - r.rss.firstFifthMax,
+    rssFifths: r.rss.fifthsMax,
     non2xx: run.non2xx,
     statusCodes: run.statusCodes,
     errors: run.errors,
@@ -265,7 +265,7 @@ function describe(scenario: ScenarioKey, target: Target, rec: RunRecord): string
   const pool = rec.poolSize !== undefined ? ` pool ${rec.poolUsed}/${rec.poolSize}${rec.dryAt !== undefined ? ` DRY at ${rec.dryAt.toFixed(1)} s` : ''}` : '';
   const mint = rec.mint ? ` (minted ${rec.mint.made} in ${rec.mint.seconds.toFixed(1)} s${rec.mint.stoppedBy === 'time' ? ', time box' : ''}${rec.mint.failures ? `, ${rec.mint.failures} mint requests failed with 5xx and were retried` : ''})` : '';
   const errs = rec.errors || rec.timeouts ? ` errors ${rec.errors} timeouts ${rec.timeouts}` : '';
-  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} 2xx/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (last fifth − first fifth ${(rec.rssGrowth / 2 ** 20).toFixed(0)} MB), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)}, database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
+  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} 2xx/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (by fifths of the run: ${rec.rssFifths.map((b) => (b / 2 ** 20).toFixed(0)).join('/')}), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)}, database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
 }
 
 // Gatehouse -------------------------------------------------------------------------------------------

@@ -112,11 +112,10 @@ export function rssBytes(pid: number): number | undefined {
 }
 
 /** Samples VmRSS every `everyMs` until stopped; returns the maximum seen. */
-/** What sampleRss saw: the largest RSS, and the largest in the first and in the last fifth of the samples (growth). */
+/** What sampleRss saw: the largest RSS, and the largest in each fifth of the samples (its course: growth, spikes). */
 export interface RssSummary {
   max: number;
-  firstFifthMax: number;
-  lastFifthMax: number;
+  fifthsMax: number[];
 }
 
 export function sampleRss(pid: number, everyMs = 200): { stop(): RssSummary } {
@@ -131,9 +130,9 @@ export function sampleRss(pid: number, everyMs = 200): { stop(): RssSummary } {
     stop() {
       clearInterval(timer);
       take();
-      const fifth = Math.max(1, Math.floor(samples.length / 5));
-      const maxOf = (xs: number[]) => Math.max(0, ...xs);
-      return { max: maxOf(samples), firstFifthMax: maxOf(samples.slice(0, fifth)), lastFifthMax: maxOf(samples.slice(-fifth)) };
+      const maxOf = (xs: number[]) => xs.reduce((a, b) => Math.max(a, b), 0);
+      const fifths = [0, 1, 2, 3, 4].map((k) => samples.slice(Math.floor((k * samples.length) / 5), Math.max(Math.floor(((k + 1) * samples.length) / 5), 1)));
+      return { max: maxOf(samples), fifthsMax: fifths.map(maxOf) };
     },
   };
 }
