@@ -1,5 +1,4 @@
-import type { FastifyBaseLogger, FastifyServerOptions } from 'fastify';
-import type { Bindings, ChildLoggerOptions } from 'pino';
+import type { FastifyServerOptions } from 'fastify';
 import type { LoggerOptions } from 'pino';
 
 /** Query parameters whose values are secrets: replaced in logged URLs (SECURITY.md item 91). */
@@ -64,30 +63,4 @@ export function loggerOptions(level: string): Exclude<FastifyServerOptions['logg
     },
     serializers: { req: serializers.req },
   };
-}
-
-const LOG_METHODS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-
-/**
- * Fastify's `childLoggerFactory`: the request's logger (`request.log`, bound to its `reqId`) is made when
- * the request first logs. Making a pino child for every request (its bindings serialized through the
- * redaction) cost about 4% of a `/healthz` answer, and most requests log nothing but the access line,
- * which has a logger of its own.
- */
-export function lazyRequestLogger(logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
-  let child: FastifyBaseLogger | undefined;
-  const made = () => (child ??= logger.child(bindings, options));
-  const lazy = {
-    get level() {
-      return made().level;
-    },
-    set level(level: string) {
-      made().level = level;
-    },
-    child: (more: Bindings, moreOptions?: ChildLoggerOptions) => made().child(more, moreOptions),
-  } as FastifyBaseLogger;
-  for (const name of LOG_METHODS) {
-    Object.defineProperty(lazy, name, { value: (...args: unknown[]) => Reflect.apply(made()[name], made(), args), enumerable: true });
-  }
-  return lazy;
 }

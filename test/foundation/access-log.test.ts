@@ -55,7 +55,7 @@ describe('access log', () => {
     }
   });
 
-  it('a route\'s log line and an error line carry their request id, redacted (the request logger is made on first use)', async () => {
+  it('a route\'s log line and an error line carry their request id, redacted', async () => {
     lines.length = 0;
     const { storage: own, drop: dropOwn } = await createTestStorage();
     const probe = await buildApp(testConfig(), { storage: own, logStream: { write: (line) => void lines.push(JSON.parse(line)) } });
