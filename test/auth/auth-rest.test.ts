@@ -3,6 +3,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
 import { codeIn, linkIn, mailTo, startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import type { App } from '../../src/storage/repos/apps.js';
+import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 
 let t: TestApp;
 let smtp: TestSmtp;
@@ -20,8 +21,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // SECURITY.md item 91: no password, token or code in any log line.
-  const logs = t.logs.join('\n');
-  for (const s of secrets) expect(logs.includes(s), `secret leaked to logs: ${s.slice(0, 6)}…`).toBe(false);
+  expectNoSecretsInLogs(t.logs, secrets, 6);
   await t.close();
   await smtp.close();
 });

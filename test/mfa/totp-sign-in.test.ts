@@ -8,6 +8,7 @@ import { newId } from '../../src/shared/ids.js';
 import { insertIdentity } from '../../src/storage/repos/idp.js';
 import { grantConsent } from '../../src/storage/repos/consents.js';
 import { DEFAULT_SCOPE } from '../../src/shared/scopes.js';
+import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 
 /**
  * TOTP as the second step of every sign-in door (CONTRACT §15.6, issue 16), black-box: enrol on
@@ -33,8 +34,7 @@ beforeAll(async () => {
 const secrets: string[] = [];
 
 afterAll(async () => {
-  const logs = t.logs.join('\n');
-  for (const s of secrets) expect(logs.includes(s), `secret leaked to logs: ${s.slice(0, 4)}…`).toBe(false);
+  expectNoSecretsInLogs(t.logs, secrets);
   await t?.close();
   await provider?.close();
 });

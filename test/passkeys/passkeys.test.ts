@@ -4,6 +4,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeUser } from '../helpers/factories.js';
 import { Browser, csrfOf, makeClient, type TestClient } from '../helpers/oauth-flows.js';
 import { SoftAuthenticator } from './soft-authenticator.js';
+import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 
 /**
  * Passkeys through `app.inject`, with a software authenticator: the REST doors for apps with their own
@@ -57,8 +58,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  const logs = t.logs.join('\n');
-  for (const s of secrets) expect(logs.includes(s), `secret leaked to logs: ${s.slice(0, 8)}…`).toBe(false);
+  expectNoSecretsInLogs(t.logs, secrets, 8);
   await t.close();
 });
 
