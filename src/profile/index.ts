@@ -51,7 +51,7 @@ function clientIdHeader(request: FastifyRequest): string {
 function admitCaller(request: FastifyRequest, identity: BearerIdentity): void {
   const clientId = clientIdHeader(request);
   if (clientId !== identity.appId) throw new AppError('client_mismatch', { detail: `token for ${identity.appId}, header ${clientId}` });
-  const app = identity.app;
+  const app = identity.grant.app;
   if (app.disabled) throw new AppError('unauthorized', { detail: `app ${clientId} missing or disabled` });
   if (!app.features.auth || !app.features.profile) throw new AppError('feature_disabled', { detail: `app ${clientId} lacks auth/profile` });
   const { userId } = request.params as { userId?: string };

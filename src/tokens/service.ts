@@ -56,8 +56,7 @@ export interface AccessTokenClaims<G extends LiveGrant = LiveGrant> {
   grantId: string;
   jti: string;
   exp: number;
-  /** The token's app (its client), read with the grant's liveness. */
-  app: App;
+  /** The live grant, with the token's app (its client), as the liveness reader read it. */
   grant: G;
 }
 
@@ -75,9 +74,10 @@ export interface BearerIdentity<G extends LiveGrant = LiveGrant> {
   appId: string;
   scope: string;
   grantId: string;
-  /** The app the credential was issued to (read with the grant's liveness: no second query for it). */
-  app: App;
-  /** The live grant as its reader read it (with what else the caller asked to read in the same statement). */
+  /**
+   * The live grant as its reader read it: with the app the credential was issued to (no second query for
+   * it) and whatever else the caller asked to read in the same statement.
+   */
   grant: G;
 }
 
@@ -457,7 +457,7 @@ export class TokenService {
     if (aud !== clientId) return null;
     const grant = await readGrant(this.db, sid, this.clock.now());
     if (!grant || grant.app.id !== clientId) return null;
-    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, app: grant.app, grant };
+    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, grant };
   }
 
   /**
@@ -485,10 +485,10 @@ export class TokenService {
       if (!grant || grant.app.id !== session.appId) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
       // A sign-in still waiting for its second factor is no credential yet.
       if (grant.awaiting === AWAITING.secondFactor) throw new AppError('unauthorized', { detail: 'session awaits its second factor' });
-      return { kind: 'session', userId: session.sub, appId: session.appId, scope: grant.scope, grantId: session.grantId, app: grant.app, grant };
+      return { kind: 'session', userId: session.sub, appId: session.appId, scope: grant.scope, grantId: session.grantId, grant };
     }
     const claims = await this.checkAccessToken(token, readGrant);
     if (!claims) throw new AppError('unauthorized', { detail: 'access token rejected' });
-    return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId, app: claims.app, grant: claims.grant };
+    return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId, grant: claims.grant };
   }
 }
