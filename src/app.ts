@@ -12,7 +12,7 @@ import errorHandler from './plugins/error-handler.js';
 import { useJsonBodyParser } from './plugins/json-body.js';
 import keysPlugin from './plugins/keys.js';
 import pino from 'pino';
-import { accessLogOptions, loggerOptions } from './plugins/logger.js';
+import { accessLogOptions, isQuietWhenOk, loggerOptions } from './plugins/logger.js';
 import errorResponsesPlugin from './plugins/error-responses.js';
 import routeListPlugin from './plugins/route-list.js';
 import throttlePlugin from './throttle/index.js';
@@ -75,17 +75,6 @@ function asyncStdout(): pino.DestinationStream {
   return destination;
 }
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /**
-     * A successful answer writes no access line: health probes come every few seconds from every
-     * balancer and orchestrator, and a line each would drown the log (and cost a busy server more than
-     * the answer). A failed probe is still logged.
-     */
-    quietWhenOk?: boolean;
-  }
-}
-
 /**
  * One access line per request, the request and its outcome together (Fastify's default writes two),
  * through `accessLog` (no redaction walk: see accessLogOptions). Errors go through the request's own
@@ -100,7 +89,7 @@ class AccessLog extends LogController {
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
-    else if (reply.statusCode >= 400 || !request.routeOptions.config.quietWhenOk) this.accessLog?.info({ reqId: request.id, req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+    else if (reply.statusCode >= 400 || !isQuietWhenOk(request)) this.accessLog?.info({ reqId: request.id, req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
   }
 }
 

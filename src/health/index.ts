@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { json } from '../shared/responses.js';
+import { quietWhenOk } from '../plugins/logger.js';
 
 const Live = z.object({ status: z.literal('ok') });
 const Ready = z.object({ status: z.enum(['ok', 'unavailable']), database: z.enum(['ok', 'unreachable']) });
@@ -12,7 +13,7 @@ export default async function healthRoutes(scope: FastifyInstance) {
   app.get(
     '/healthz',
     {
-      config: { quietWhenOk: true },
+      onRequest: quietWhenOk,
       schema: {
         operationId: 'getLiveness',
         tags: ['operations'],
@@ -26,7 +27,7 @@ export default async function healthRoutes(scope: FastifyInstance) {
   app.get(
     '/readyz',
     {
-      config: { quietWhenOk: true },
+      onRequest: quietWhenOk,
       schema: {
         operationId: 'getReadiness',
         tags: ['operations'],

@@ -1,4 +1,4 @@
-import type { FastifyServerOptions } from 'fastify';
+import type { FastifyRequest, FastifyServerOptions, onRequestHookHandler } from 'fastify';
 import type { LoggerOptions } from 'pino';
 
 /** Query parameters whose values are secrets: replaced in logged URLs (SECURITY.md item 91). */
@@ -64,3 +64,18 @@ export function loggerOptions(level: string): Exclude<FastifyServerOptions['logg
     serializers: { req: serializers.req },
   };
 }
+
+const quietRequests = new WeakSet<FastifyRequest>();
+
+/**
+ * A route's onRequest hook: a successful answer writes no access line. Health probes come every few
+ * seconds from every balancer and orchestrator, and a line each would drown the log (and cost a busy
+ * server more than the answer). A failed probe is still logged. (A set, not the route's config: reading
+ * `request.routeOptions` builds an object on every call, and the access log asks on every request.)
+ */
+export const quietWhenOk: onRequestHookHandler = (request, _reply, done) => {
+  quietRequests.add(request);
+  done();
+};
+
+export const isQuietWhenOk = (request: FastifyRequest): boolean => quietRequests.has(request);
