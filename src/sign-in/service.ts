@@ -9,7 +9,7 @@ import { findAppUser, recordAppSignIn } from '../storage/repos/app-users.js';
 import type { App, RequiredField } from '../storage/repos/apps.js';
 import { findConsentedScope, grantConsent, revokeConsent } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
-import { AWAITING, type AuthorizationCodeRow, finishPendingGrant, type GrantRow, recordSecondFactor, revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { AWAITING, type CodeRedemption, finishPendingGrant, type GrantRow, recordSecondFactor, revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { type PublicUser, toPublicUser, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 import { inTransaction } from '../storage/transaction.js';
@@ -156,10 +156,12 @@ export class SignIn {
     return mustReauthenticate(demand, authTime, this.deps.clock.now());
   }
 
-  /** Whether an authorization code still stands on what it was issued on (checked inside the redemption). */
-  async codeBasisProblem(db: Kysely<Database>, code: AuthorizationCodeRow, user: UserRow): Promise<SignInRefusal | CodeBasisProblem | null> {
-    const membership = await findAppUser(db, code.app_id, user.id);
-    const consentedScope = await findConsentedScope(db, code.app_id, user.id);
+  /**
+   * Whether an authorization code still stands on what it was issued on, judged on its redemption basis
+   * as the consuming statement read it (inside the redemption).
+   */
+  codeBasisProblem(redemption: CodeRedemption & { user: UserRow }): SignInRefusal | CodeBasisProblem | null {
+    const { code, user, membership, consentedScope } = redemption;
     return codeBasisProblem(user, membership, { issuedAt: code.created_at, scope: code.scope, consentedScope });
   }
 

@@ -28,7 +28,7 @@ import {
   rotateRefreshToken,
 } from '../storage/repos/grants.js';
 import type { UserRow } from '../storage/repos/users.js';
-import type { Database, RefreshTokensTable } from '../storage/schema.js';
+import type { Database, GrantsTable, RefreshTokensTable } from '../storage/schema.js';
 import type { Insertable } from 'kysely';
 import type { KeyStore } from '../plugins/keys.js';
 import type { Dialect } from '../storage/connect.js';
@@ -95,6 +95,18 @@ export interface MintInput {
   nonce: string | null;
 }
 
+/** What a new grant records (TokenService.createGrant). */
+export interface GrantInput {
+  appId: string;
+  userId: string;
+  scope: string;
+  authTime: number;
+  amr: readonly Amr[];
+  nonce?: string | null;
+  awaiting?: Awaiting;
+  expiresAt?: number;
+}
+
 /** A token response ready to send, and the refresh-token row that must be committed before it is. */
 export interface PreparedTokens {
   response: TokenResponse;
@@ -138,26 +150,18 @@ export class TokenService {
 
   /**
    * Starts a grant: one sign-in of a user to an app. Tokens and session JWTs reference it as `sid`.
-   * `id` may be chosen beforehand (tokens signed before the transaction that stores the grant).
    */
-  async createGrant(
-    db: Kysely<Database>,
-    input: {
-      id?: string;
-      appId: string;
-      userId: string;
-      scope: string;
-      authTime: number;
-      amr: readonly Amr[];
-      nonce?: string | null;
-      awaiting?: Awaiting;
-      expiresAt?: number;
-    },
-  ): Promise<string> {
+  async createGrant(db: Kysely<Database>, input: GrantInput): Promise<string> {
+    const row = this.grantRow(input);
+    await insertGrant(db, row);
+    return row.id;
+  }
+
+  /** The row of a new grant, with a new id (tokens may be signed for it before it is stored). */
+  private grantRow(input: GrantInput): Insertable<GrantsTable> {
     const now = this.clock.now();
-    const id = input.id ?? newId('grt');
-    await insertGrant(db, {
-      id,
+    return {
+      id: newId('grt'),
       app_id: input.appId,
       user_id: input.userId,
       scope: joinScope(scopeList(input.scope)),
@@ -169,8 +173,7 @@ export class TokenService {
       revoked_at: null,
       revoked_reason: null,
       awaiting_completion: input.awaiting ?? AWAITING.nothing,
-    });
-    return id;
+    };
   }
 
   /**
@@ -203,8 +206,9 @@ export class TokenService {
   }
 
   /**
-   * Tokens for a new grant, signed now, without touching the database; `store` records the grant and
-   * its refresh token (call it inside the transaction that decides the sign-in, before answering).
+   * Tokens for a new grant, signed now, without touching the database: the rows to store (`grantRow`,
+   * `refreshRow`) and `store`, which records both. Store them inside the transaction that decides the
+   * sign-in, before answering.
    */
   async prepareGrantTokens(input: {
     app: App;
@@ -213,26 +217,24 @@ export class TokenService {
     authTime: number;
     amr: readonly Amr[];
     nonce?: string | null;
-  }): Promise<{ response: TokenResponse; grantId: string; store(db: Kysely<Database>): Promise<void> }> {
-    const grantId = newId('grt');
-    const expiresAt = this.clock.now() + this.config.ttl.refreshFamily;
-    const scope = joinScope(scopeList(input.scope));
+  }): Promise<PreparedTokens & { grantId: string; grantRow: Insertable<GrantsTable>; store(db: Kysely<Database>): Promise<void> }> {
+    const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce });
     const { response, refreshRow } = await this.prepareTokens({
       app: input.app,
       user: input.user,
-      grantId,
-      grantExpiresAt: expiresAt,
-      scope,
-      refreshScope: scope,
+      grantId: grantRow.id,
+      grantExpiresAt: grantRow.expires_at,
+      scope: grantRow.scope,
+      refreshScope: grantRow.scope,
       authTime: input.authTime,
       amr: input.amr,
       nonce: input.nonce ?? null,
     });
     const store = async (db: Kysely<Database>) => {
-      await this.createGrant(db, { id: grantId, appId: input.app.id, userId: input.user.id, scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, expiresAt });
+      await insertGrant(db, grantRow);
       await insertRefreshToken(db, refreshRow);
     };
-    return { response, grantId, store };
+    return { response, refreshRow, grantId: grantRow.id, grantRow, store };
   }
 
   private async mint(db: Kysely<Database>, input: MintInput): Promise<{ response: TokenResponse; refreshHash: string }> {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
+import { StatementRecorder } from '../helpers/statements.js';
 import {
   authorizeAndGetCode,
   Browser,
@@ -162,6 +163,37 @@ describe('POST /oauth/token', () => {
         const res = await exchangeCode(t.app, appA, code, pkcePair().verifier);
         expect(res.statusCode).toBe(400);
         expect(['invalid_grant', 'invalid_request']).toContain(res.json().error);
+      }
+    });
+
+    it('a redemption reads the code and its basis in one statement, and consumes and stores in as few as the database allows', async () => {
+      const recorder = new StatementRecorder();
+      const r = await buildTestApp({ withDb: (db) => db.withPlugin(recorder) });
+      try {
+        const client = await makeClient(r, { redirectUris: ['https://r.example/cb'] });
+        const browser = new Browser(r.app);
+        await browser.register();
+        const { code, verifier } = await authorizeAndGetCode(browser, client, { scope: 'openid profile email' });
+        let res: Awaited<ReturnType<typeof exchangeCode>> | undefined;
+        const seen = await recorder.during(async () => {
+          res = await exchangeCode(r.app, client, code, verifier);
+        });
+        expect(res!.statusCode).toBe(200);
+        // Client, then the code with its user, membership and consent; inside the transaction PostgreSQL
+        // consumes and re-reads the basis in one statement and stores grant, refresh token and link in one.
+        const consumeAndStore =
+          TEST_DIALECT === 'postgres'
+            ? ['select consumed', 'update authorization_codes']
+            : ['update authorization_codes', 'select authorization_codes', 'insert grants', 'insert refresh_tokens', 'update authorization_codes'];
+        expect(seen).toEqual(['select apps', 'select authorization_codes', ...consumeAndStore]);
+        // What it stored is what it answered: the refresh token works and the code now names its grant.
+        expect((await refresh(r.app, client, res!.json().refresh_token)).statusCode).toBe(200);
+        const stored = await r.db.selectFrom('authorization_codes').select(['grant_id', 'consumed_at']).execute();
+        expect(stored).toHaveLength(1);
+        expect(stored[0]!.grant_id).toMatch(/^grt_/);
+        expect(stored[0]!.consumed_at).not.toBeNull();
+      } finally {
+        await r.close();
       }
     });
 

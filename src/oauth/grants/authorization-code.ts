@@ -8,13 +8,13 @@ import type { App } from '../../storage/repos/apps.js';
 import { appendEvent } from '../../storage/repos/events.js';
 import {
   type AuthorizationCodeRow,
-  consumeAuthorizationCode,
+  consumeCodeForRedemption,
   findAuthorizationCode,
+  findCodeRedemption,
   findGrant,
   revokeGrant,
-  setAuthorizationCodeGrant,
+  storeCodeGrant,
 } from '../../storage/repos/grants.js';
-import { findUserById } from '../../storage/repos/users.js';
 import { required, type Params } from '../params.js';
 import { isValidVerifier, verifyPkce } from '../../sign-in/pkce.js';
 
@@ -49,8 +49,9 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   }
   if (code.length > 200) throw new AppError('invalid_grant', { detail: 'code too long', reason: 'code_unknown' });
   const codeHash = hashSecret(code);
-  const row = await findAuthorizationCode(app.db, codeHash);
-  if (!row) throw new AppError('invalid_grant', { reason: 'code_unknown' });
+  const found = await findCodeRedemption(app.db, codeHash);
+  if (!found) throw new AppError('invalid_grant', { reason: 'code_unknown' });
+  const row = found.code;
   if (row.app_id !== client.id) throw new AppError('invalid_grant', { reason: 'code_other_client' });
 
   const now = app.clock.now();
@@ -58,19 +59,19 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   const failure = codeCheckFailure(row, now, redirectUri, verifier);
   // Tokens are signed before the transaction, so the database is never held while a JWT is signed;
   // the transaction decides whether they are stored and answered.
-  const signer = failure ? undefined : await findUserById(app.db, row.user_id);
+  const signer = failure ? undefined : found.user;
   const prepared = signer && (await app.tokens.prepareGrantTokens({ app: client, user: signer, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce }));
   type Outcome = { ok: TokenResponse } | { fail: ErrorReason } | { replay: true };
   const outcome = await app.db.transaction().execute(async (trx): Promise<Outcome> => {
-    if (!(await consumeAuthorizationCode(trx, codeHash, now))) return { replay: true };
+    const redemption = await consumeCodeForRedemption(trx, app.dialect, codeHash, now);
+    if (!redemption) return { replay: true };
     if (failure) return { fail: failure };
-    const user = await findUserById(trx, row.user_id);
+    const { user } = redemption;
     if (!user || !prepared) return { fail: 'user_gone' };
     // The basis the code was issued on must still hold (sign-in/policy.ts: codeBasisProblem).
-    const problem = await app.signIn.codeBasisProblem(trx, row, user);
+    const problem = app.signIn.codeBasisProblem({ ...redemption, user });
     if (problem) return { fail: problem };
-    await prepared.store(trx);
-    await setAuthorizationCodeGrant(trx, codeHash, prepared.grantId);
+    await storeCodeGrant(trx, app.dialect, { codeHash, grant: prepared.grantRow, refreshToken: prepared.refreshRow });
     return { ok: prepared.response };
   });
 

@@ -1,7 +1,7 @@
 import { type Insertable, type Kysely, sql } from 'kysely';
 import type { Dialect } from '../connect.js';
 import { type App, toApp } from './apps.js';
-import { precompiled } from '../precompiled.js';
+import { nameStatement, precompiled } from '../precompiled.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
 import type { AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
 
@@ -255,14 +255,17 @@ export async function rotateRefreshToken(
 ): Promise<boolean> {
   const { tokenHash, at, sealedResponse, successor: s } = input;
   if (dialect === 'postgres') {
-    const result = await sql`
+    const rotation = sql`
       with rotated as (
         update refresh_tokens set consumed_at = ${at}, successor_response = ${sealedResponse}, successor_hash = ${s.token_hash}
         where token_hash = ${tokenHash} and consumed_at is null
         returning 1
       )
       insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
-      select ${s.token_hash}, ${s.grant_id}, ${s.app_id}, ${s.scope}, cast(${s.created_at} as bigint), cast(${s.expires_at} as bigint) from rotated`.execute(db);
+      select ${s.token_hash}, ${s.grant_id}, ${s.app_id}, ${s.scope}, cast(${s.created_at} as bigint), cast(${s.expires_at} as bigint) from rotated`.compile(db);
+    // The same text on every call: a hot statement, prepared once per connection (precompiled.ts).
+    nameStatement(rotation.sql);
+    const result = await db.executeQuery(rotation);
     return result.numAffectedRows === 1n;
   }
   return db.transaction().execute(async (trx) => {
@@ -286,15 +289,153 @@ export async function findAuthorizationCode(db: Kysely<Database>, codeHash: stri
   return (await selectAuthorizationCode(db, codeHash)).rows[0];
 }
 
+/**
+ * A code and what its redemption is judged on (sign-in policy: codeBasisProblem): its user, the user's
+ * membership of the code's app and the scope the user consented to there.
+ */
+export interface CodeRedemption {
+  code: AuthorizationCodeRow;
+  user: UserRow | undefined;
+  membership: { status: 'active' | 'blocked' } | undefined;
+  consentedScope: string;
+}
+
+/** The columns of a code's redemption (CodeRedemption), read from the code row `c` and what it joins. */
+const REDEMPTION_COLUMNS = [
+  'c.code_hash', 'c.app_id', 'c.user_id', 'c.redirect_uri', 'c.scope', 'c.code_challenge', 'c.nonce', 'c.auth_time', 'c.amr', 'c.created_at',
+  'c.expires_at', 'c.consumed_at', 'c.grant_id',
+  'u.id as u_id', 'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
+  'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
+  'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
+  'm.status as m_status', 'k.scope as k_scope',
+] as const;
+
+/** The code `codeHash` with its redemption basis, in one statement. */
+const selectCodeRedemption = precompiled((db, codeHash: string) =>
+  db
+    .selectFrom('authorization_codes as c')
+    .leftJoin('users as u', 'u.id', 'c.user_id')
+    .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
+    .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
+    .select(REDEMPTION_COLUMNS)
+    .where('c.code_hash', '=', codeHash),
+);
+
+/**
+ * Consumes the code and reads its redemption basis as the consuming statement saw it (PostgreSQL: one
+ * data-modifying statement, whose joins see the users, memberships and consents committed before it).
+ */
+const consumeCodeReturningRedemption = precompiled((db, at: number, codeHash: string) =>
+  db
+    .with('consumed', (db) =>
+      db.updateTable('authorization_codes').set({ consumed_at: at }).where('code_hash', '=', codeHash).where('consumed_at', 'is', null).returningAll(),
+    )
+    .selectFrom('consumed as c')
+    .leftJoin('users as u', 'u.id', 'c.user_id')
+    .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
+    .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
+    .select(REDEMPTION_COLUMNS),
+);
+
+type RedemptionRow = Awaited<ReturnType<typeof selectCodeRedemption>>['rows'][number];
+
+function toCodeRedemption(row: RedemptionRow): CodeRedemption {
+  const { u_id, u_email, u_email_verified, u_password_hash, u_name, u_phone_number, u_birthdate, u_status, u_password_changed_at, u_created_at, u_updated_at, m_status, k_scope, ...code } = row;
+  const user: UserRow | undefined =
+    u_id === null
+      ? undefined
+      : {
+          id: u_id, email: u_email!, email_verified: u_email_verified!, password_hash: u_password_hash, name: u_name, phone_number: u_phone_number,
+          birthdate: u_birthdate, status: u_status!, password_changed_at: u_password_changed_at, created_at: u_created_at!, updated_at: u_updated_at!,
+        };
+  return { code, user, membership: m_status === null ? undefined : { status: m_status }, consentedScope: k_scope ?? '' };
+}
+
+export async function findCodeRedemption(db: Kysely<Database>, codeHash: string): Promise<CodeRedemption | undefined> {
+  const row = (await selectCodeRedemption(db, codeHash)).rows[0];
+  return row && toCodeRedemption(row);
+}
+
 /** Single use: exactly one redemption (or burn) wins. */
 const updateCodeConsumed = precompiled((db, codeHash: string, at: number) =>
   db.updateTable('authorization_codes').set({ consumed_at: at }).where('code_hash', '=', codeHash).where('consumed_at', 'is', null),
 );
 
-export async function consumeAuthorizationCode(db: Kysely<Database>, codeHash: string, at: number): Promise<boolean> {
+async function consumeAuthorizationCode(db: Kysely<Database>, codeHash: string, at: number): Promise<boolean> {
   return (await updateCodeConsumed(db, codeHash, at)).numAffectedRows === 1n;
 }
 
-export async function setAuthorizationCodeGrant(db: Kysely<Database>, codeHash: string, grantId: string): Promise<void> {
-  await db.updateTable('authorization_codes').set({ grant_id: grantId }).where('code_hash', '=', codeHash).execute();
+/**
+ * Consumes a code (exactly one redemption or burn wins) and returns its redemption basis as of that
+ * moment; undefined when the code was already consumed. Call inside the redeeming transaction, whose
+ * row lock on the code makes a concurrent redemption wait for its outcome. One statement on PostgreSQL;
+ * two on SQLite (no data-modifying WITH there), where a statement costs no round trip.
+ */
+export async function consumeCodeForRedemption(db: Kysely<Database>, dialect: Dialect, codeHash: string, at: number): Promise<CodeRedemption | undefined> {
+  if (dialect === 'postgres') {
+    const row = (await consumeCodeReturningRedemption(db, at, codeHash)).rows[0];
+    return row && toCodeRedemption(row);
+  }
+  if (!(await consumeAuthorizationCode(db, codeHash, at))) return undefined;
+  return findCodeRedemption(db, codeHash);
+}
+
+const updateCodeGrant = precompiled((db, codeHash: string, grantId: string) =>
+  db.updateTable('authorization_codes').set({ grant_id: grantId }).where('code_hash', '=', codeHash),
+);
+
+/** Records the grant a code's redemption created, so a replay can revoke what the code produced. */
+async function setAuthorizationCodeGrant(db: Kysely<Database>, codeHash: string, grantId: string): Promise<void> {
+  await updateCodeGrant(db, codeHash, grantId);
+}
+
+/** Stores a redemption's grant and first refresh token and links the code to the grant, in one statement (PostgreSQL). */
+const insertCodeGrant = precompiled(
+  (
+    db, codeHash: string,
+    id: string, appId: string, userId: string, scope: string, authTime: number, amr: string | null, nonce: string | null, createdAt: number, expiresAt: number,
+    revokedAt: number | null, revokedReason: string | null, awaiting: number,
+    tokenHash: string, tokenGrantId: string, tokenAppId: string, tokenScope: string, tokenCreatedAt: number, tokenExpiresAt: number,
+    consumedAt: number | null, successorResponse: string | null, successorHash: string | null,
+  ) =>
+    db
+      .with('g', (db) =>
+        db.insertInto('grants').values({
+          id, app_id: appId, user_id: userId, scope, auth_time: authTime, amr, nonce, created_at: createdAt, expires_at: expiresAt,
+          revoked_at: revokedAt, revoked_reason: revokedReason, awaiting_completion: awaiting,
+        }),
+      )
+      .with('t', (db) =>
+        db.insertInto('refresh_tokens').values({
+          token_hash: tokenHash, grant_id: tokenGrantId, app_id: tokenAppId, scope: tokenScope, created_at: tokenCreatedAt, expires_at: tokenExpiresAt,
+          consumed_at: consumedAt, successor_response: successorResponse, successor_hash: successorHash,
+        }),
+      )
+      .updateTable('authorization_codes')
+      .set({ grant_id: id })
+      .where('code_hash', '=', codeHash),
+);
+
+/**
+ * Stores the grant a code's redemption created, with its first refresh token, and links the code to it
+ * (as setAuthorizationCodeGrant), inside the redeeming transaction: one statement on PostgreSQL, three on SQLite.
+ */
+export async function storeCodeGrant(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  input: { codeHash: string; grant: Insertable<GrantsTable>; refreshToken: Insertable<RefreshTokensTable> },
+): Promise<void> {
+  const { codeHash, grant: g, refreshToken: t } = input;
+  if (dialect === 'postgres') {
+    await insertCodeGrant(
+      db, codeHash,
+      g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null, g.revoked_reason ?? null,
+      g.awaiting_completion ?? AWAITING.nothing,
+      t.token_hash, t.grant_id, t.app_id, t.scope, t.created_at, t.expires_at, t.consumed_at ?? null, t.successor_response ?? null, t.successor_hash ?? null,
+    );
+    return;
+  }
+  await insertGrant(db, g);
+  await insertRefreshToken(db, t);
+  await setAuthorizationCodeGrant(db, codeHash, g.id);
 }
