@@ -4,10 +4,11 @@ import { errors, type JWTPayload } from 'jose';
 /**
  * ES256 JWTs through node:crypto (issue 13): the access tokens and session JWTs that every bearer
  * request verifies and every grant signs. jose goes through WebCrypto, whose per-call overhead
- * (algorithm normalisation) cost more than the P-256 arithmetic itself. Here the arithmetic runs as a
- * `crypto.sign`/`crypto.verify` job on the libuv thread pool with an imported KeyObject: the main thread
- * only queues it (a synchronous verify was half of a bearer read's main-thread time), and the second core
- * does the math.
+ * (algorithm normalisation) cost more than the P-256 arithmetic itself. Both use an imported KeyObject.
+ * A verify (about three times a sign's work) runs as a `crypto.verify` job on the libuv thread pool: a
+ * synchronous verify was half of a bearer read's main-thread time. A sign runs on the main thread: it
+ * costs about 30 µs there, and handing it to the pool cost more, measured under load (waking a pool
+ * thread and being woken back: refresh 2.4k → 3.1k req/s on SQLite when signing inline, bench/RESULTS.md).
  *
  * Only our own tokens pass here, so the rules are narrow and fixed: compact JWS, `alg` exactly ES256,
  * `typ` as expected, a `kid` naming one of our published keys, no `crit`, a 64-byte signature; then
@@ -20,11 +21,9 @@ const encode = (value: object) => Buffer.from(JSON.stringify(value)).toString('b
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const P1363 = 'ieee-p1363' as const;
 
-export async function signEs256(payload: JWTPayload, header: { kid: string; typ: string }, key: KeyObject): Promise<string> {
+export function signEs256(payload: JWTPayload, header: { kid: string; typ: string }, key: KeyObject): string {
   const input = `${encode({ alg: 'ES256', typ: header.typ, kid: header.kid })}.${encode(payload)}`;
-  const signature = await new Promise<Buffer>((resolve, reject) =>
-    sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 }, (error, result) => (error ? reject(error) : resolve(result))),
-  );
+  const signature = sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 });
   return `${input}.${signature.toString('base64url')}`;
 }
 
