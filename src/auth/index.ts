@@ -8,7 +8,7 @@ import { json, noBody, OPTIONAL_CLIENT_AUTH, shareRouteDocs } from '../shared/re
 import { SignInResult, TokenResponse } from '../shared/schemas.js';
 import { hashSecret } from '../shared/ids.js';
 import { AppError } from '../errors.js';
-import { findGrant, findRefreshToken, revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { findGrant, findRefreshFamily, findRefreshToken, revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { findUserById } from '../storage/repos/users.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import {
@@ -250,11 +250,12 @@ export default async function authRoutes(scope: FastifyInstance) {
       const body = request.body;
       // No client named: the token's own app (a refresh token is bound to exactly one client), which
       // must still authenticate when it is confidential.
-      const tokenApp = (await findRefreshToken(app.db, hashSecret(body.refresh_token)))?.app_id;
+      const family = await findRefreshFamily(app.db, hashSecret(body.refresh_token));
+      const tokenApp = family?.token.app_id;
       const namesClient = namedClientId(request, body) !== undefined || request.headers.authorization !== undefined;
       if (tokenApp === undefined && !namesClient) throw new AppError('invalid_grant', { reason: 'refresh_token_unknown' });
       const client = await resolveApp(app, request, body, { authenticate: true, fallbackClientId: tokenApp });
-      const json = await app.tokens.refresh({ refreshToken: body.refresh_token, client, scope: body.scope }, requestContext(request));
+      const json = await app.tokens.refresh({ family, client, scope: body.scope }, requestContext(request));
       return noStore(reply).type('application/json; charset=utf-8').send(json);
     },
   );

@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { App } from '../storage/repos/apps.js';
-import { authenticateClient } from '../sign-in/client-auth.js';
+import { type AppReader, authenticateClient } from '../sign-in/client-auth.js';
 import { authorizationCodeGrant } from './grants/authorization-code.js';
 import { refreshTokenGrant } from './grants/refresh-token.js';
 import { singleParams, type Params } from './params.js';
 
-/** POST /oauth/token: parameter hygiene → grant type → client authentication → the grant's handler. */
+/** POST /oauth/token: parameter hygiene → grant type → the grant's handler, which first authenticates the client. */
 
 /**
  * Failed grants (unknown, used or expired codes and refresh tokens) per IP per minute before 429
@@ -14,7 +14,13 @@ import { singleParams, type Params } from './params.js';
  */
 export const MAX_FAILED_GRANTS_PER_MINUTE = 100;
 
-type GrantHandler = (app: FastifyInstance, request: FastifyRequest, client: App, params: Params) => Promise<object | string>;
+/**
+ * Authenticates the requesting client (client-auth.ts), reading its app with `readApp`: a grant may read
+ * what it needs in the same statement. Every grant calls it before it looks at its own parameters.
+ */
+export type ClientAuthenticator = <A extends App = App>(readApp?: AppReader<A>) => Promise<A>;
+
+type GrantHandler = (app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator) => Promise<object | string>;
 
 const GRANTS: Record<string, GrantHandler> = {
   authorization_code: authorizationCodeGrant,
@@ -32,9 +38,13 @@ export async function token(app: FastifyInstance, request: FastifyRequest, reply
   if (!grantType) throw new AppError('invalid_request', { message: 'The grant_type parameter is required.' });
   const handler = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;
   if (!handler) throw new AppError('unsupported_grant_type');
-  const { app: client } = await authenticateClient(app, { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip });
-  request.corsAppId = client.id;
-  const result = await handler(app, request, client, params).catch(async (error: unknown) => {
+  const credentials = { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip };
+  const authenticate: ClientAuthenticator = async (readApp) => {
+    const { app: client } = await authenticateClient(app, credentials, readApp);
+    request.corsAppId = client.id;
+    return client;
+  };
+  const result = await handler(app, request, params, authenticate).catch(async (error: unknown) => {
     if (error instanceof AppError && error.code === 'invalid_grant') {
       await app.throttle.hitKey(`token-grant-failure:${request.ip}`, MAX_FAILED_GRANTS_PER_MINUTE, 60);
     }

@@ -16,10 +16,13 @@ import type { Throttle } from '../throttle/service.js';
 
 export type ClientAuthMethod = 'none' | 'client_secret_basic' | 'client_secret_post';
 
-export interface AuthenticatedClient {
-  app: App;
+export interface AuthenticatedClient<A extends App = App> {
+  app: A;
   method: ClientAuthMethod;
 }
+
+/** Reads the app a client id names (findApp, or a variant that reads more in the same statement). */
+export type AppReader<A extends App> = (db: Kysely<Database>, clientId: string) => Promise<A | undefined>;
 
 interface BasicCredentials {
   clientId: string;
@@ -66,7 +69,11 @@ export interface ClientCredentials {
   ip: string;
 }
 
-export async function authenticateClient(deps: { db: Kysely<Database>; throttle: Throttle }, credentials: ClientCredentials): Promise<AuthenticatedClient> {
+export async function authenticateClient<A extends App = App>(
+  deps: { db: Kysely<Database>; throttle: Throttle },
+  credentials: ClientCredentials,
+  readApp: AppReader<A> = findApp as AppReader<A>,
+): Promise<AuthenticatedClient<A>> {
   const basic = parseBasic(credentials.authorization);
   if (basic && credentials.clientSecret !== undefined) {
     throw new AppError('invalid_request', { message: 'Use only one client authentication method.' });
@@ -81,7 +88,7 @@ export async function authenticateClient(deps: { db: Kysely<Database>; throttle:
   const secret = basic?.clientSecret ?? credentials.clientSecret;
   const method: ClientAuthMethod = basic ? 'client_secret_basic' : secret !== undefined ? 'client_secret_post' : 'none';
 
-  const app = clientId.length <= 200 ? await findApp(deps.db, clientId) : undefined;
+  const app = clientId.length <= 200 ? await readApp(deps.db, clientId) : undefined;
   // Unknown apps still cost one hash, so timing says nothing about which client ids exist.
   const presentedHash = secret !== undefined ? hashSecret(secret) : '';
   if (!app || app.disabled) throw invalidClient('unknown or disabled client', !!basic, app ? 'client_disabled' : 'client_unknown');

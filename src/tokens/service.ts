@@ -17,7 +17,7 @@ import {
   findLiveGrant,
   type LiveGrant,
   type LiveGrantReader,
-  findRefreshFamily,
+  type RefreshFamily,
   findRefreshToken,
   insertAuthorizationCode,
   insertGrant,
@@ -296,13 +296,14 @@ export class TokenService {
    * Refresh-token rotation (CONTRACT §3, §14.13): one token has at most one successor. The same token
    * from the same client inside the grace window gets the identical response (returned as the exact
    * JSON text); after the window, or once the successor itself was used, it revokes the family.
+   * The caller reads the presented token's family (findRefreshFamily, or with its client in one statement).
    */
-  async refresh(input: { refreshToken: string; client: App; scope?: string }, ctx: RequestContext): Promise<string> {
+  async refresh(input: { family: RefreshFamily | undefined; client: App; scope?: string }, ctx: RequestContext): Promise<string> {
     const now = this.clock.now();
-    const hash = hashSecret(input.refreshToken);
-    const family = await findRefreshFamily(this.db, hash);
+    const { family } = input;
     if (!family) throw new AppError('invalid_grant', { reason: 'refresh_token_unknown' });
     const { token: row, grant, user } = family;
+    const hash = row.token_hash;
     if (row.app_id !== input.client.id) throw new AppError('invalid_grant', { reason: 'refresh_token_other_client' });
     if (input.scope !== undefined && !isSubsetScope(input.scope, row.scope)) throw new AppError('invalid_scope', { detail: 'scope wider than granted' });
 

@@ -4,6 +4,7 @@ import { MAX_FAILED_ADMIN_TOKENS_PER_MINUTE } from '../../src/plugins/admin-toke
 import { hashSecret, newSecret } from '../../src/shared/ids.js';
 import { findApp } from '../../src/storage/repos/apps.js';
 import { insertBrowserSession } from '../../src/storage/repos/browser-sessions.js';
+import { findRefreshFamily } from '../../src/storage/repos/grants.js';
 import type { UserRow } from '../../src/storage/repos/users.js';
 import { epochSeconds } from '../../src/shared/time.js';
 import { FrozenClock, TEST_ADMIN_TOKEN, buildTestApp, type TestApp } from '../helpers/app.js';
@@ -159,13 +160,13 @@ describe('admin API (/v1/admin)', () => {
       expect(grants).toEqual([{ revoked_at: expect.any(Number), revoked_reason: 'user_disabled' }]);
       const session = await t.db.selectFrom('browser_sessions').select('revoked_at').where('id_hash', '=', sessionHash).executeTakeFirstOrThrow();
       expect(session.revoked_at).not.toBeNull();
-      await expect(t.app.tokens.refresh({ refreshToken: response.refresh_token, client: app }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
+      await expect(t.app.tokens.refresh({ family: await findRefreshFamily(t.db, hashSecret(response.refresh_token)), client: app }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
       expect(await t.app.tokens.checkAccessToken(response.access_token)).toBeNull();
 
       const enabled = await t.app.inject({ method: 'PATCH', url: `/v1/admin/users/${user.id}`, headers: adminHeaders, payload: { status: 'active' } });
       expect(enabled.json()).toMatchObject({ status: 'active' });
       // Revoked grants stay revoked.
-      await expect(t.app.tokens.refresh({ refreshToken: response.refresh_token, client: app }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
+      await expect(t.app.tokens.refresh({ family: await findRefreshFamily(t.db, hashSecret(response.refresh_token)), client: app }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
     });
 
     it('PATCH of an unknown user → 404; a bad status → 400', async () => {

@@ -5,7 +5,8 @@ import { addMember, quickUser, tokensFor } from '../helpers/members.js';
 import type { App } from '../../src/storage/repos/apps.js';
 import type { UserRow } from '../../src/storage/repos/users.js';
 import { updateUser } from '../../src/storage/repos/users.js';
-import { newId } from '../../src/shared/ids.js';
+import { hashSecret, newId } from '../../src/shared/ids.js';
+import { findRefreshFamily } from '../../src/storage/repos/grants.js';
 
 describe('developer user listing GET /v1/dev/apps/{id}/users', () => {
   let t: TestApp;
@@ -145,10 +146,10 @@ describe('blocking PATCH /v1/dev/apps/{id}/users/{userId}', () => {
     const res = await t.app.inject({ method: 'PATCH', url: `/v1/dev/apps/${app.id}/users/${user.id}`, headers: { authorization: `Bearer ${dev.apiKey}` }, payload: { status: 'blocked' } });
     expect(res.statusCode).toBe(200);
     expect(res.json().status).toBe('blocked');
-    await expect(t.app.tokens.refresh({ refreshToken: mine.refresh_token, client: app }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
+    await expect(t.app.tokens.refresh({ family: await findRefreshFamily(t.db, hashSecret(mine.refresh_token)), client: app }, {})).rejects.toMatchObject({ code: 'invalid_grant' });
     const profile = await t.app.inject({ method: 'GET', url: `/v1/profile/${user.id}`, headers: { authorization: `Bearer ${mine.access_token}`, 'x-client-id': app.id } });
     expect(profile.statusCode).toBe(401);
-    await expect(t.app.tokens.refresh({ refreshToken: theirs.refresh_token, client: other }, {})).resolves.toBeTypeOf('string');
+    await expect(t.app.tokens.refresh({ family: await findRefreshFamily(t.db, hashSecret(theirs.refresh_token)), client: other }, {})).resolves.toBeTypeOf('string');
     const events = await t.db.selectFrom('events').selectAll().where('type', '=', 'app.user_blocked').where('app_id', '=', app.id).execute();
     expect(events).toHaveLength(1);
     expect(events[0]!.user_id).toBe(user.id);

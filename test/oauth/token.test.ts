@@ -166,10 +166,11 @@ describe('POST /oauth/token', () => {
       }
     });
 
-    it('a redemption reads the code and its basis in one statement, and consumes and stores in as few as the database allows', async () => {
+    it('a redemption reads its client, the code and its basis in one statement, and consumes and stores in as few as the database allows', async () => {
       const recorder = new StatementRecorder();
       const r = await buildTestApp({ withDb: (db) => db.withPlugin(recorder) });
       try {
+        await r.app.mailer.stop(); // no background delivery mixed into the recording
         const client = await makeClient(r, { redirectUris: ['https://r.example/cb'] });
         const browser = new Browser(r.app);
         await browser.register();
@@ -179,19 +180,45 @@ describe('POST /oauth/token', () => {
           res = await exchangeCode(r.app, client, code, verifier);
         });
         expect(res!.statusCode).toBe(200);
-        // Client, then the code with its user, membership and consent; inside the transaction PostgreSQL
+        // The client with the code and its user, membership and consent; inside the transaction PostgreSQL
         // consumes and re-reads the basis in one statement and stores grant, refresh token and link in one.
         const consumeAndStore =
           TEST_DIALECT === 'postgres'
             ? ['select consumed', 'update authorization_codes']
             : ['update authorization_codes', 'select authorization_codes', 'insert grants', 'insert refresh_tokens', 'update authorization_codes'];
-        expect(seen).toEqual(['select apps', 'select authorization_codes', ...consumeAndStore]);
+        expect(seen).toEqual(['select apps', ...consumeAndStore]);
         // What it stored is what it answered: the refresh token works and the code now names its grant.
         expect((await refresh(r.app, client, res!.json().refresh_token)).statusCode).toBe(200);
         const stored = await r.db.selectFrom('authorization_codes').select(['grant_id', 'consumed_at']).execute();
         expect(stored).toHaveLength(1);
         expect(stored[0]!.grant_id).toMatch(/^grt_/);
         expect(stored[0]!.consumed_at).not.toBeNull();
+      } finally {
+        await r.close();
+      }
+    });
+
+    it('a refresh reads its client and the token\'s family in one statement, and rotates in one on PostgreSQL', async () => {
+      const recorder = new StatementRecorder();
+      const r = await buildTestApp({ withDb: (db) => db.withPlugin(recorder) });
+      try {
+        await r.app.mailer.stop(); // no background delivery mixed into the recording
+        const client = await makeClient(r, { redirectUris: ['https://r.example/cb'] });
+        const browser = new Browser(r.app);
+        await browser.register();
+        const { code, verifier } = await authorizeAndGetCode(browser, client, { scope: 'openid profile email' });
+        const first = (await exchangeCode(r.app, client, code, verifier)).json();
+        let res: Awaited<ReturnType<typeof refresh>> | undefined;
+        const seen = await recorder.during(async () => {
+          res = await refresh(r.app, client, first.refresh_token);
+        });
+        expect(res!.statusCode).toBe(200);
+        const rotate = TEST_DIALECT === 'postgres' ? ['rawnode -'] : ['update refresh_tokens', 'insert refresh_tokens'];
+        expect(seen).toEqual(['select apps', ...rotate]);
+        // The successor works; the rotated token, replayed after the grace window, revokes the family.
+        expect((await refresh(r.app, client, res!.json().refresh_token)).statusCode).toBe(200);
+        r.clock.advance(120);
+        expectOAuthError(await refresh(r.app, client, first.refresh_token), 'invalid_grant');
       } finally {
         await r.close();
       }

@@ -273,6 +273,7 @@ describe('profile cache /v1/profile/{userId}', () => {
     const recorder = new StatementRecorder();
     const r = await buildTestApp({ withDb: (db) => db.withPlugin(recorder) });
     try {
+      await r.app.mailer.stop(); // no background delivery mixed into the recording
       const app = await makeApp(r.db, {});
       const user = await quickUser(r);
       await addMember(r, app, user);

@@ -4,19 +4,23 @@ import { AppError, type ErrorReason } from '../../errors.js';
 import { type TokenResponse } from '../../tokens/service.js';
 import { requestContext } from '../../shared/request-context.js';
 import { hashSecret } from '../../shared/ids.js';
-import type { App } from '../../storage/repos/apps.js';
 import { appendEvent } from '../../storage/repos/events.js';
 import {
   type AuthorizationCodeRow,
   consumeCodeForRedemption,
   findAuthorizationCode,
-  findCodeRedemption,
+  findAppWithCodeRedemption,
+  type AppWithCodeRedemption,
   findGrant,
   revokeGrant,
   storeCodeGrant,
 } from '../../storage/repos/grants.js';
 import { required, type Params } from '../params.js';
+import type { ClientAuthenticator } from '../token.js';
 import { isValidVerifier, verifyPkce } from '../../sign-in/pkce.js';
+
+/** Longer than any code this server issues: refused without a lookup. */
+const MAX_CODE_LENGTH = 200;
 
 /** Why a code cannot be redeemed by this request, judged from the code row alone (null when it can). */
 function codeCheckFailure(row: Pick<AuthorizationCodeRow, 'expires_at' | 'redirect_uri' | 'code_challenge'>, now: number, redirectUri: string, verifier: string | undefined): ErrorReason | null {
@@ -40,16 +44,20 @@ function codeCheckFailure(row: Pick<AuthorizationCodeRow, 'expires_at' | 'redire
  * A code of another client is refused without being burned. A code whose basis is gone (user
  * disabled or blocked, consent withdrawn, password changed since it was issued) never redeems.
  */
-export async function authorizationCodeGrant(app: FastifyInstance, request: FastifyRequest, client: App, params: Params): Promise<TokenResponse> {
-  const code = required(params, 'code');
+export async function authorizationCodeGrant(app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator): Promise<TokenResponse> {
+  const presented = params.code;
+  const codeHash = presented !== undefined && presented !== '' && presented.length <= MAX_CODE_LENGTH ? hashSecret(presented) : undefined;
+  // The client and the presented code with its redemption basis, in one statement.
+  const client: AppWithCodeRedemption =
+    codeHash === undefined ? { ...(await authenticate()), codeRedemption: undefined } : await authenticate((db, clientId) => findAppWithCodeRedemption(db, clientId, codeHash));
+  required(params, 'code');
   const redirectUri = required(params, 'redirect_uri');
   const verifier = params.code_verifier;
   if (verifier !== undefined && !isValidVerifier(verifier)) {
     throw new AppError('invalid_grant', { message: 'The code_verifier is malformed.', reason: 'code_verifier_malformed' });
   }
-  if (code.length > 200) throw new AppError('invalid_grant', { detail: 'code too long', reason: 'code_unknown' });
-  const codeHash = hashSecret(code);
-  const found = await findCodeRedemption(app.db, codeHash);
+  if (codeHash === undefined) throw new AppError('invalid_grant', { detail: 'code too long', reason: 'code_unknown' });
+  const found = client.codeRedemption;
   if (!found) throw new AppError('invalid_grant', { reason: 'code_unknown' });
   const row = found.code;
   if (row.app_id !== client.id) throw new AppError('invalid_grant', { reason: 'code_other_client' });

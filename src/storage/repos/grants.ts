@@ -195,33 +195,37 @@ export interface RefreshFamily {
   user: UserRow;
 }
 
+/** The columns of a refresh family (RefreshFamily), read from the token `t`, its grant `g` and the grant's user `u`. */
+const REFRESH_FAMILY_COLUMNS = [
+  't.token_hash as t_token_hash', 't.grant_id as t_grant_id', 't.app_id as t_app_id', 't.scope as t_scope', 't.created_at as t_created_at',
+  't.expires_at as t_expires_at', 't.consumed_at as t_consumed_at', 't.successor_response as t_successor_response', 't.successor_hash as t_successor_hash',
+  'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.amr as g_amr', 'g.nonce as g_nonce',
+  'g.created_at as g_created_at', 'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.revoked_reason as g_revoked_reason',
+  'g.awaiting_completion as g_awaiting_completion',
+  'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
+  'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
+  'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
+] as const;
+
 const selectRefreshFamily = precompiled((db, tokenHash: string) =>
   db
     .selectFrom('refresh_tokens as t')
     .innerJoin('grants as g', 'g.id', 't.grant_id')
     .innerJoin('users as u', 'u.id', 'g.user_id')
-    .select([
-      't.token_hash', 't.grant_id', 't.app_id', 't.scope', 't.created_at', 't.expires_at', 't.consumed_at', 't.successor_response', 't.successor_hash',
-      'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.amr as g_amr', 'g.nonce as g_nonce',
-      'g.created_at as g_created_at', 'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.revoked_reason as g_revoked_reason',
-      'g.awaiting_completion as g_awaiting_completion',
-      'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
-      'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
-      'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
-    ])
+    .select(REFRESH_FAMILY_COLUMNS)
     .where('t.token_hash', '=', tokenHash),
 );
 
-export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string): Promise<RefreshFamily | undefined> {
-  const row = (await selectRefreshFamily(db, tokenHash)).rows[0];
-  if (!row) return undefined;
+type RefreshFamilyRow = Awaited<ReturnType<typeof selectRefreshFamily>>['rows'][number];
+
+function toRefreshFamily(row: RefreshFamilyRow): RefreshFamily {
   return {
     token: {
-      token_hash: row.token_hash, grant_id: row.grant_id, app_id: row.app_id, scope: row.scope, created_at: row.created_at, expires_at: row.expires_at,
-      consumed_at: row.consumed_at, successor_response: row.successor_response, successor_hash: row.successor_hash,
+      token_hash: row.t_token_hash, grant_id: row.t_grant_id, app_id: row.t_app_id, scope: row.t_scope, created_at: row.t_created_at, expires_at: row.t_expires_at,
+      consumed_at: row.t_consumed_at, successor_response: row.t_successor_response, successor_hash: row.t_successor_hash,
     },
     grant: {
-      id: row.grant_id, app_id: row.g_app_id, user_id: row.g_user_id, scope: row.g_scope, auth_time: row.g_auth_time, amr: row.g_amr, nonce: row.g_nonce,
+      id: row.t_grant_id, app_id: row.g_app_id, user_id: row.g_user_id, scope: row.g_scope, auth_time: row.g_auth_time, amr: row.g_amr, nonce: row.g_nonce,
       created_at: row.g_created_at, expires_at: row.g_expires_at, revoked_at: row.g_revoked_at, revoked_reason: row.g_revoked_reason,
       awaiting_completion: row.g_awaiting_completion,
     },
@@ -231,6 +235,49 @@ export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string)
       created_at: row.u_created_at, updated_at: row.u_updated_at,
     },
   };
+}
+
+export async function findRefreshFamily(db: Kysely<Database>, tokenHash: string): Promise<RefreshFamily | undefined> {
+  const row = (await selectRefreshFamily(db, tokenHash)).rows[0];
+  return row && toRefreshFamily(row);
+}
+
+/** An app, and the family of the refresh token it presented (undefined when no token has that hash). */
+export type AppWithRefreshFamily = App & { refreshFamily: RefreshFamily | undefined };
+
+/**
+ * The app `appId` and, in the same statement, the refresh family of `tokenHash` (whichever app the token
+ * belongs to: the caller decides): a refresh grant reads its client and its token in one round trip.
+ * Undefined when there is no such app.
+ */
+const selectAppWithRefreshFamily = precompiled((db, appId: string, tokenHash: string) =>
+  db
+    .selectFrom('apps as a')
+    .leftJoin(
+      (db) =>
+        db
+          .selectFrom('refresh_tokens as t')
+          .innerJoin('grants as g', 'g.id', 't.grant_id')
+          .innerJoin('users as u', 'u.id', 'g.user_id')
+          .select(REFRESH_FAMILY_COLUMNS)
+          .where('t.token_hash', '=', tokenHash)
+          .as('f'),
+      (join) => join.onTrue(),
+    )
+    .selectAll('a')
+    .selectAll('f')
+    .where('a.id', '=', appId),
+);
+
+export async function findAppWithRefreshFamily(db: Kysely<Database>, appId: string, tokenHash: string): Promise<AppWithRefreshFamily | undefined> {
+  const row = (await selectAppWithRefreshFamily(db, appId, tokenHash)).rows[0];
+  if (!row) return undefined;
+  return { ...toApp(row), refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined };
+}
+
+/** Whether the outer join found the family (its columns are then as selectRefreshFamily reads them). */
+function hasRefreshFamily<R extends { t_token_hash: string | null }>(row: R): row is R & RefreshFamilyRow {
+  return row.t_token_hash !== null;
 }
 
 const updateRotation = precompiled((db, tokenHash: string, at: number, sealedResponse: string, successorHash: string) =>
@@ -302,8 +349,9 @@ export interface CodeRedemption {
 
 /** The columns of a code's redemption (CodeRedemption), read from the code row `c` and what it joins. */
 const REDEMPTION_COLUMNS = [
-  'c.code_hash', 'c.app_id', 'c.user_id', 'c.redirect_uri', 'c.scope', 'c.code_challenge', 'c.nonce', 'c.auth_time', 'c.amr', 'c.created_at',
-  'c.expires_at', 'c.consumed_at', 'c.grant_id',
+  'c.code_hash as c_code_hash', 'c.app_id as c_app_id', 'c.user_id as c_user_id', 'c.redirect_uri as c_redirect_uri', 'c.scope as c_scope',
+  'c.code_challenge as c_code_challenge', 'c.nonce as c_nonce', 'c.auth_time as c_auth_time', 'c.amr as c_amr', 'c.created_at as c_created_at',
+  'c.expires_at as c_expires_at', 'c.consumed_at as c_consumed_at', 'c.grant_id as c_grant_id',
   'u.id as u_id', 'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
   'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
   'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
@@ -340,20 +388,64 @@ const consumeCodeReturningRedemption = precompiled((db, at: number, codeHash: st
 type RedemptionRow = Awaited<ReturnType<typeof selectCodeRedemption>>['rows'][number];
 
 function toCodeRedemption(row: RedemptionRow): CodeRedemption {
-  const { u_id, u_email, u_email_verified, u_password_hash, u_name, u_phone_number, u_birthdate, u_status, u_password_changed_at, u_created_at, u_updated_at, m_status, k_scope, ...code } = row;
+  const code: AuthorizationCodeRow = {
+    code_hash: row.c_code_hash, app_id: row.c_app_id, user_id: row.c_user_id, redirect_uri: row.c_redirect_uri, scope: row.c_scope,
+    code_challenge: row.c_code_challenge, nonce: row.c_nonce, auth_time: row.c_auth_time, amr: row.c_amr, created_at: row.c_created_at,
+    expires_at: row.c_expires_at, consumed_at: row.c_consumed_at, grant_id: row.c_grant_id,
+  };
   const user: UserRow | undefined =
-    u_id === null
+    row.u_id === null
       ? undefined
       : {
-          id: u_id, email: u_email!, email_verified: u_email_verified!, password_hash: u_password_hash, name: u_name, phone_number: u_phone_number,
-          birthdate: u_birthdate, status: u_status!, password_changed_at: u_password_changed_at, created_at: u_created_at!, updated_at: u_updated_at!,
+          id: row.u_id, email: row.u_email!, email_verified: row.u_email_verified!, password_hash: row.u_password_hash, name: row.u_name,
+          phone_number: row.u_phone_number, birthdate: row.u_birthdate, status: row.u_status!, password_changed_at: row.u_password_changed_at,
+          created_at: row.u_created_at!, updated_at: row.u_updated_at!,
         };
-  return { code, user, membership: m_status === null ? undefined : { status: m_status }, consentedScope: k_scope ?? '' };
+  return { code, user, membership: row.m_status === null ? undefined : { status: row.m_status }, consentedScope: row.k_scope ?? '' };
 }
 
-export async function findCodeRedemption(db: Kysely<Database>, codeHash: string): Promise<CodeRedemption | undefined> {
+async function findCodeRedemption(db: Kysely<Database>, codeHash: string): Promise<CodeRedemption | undefined> {
   const row = (await selectCodeRedemption(db, codeHash)).rows[0];
   return row && toCodeRedemption(row);
+}
+
+/** An app, and the redemption of the code it presented (undefined when no code has that hash). */
+export type AppWithCodeRedemption = App & { codeRedemption: CodeRedemption | undefined };
+
+/**
+ * The app `appId` and, in the same statement, the code `codeHash` with its redemption basis (whichever
+ * app the code belongs to: the caller decides): a code grant reads its client and its code in one round
+ * trip. Undefined when there is no such app.
+ */
+const selectAppWithCodeRedemption = precompiled((db, appId: string, codeHash: string) =>
+  db
+    .selectFrom('apps as a')
+    .leftJoin(
+      (db) =>
+        db
+          .selectFrom('authorization_codes as c')
+          .leftJoin('users as u', 'u.id', 'c.user_id')
+          .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
+          .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
+          .select(REDEMPTION_COLUMNS)
+          .where('c.code_hash', '=', codeHash)
+          .as('r'),
+      (join) => join.onTrue(),
+    )
+    .selectAll('a')
+    .selectAll('r')
+    .where('a.id', '=', appId),
+);
+
+export async function findAppWithCodeRedemption(db: Kysely<Database>, appId: string, codeHash: string): Promise<AppWithCodeRedemption | undefined> {
+  const row = (await selectAppWithCodeRedemption(db, appId, codeHash)).rows[0];
+  if (!row) return undefined;
+  return { ...toApp(row), codeRedemption: hasCodeRedemption(row) ? toCodeRedemption(row) : undefined };
+}
+
+/** Whether the outer join found the code (its columns are then as selectCodeRedemption reads them). */
+function hasCodeRedemption<R extends { c_code_hash: string | null }>(row: R): row is R & RedemptionRow {
+  return row.c_code_hash !== null;
 }
 
 /** Single use: exactly one redemption (or burn) wins. */
