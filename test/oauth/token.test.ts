@@ -278,6 +278,15 @@ describe('POST /oauth/token', () => {
       expect(String(res.headers['www-authenticate'])).toMatch(/^Basic/);
     });
 
+    it('a real code with a wrong or missing secret → 401 invalid_client, and the code is not burned', async () => {
+      const redirectUri = 'https://c.example/cb?env=prod';
+      const a = await codeFor(appC, { pkce: null, redirectUri });
+      const params = { grant_type: 'authorization_code', code: a.code, redirect_uri: redirectUri, client_id: appC.app.id };
+      expectOAuthError(await tokenRequest(t.app, { ...params, client_secret: 'cs_wrong' }), 'invalid_client', 401);
+      expectOAuthError(await tokenRequest(t.app, params), 'invalid_client', 401);
+      expect((await tokenRequest(t.app, { ...params, client_secret: appC.secret! })).statusCode).toBe(200);
+    });
+
     it('client_secret_basic and client_secret_post both work; both at once is refused', async () => {
       const a = await codeFor(appC, { pkce: null, redirectUri: 'https://c.example/cb?env=prod' });
       const basic = Buffer.from(`${encodeURIComponent(appC.app.id)}:${encodeURIComponent(appC.secret!)}`).toString('base64');
