@@ -185,9 +185,10 @@ export class TokenService {
     input: { app: App; user: UserRow; scope: string; authTime: number; amr: readonly Amr[]; nonce?: string | null; grantId?: string },
   ): Promise<{ response: TokenResponse; grantId: string }> {
     if (input.grantId === undefined) {
-      const prepared = await this.prepareGrantTokens(input);
-      await prepared.store(db);
-      return { response: prepared.response, grantId: prepared.grantId };
+      const { response, grantRow, refreshRow } = await this.prepareGrantTokens(input);
+      await insertGrant(db, grantRow);
+      await insertRefreshToken(db, refreshRow);
+      return { response, grantId: grantRow.id };
     }
     const grant = await findGrant(db, input.grantId);
     if (!grant) throw new Error('grant vanished while issuing tokens');
@@ -206,9 +207,8 @@ export class TokenService {
   }
 
   /**
-   * Tokens for a new grant, signed now, without touching the database: the rows to store (`grantRow`,
-   * `refreshRow`) and `store`, which records both. Store them inside the transaction that decides the
-   * sign-in, before answering.
+   * Tokens for a new grant, signed now, without touching the database, with the rows to store
+   * (`grantRow`, `refreshRow`): store them inside the transaction that decides the sign-in, before answering.
    */
   async prepareGrantTokens(input: {
     app: App;
@@ -217,7 +217,7 @@ export class TokenService {
     authTime: number;
     amr: readonly Amr[];
     nonce?: string | null;
-  }): Promise<PreparedTokens & { grantId: string; grantRow: Insertable<GrantsTable>; store(db: Kysely<Database>): Promise<void> }> {
+  }): Promise<PreparedTokens & { grantRow: Insertable<GrantsTable> }> {
     const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce });
     const { response, refreshRow } = await this.prepareTokens({
       app: input.app,
@@ -230,11 +230,7 @@ export class TokenService {
       amr: input.amr,
       nonce: input.nonce ?? null,
     });
-    const store = async (db: Kysely<Database>) => {
-      await insertGrant(db, grantRow);
-      await insertRefreshToken(db, refreshRow);
-    };
-    return { response, refreshRow, grantId: grantRow.id, grantRow, store };
+    return { response, refreshRow, grantRow };
   }
 
   private async mint(db: Kysely<Database>, input: MintInput): Promise<{ response: TokenResponse; refreshHash: string }> {
