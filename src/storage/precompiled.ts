@@ -10,16 +10,6 @@ type Param = string | number | null;
  */
 const statementNames = new Map<string, string>();
 
-/** Marks a statement text as hot (precompiled does so for its statements); returns its name. */
-export function nameStatement(sql: string): string {
-  let name = statementNames.get(sql);
-  if (name === undefined) {
-    name = `gatehouse_${statementNames.size + 1}`;
-    statementNames.set(sql, name);
-  }
-  return name;
-}
-
 /** The name of a hot statement, undefined for any other SQL text. */
 export function statementName(sql: string): string | undefined {
   return statementNames.get(sql);
@@ -55,7 +45,7 @@ export function precompiled<P extends readonly Param[], R>(build: (db: Kysely<Da
       const slots = query.parameters.map((value) => markers.indexOf(value as Param));
       if (markers.some((_, i) => !slots.includes(i))) throw new Error(`precompiled query that drops a parameter: ${query.sql}`);
       entry = { query, slots };
-      nameStatement(query.sql);
+      if (!statementNames.has(query.sql)) statementNames.set(query.sql, `gatehouse_${statementNames.size + 1}`);
       compiled.set(executor.adapter, entry);
     }
     const { query, slots } = entry;

@@ -1,7 +1,7 @@
 import { type Insertable, type Kysely, sql } from 'kysely';
 import type { Dialect } from '../connect.js';
 import { type App, toApp } from './apps.js';
-import { nameStatement, precompiled } from '../precompiled.js';
+import { precompiled } from '../precompiled.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
 import type { AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
 
@@ -288,6 +288,21 @@ const updateRotation = precompiled((db, tokenHash: string, at: number, sealedRes
     .where('consumed_at', 'is', null),
 );
 
+/** PostgreSQL's rotation (rotateRefreshToken): the UPDATE and the successor's INSERT as one data-modifying statement. */
+const rotateInOneStatement = precompiled(
+  (db, at: number, sealedResponse: string, successorHash: string, tokenHash: string, grantId: string, appId: string, scope: string, createdAt: number, expiresAt: number) => ({
+    compile: () =>
+      sql`
+        with rotated as (
+          update refresh_tokens set consumed_at = ${at}, successor_response = ${sealedResponse}, successor_hash = ${successorHash}
+          where token_hash = ${tokenHash} and consumed_at is null
+          returning 1
+        )
+        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
+        select ${successorHash}, ${grantId}, ${appId}, ${scope}, cast(${createdAt} as bigint), cast(${expiresAt} as bigint) from rotated`.compile(db),
+  }),
+);
+
 /**
  * Rotates a refresh token: marks it consumed, records its successor (and the sealed response replayed
  * inside the grace window), and stores the successor's row, atomically. Exactly one caller wins;
@@ -302,17 +317,7 @@ export async function rotateRefreshToken(
 ): Promise<boolean> {
   const { tokenHash, at, sealedResponse, successor: s } = input;
   if (dialect === 'postgres') {
-    const rotation = sql`
-      with rotated as (
-        update refresh_tokens set consumed_at = ${at}, successor_response = ${sealedResponse}, successor_hash = ${s.token_hash}
-        where token_hash = ${tokenHash} and consumed_at is null
-        returning 1
-      )
-      insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
-      select ${s.token_hash}, ${s.grant_id}, ${s.app_id}, ${s.scope}, cast(${s.created_at} as bigint), cast(${s.expires_at} as bigint) from rotated`.compile(db);
-    // The same text on every call: a hot statement, prepared once per connection (precompiled.ts).
-    nameStatement(rotation.sql);
-    const result = await db.executeQuery(rotation);
+    const result = await rotateInOneStatement(db, at, sealedResponse, s.token_hash, tokenHash, s.grant_id, s.app_id, s.scope, s.created_at, s.expires_at);
     return result.numAffectedRows === 1n;
   }
   return db.transaction().execute(async (trx) => {
