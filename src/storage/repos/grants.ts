@@ -207,14 +207,20 @@ const REFRESH_FAMILY_COLUMNS = [
   'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
 ] as const;
 
-const selectRefreshFamily = precompiled((db, tokenHash: string) =>
-  db
+/**
+ * The refresh family of `tokenHash`: read alone, or joined to the presenting app (as a subquery, built
+ * without plugins: they transform the statement they are part of, not each of its parts).
+ */
+function refreshFamilyQuery(db: Kysely<Database>, tokenHash: string) {
+  return db
     .selectFrom('refresh_tokens as t')
     .innerJoin('grants as g', 'g.id', 't.grant_id')
     .innerJoin('users as u', 'u.id', 'g.user_id')
     .select(REFRESH_FAMILY_COLUMNS)
-    .where('t.token_hash', '=', tokenHash),
-);
+    .where('t.token_hash', '=', tokenHash);
+}
+
+const selectRefreshFamily = precompiled((db, tokenHash: string) => refreshFamilyQuery(db, tokenHash));
 
 type RefreshFamilyRow = Awaited<ReturnType<typeof selectRefreshFamily>>['rows'][number];
 
@@ -253,17 +259,7 @@ export type AppWithRefreshFamily = App & { refreshFamily: RefreshFamily | undefi
 const selectAppWithRefreshFamily = precompiled((db, appId: string, tokenHash: string) =>
   db
     .selectFrom('apps as a')
-    .leftJoin(
-      (db) =>
-        db
-          .selectFrom('refresh_tokens as t')
-          .innerJoin('grants as g', 'g.id', 't.grant_id')
-          .innerJoin('users as u', 'u.id', 'g.user_id')
-          .select(REFRESH_FAMILY_COLUMNS)
-          .where('t.token_hash', '=', tokenHash)
-          .as('f'),
-      (join) => join.onTrue(),
-    )
+    .leftJoin(refreshFamilyQuery(db.withoutPlugins(), tokenHash).as('f'), (join) => join.onTrue())
     .selectAll('a')
     .selectAll('f')
     .where('a.id', '=', appId),
@@ -364,15 +360,18 @@ const REDEMPTION_COLUMNS = [
 ] as const;
 
 /** The code `codeHash` with its redemption basis, in one statement. */
-const selectCodeRedemption = precompiled((db, codeHash: string) =>
-  db
+/** The code `codeHash` with its redemption basis: read alone, or joined to the presenting app (as refreshFamilyQuery). */
+function codeRedemptionQuery(db: Kysely<Database>, codeHash: string) {
+  return db
     .selectFrom('authorization_codes as c')
     .leftJoin('users as u', 'u.id', 'c.user_id')
     .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
     .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
     .select(REDEMPTION_COLUMNS)
-    .where('c.code_hash', '=', codeHash),
-);
+    .where('c.code_hash', '=', codeHash);
+}
+
+const selectCodeRedemption = precompiled((db, codeHash: string) => codeRedemptionQuery(db, codeHash));
 
 /**
  * Consumes the code and reads its redemption basis as the consuming statement saw it (PostgreSQL: one
@@ -425,18 +424,7 @@ export type AppWithCodeRedemption = App & { codeRedemption: CodeRedemption | und
 const selectAppWithCodeRedemption = precompiled((db, appId: string, codeHash: string) =>
   db
     .selectFrom('apps as a')
-    .leftJoin(
-      (db) =>
-        db
-          .selectFrom('authorization_codes as c')
-          .leftJoin('users as u', 'u.id', 'c.user_id')
-          .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
-          .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
-          .select(REDEMPTION_COLUMNS)
-          .where('c.code_hash', '=', codeHash)
-          .as('r'),
-      (join) => join.onTrue(),
-    )
+    .leftJoin(codeRedemptionQuery(db.withoutPlugins(), codeHash).as('r'), (join) => join.onTrue())
     .selectAll('a')
     .selectAll('r')
     .where('a.id', '=', appId),
