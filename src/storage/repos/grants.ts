@@ -195,6 +195,13 @@ export interface RefreshFamily {
   user: UserRow;
 }
 
+/** A user's columns (all but its id) as the joined reads below select them from `u`, prefixed `u_`. */
+const USER_COLUMNS = [
+  'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
+  'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
+  'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
+] as const;
+
 /** The columns of a refresh family (RefreshFamily), read from the token `t`, its grant `g` and the grant's user `u`. */
 const REFRESH_FAMILY_COLUMNS = [
   't.token_hash as t_token_hash', 't.grant_id as t_grant_id', 't.app_id as t_app_id', 't.scope as t_scope', 't.created_at as t_created_at',
@@ -202,9 +209,7 @@ const REFRESH_FAMILY_COLUMNS = [
   'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.amr as g_amr', 'g.nonce as g_nonce',
   'g.created_at as g_created_at', 'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.revoked_reason as g_revoked_reason',
   'g.awaiting_completion as g_awaiting_completion',
-  'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
-  'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
-  'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
+  ...USER_COLUMNS,
 ] as const;
 
 /**
@@ -353,9 +358,7 @@ const REDEMPTION_COLUMNS = [
   'c.code_hash as c_code_hash', 'c.app_id as c_app_id', 'c.user_id as c_user_id', 'c.redirect_uri as c_redirect_uri', 'c.scope as c_scope',
   'c.code_challenge as c_code_challenge', 'c.nonce as c_nonce', 'c.auth_time as c_auth_time', 'c.amr as c_amr', 'c.created_at as c_created_at',
   'c.expires_at as c_expires_at', 'c.consumed_at as c_consumed_at', 'c.grant_id as c_grant_id',
-  'u.id as u_id', 'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
-  'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
-  'u.created_at as u_created_at', 'u.updated_at as u_updated_at',
+  'u.id as u_id', ...USER_COLUMNS,
   'm.status as m_status', 'k.scope as k_scope',
 ] as const;
 
