@@ -4,7 +4,7 @@ import QRCode from 'qrcode';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Amr } from '../shared/acr.js';
-import { type FactorChangeRefusal, factorChangeRefusal, type SecondFactor } from '../sign-in/policy.js';
+import { type FactorChangeRefusal, factorChangeRefusal, type SecondFactor, secondFactorsOf } from '../sign-in/policy.js';
 import { SecretBox } from '../shared/crypto.js';
 import type { RequestContext } from '../shared/request-context.js';
 import type { Clock } from '../shared/time.js';
@@ -13,6 +13,7 @@ import {
   acceptTotpStep,
   deleteRecoveryCodes,
   deleteTotpFactor,
+  type FactorSummary,
   findFactorSummary,
   findTotpFactor,
   putUnconfirmedTotp,
@@ -46,10 +47,7 @@ export interface TotpEnrolment {
   qrSvg: string;
 }
 
-export interface FactorOverview {
-  totp: boolean;
-  passkeys: number;
-  recoveryCodes: number;
+export interface FactorOverview extends FactorSummary {
   /** The second factors a sign-in may ask for (CONTRACT §15.6 `methods`), in the order shown. */
   methods: SecondFactor[];
 }
@@ -63,15 +61,10 @@ export class Mfa {
     this.issuer = `Gatehouse (${new URL(deps.config.authUrl).host})`;
   }
 
-  /** The user's factors. Recovery codes count only beside a real factor (they back one up). */
+  /** The user's factors, and what a sign-in may ask of them (secondFactorsOf). */
   async overview(db: Kysely<Database>, userId: string): Promise<FactorOverview> {
-    // One query: every sign-in of a single-factor session asks this.
     const summary = await findFactorSummary(db, userId);
-    const methods: SecondFactor[] = [];
-    if (summary.totp) methods.push('totp');
-    if (summary.passkeys > 0) methods.push('passkey');
-    if (methods.length > 0 && summary.recoveryCodes > 0) methods.push('recovery_code');
-    return { ...summary, methods };
+    return { ...summary, methods: secondFactorsOf(summary) };
   }
 
   async enrolled(db: Kysely<Database>, userId: string): Promise<SecondFactor[]> {

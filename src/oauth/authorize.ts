@@ -230,8 +230,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   const { user } = who;
 
   // The sign-in policy: may this user sign in to this app, and what is still to do.
-  await app.signIn.assertMaySignIn(app.db, user, req.app.id, 'authorize');
-  const step = await app.signIn.nextStep(app.db, user, req.app, { requestedScope: req.scope, forceConsent: req.prompt.has('consent'), amr: who.amr });
+  const step = await app.signIn.admit(app.db, user, req.app, { requestedScope: req.scope, forceConsent: req.prompt.has('consent'), amr: who.amr }, 'authorize');
 
   // A second factor this sign-in lacks (enrolled since, or the app requires one): the /mfa page.
   if (step === 'mfa') {

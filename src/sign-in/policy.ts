@@ -2,6 +2,7 @@ import { AppError } from '../errors.js';
 import { type Amr, isMultiFactor } from '../shared/acr.js';
 import { isSubsetScope } from '../shared/scopes.js';
 import type { MfaPolicy, RequiredField } from '../storage/repos/apps.js';
+import type { FactorSummary } from '../storage/repos/factors.js';
 import type { UserRow } from '../storage/schema.js';
 
 /**
@@ -47,6 +48,19 @@ export function missingRequiredFields(required: RequiredField[], user: Pick<User
 
 /** The second factors a user can enrol (CONTRACT §15.6 `methods`). */
 export type SecondFactor = 'totp' | 'passkey' | 'recovery_code';
+
+/**
+ * The second factors a sign-in may ask for (CONTRACT §15.6 `methods`), in the order shown. Recovery
+ * codes count only beside a real factor: they back one up, and alone they would lock in a user who
+ * removed the factor they belonged to.
+ */
+export function secondFactorsOf(summary: FactorSummary): SecondFactor[] {
+  const methods: SecondFactor[] = [];
+  if (summary.totp) methods.push('totp');
+  if (summary.passkeys > 0) methods.push('passkey');
+  if (methods.length > 0 && summary.recoveryCodes > 0) methods.push('recovery_code');
+  return methods;
+}
 
 /** What an authentication still needs: nothing, a factor the user has (`verify`), or enrolling one first (`enrol`). */
 export type SecondFactorDemand = 'none' | 'verify' | 'enrol';

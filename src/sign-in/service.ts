@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
 import type { Mfa } from '../mfa/service.js';
-import { type Amr, isMultiFactor, parseAmr, serializeAmr } from '../shared/acr.js';
+import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { DEFAULT_SCOPE, isSubsetScope } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
@@ -10,6 +10,7 @@ import type { App, RequiredField } from '../storage/repos/apps.js';
 import { findConsentedScope, grantConsent, revokeConsent } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { AWAITING, type CodeRedemption, finishPendingGrant, type GrantRow, recordSecondFactor, revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { findSignInBasis, type SignInBasis } from '../storage/repos/sign-in-basis.js';
 import { type PublicUser, toPublicUser, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 import { inTransaction } from '../storage/transaction.js';
@@ -29,6 +30,7 @@ import {
   type SecondFactor,
   type SecondFactorDemand,
   secondFactorDemand,
+  secondFactorsOf,
   type SignInRefusal,
   withSecondFactor,
 } from './policy.js';
@@ -105,11 +107,24 @@ export class SignIn {
     if (cause) throw refusalError(cause, style);
   }
 
+  /**
+   * The policy a door applies once it knows who the user is: throws the door's error when the user may
+   * not sign in to the app, else returns the step that comes next. One read of the sign-in basis.
+   */
+  async admit(db: Kysely<Database>, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope' | 'enrolled'>, style: RefusalStyle = 'api'): Promise<NextStep> {
+    const basis = await findSignInBasis(db, app.id, user.id);
+    const cause = maySignIn(user, basis.membership);
+    if (cause) throw refusalError(cause, style);
+    return this.stepOn(basis, user, app, grant);
+  }
+
+  /** The step that comes next for a user already admitted (assertMaySignIn or admit). */
   async nextStep(db: Kysely<Database>, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope' | 'enrolled'>): Promise<NextStep> {
-    const consentedScope = await findConsentedScope(db, app.id, user.id);
-    // A multi-factor sign-in owes no second factor whatever is enrolled: no query for it.
-    const enrolled = isMultiFactor(grant.amr) ? [] : await this.deps.mfa.enrolled(db, user.id);
-    return nextStep(user, app, { ...grant, consentedScope, enrolled });
+    return this.stepOn(await findSignInBasis(db, app.id, user.id), user, app, grant);
+  }
+
+  private stepOn(basis: SignInBasis, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope' | 'enrolled'>): NextStep {
+    return nextStep(user, app, { ...grant, consentedScope: basis.consentedScope, enrolled: secondFactorsOf(basis.factors) });
   }
 
   /**
@@ -271,9 +286,8 @@ export class SignIn {
    * scopes, `user.login_succeeded` and tokens, in one transaction.
    */
   async completeDirect(app: App, user: UserRow, ctx: RequestContext, factor: FirstFactor): Promise<SignInResult> {
-    await this.assertMaySignIn(this.db, user, app.id);
+    const step = await this.admit(this.db, user, app, { requestedScope: DEFAULT_SCOPE, consentImplied: true, amr: factor.amr });
     const now = this.deps.clock.now();
-    const step = await this.nextStep(this.db, user, app, { requestedScope: DEFAULT_SCOPE, consentImplied: true, amr: factor.amr });
     if (step !== 'done') {
       const grantId = await this.deps.tokens.createGrant(this.db, {
         appId: app.id,

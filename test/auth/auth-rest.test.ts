@@ -4,6 +4,7 @@ import { makeApp, makeUser } from '../helpers/factories.js';
 import { codeIn, linkIn, mailTo, startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import type { App } from '../../src/storage/repos/apps.js';
 import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
+import { StatementRecorder } from '../helpers/statements.js';
 
 let t: TestApp;
 let smtp: TestSmtp;
@@ -395,5 +396,42 @@ describe('email verification endpoint', () => {
     secrets.push(codeIn(third));
     t.clock.advance(601);
     expect((await post('/v1/email_verify/confirm', { code: codeIn(third) }, auth)).json().code).toBe('code_expired');
+  });
+});
+
+describe('statements per password login (round trips on PostgreSQL)', () => {
+  const recorder = new StatementRecorder();
+  let r: TestApp;
+  beforeAll(async () => {
+    r = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '1000' }, withDb: (db) => db.withPlugin(recorder) });
+    await r.app.mailer.stop(); // no background delivery mixed into the recordings
+  });
+  afterAll(async () => r.close());
+
+  it('reads the sign-in basis once and writes the sign-in in one transaction', async () => {
+    const app = await makeApp(r.db, { redirectUris: ['https://app.example/cb'] });
+    const user = await makeUser(r.app, { email: 'counted@example.com', password: 'a counted passphrase' });
+    const login = () =>
+      r.app.inject({ method: 'POST', url: '/v1/auth/login', payload: { email: user.email, password: user.password, client_id: app.id }, headers: { 'x-forwarded-for': '1.1.1.2' } });
+    expect((await login()).statusCode).toBe(200); // the first sign-in also records implied consent
+    let res: Awaited<ReturnType<typeof login>> | undefined;
+    const seen = await recorder.during(async () => {
+      res = await login();
+    });
+    expect(res!.statusCode).toBe(200);
+    expect(seen).toEqual([
+      'select apps', // the client
+      'insert throttle_counters', // the attempt, reserved before any hashing
+      'select users',
+      'delete throttle_counters', // a correct password: the failures are cleared and reset links void
+      'update one_time_tokens',
+      'select -', // membership, consent and second factors in one statement
+      // the transaction: app sign-in, consent still in place, event, grant and refresh token
+      'insert app_users',
+      'select consents',
+      'insert events',
+      'insert grants',
+      'insert refresh_tokens',
+    ]);
   });
 });

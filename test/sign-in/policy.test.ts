@@ -11,6 +11,7 @@ import {
   type RefusalStyle,
   refusalError,
   secondFactorDemand,
+  secondFactorsOf,
   type SignInRefusal,
   withSecondFactor,
 } from '../../src/sign-in/policy.js';
@@ -64,6 +65,18 @@ describe('nextStep', () => {
 describe('secondFactorDemand (CONTRACT §15.6)', () => {
   it.each(SECOND_FACTOR_CASES)('$name → $expected', ({ amr, enrolled, policy, stepUp, expected }) => {
     expect(secondFactorDemand(amr, enrolled, policy, stepUp)).toBe(expected);
+  });
+
+  it.each([
+    { totp: false, passkeys: 0, recoveryCodes: 0, expected: [] },
+    { totp: true, passkeys: 0, recoveryCodes: 0, expected: ['totp'] },
+    { totp: false, passkeys: 2, recoveryCodes: 0, expected: ['passkey'] },
+    { totp: true, passkeys: 1, recoveryCodes: 10, expected: ['totp', 'passkey', 'recovery_code'] },
+    { totp: false, passkeys: 1, recoveryCodes: 3, expected: ['passkey', 'recovery_code'] },
+    // Recovery codes left behind by a removed factor back up nothing: they are not a factor alone.
+    { totp: false, passkeys: 0, recoveryCodes: 10, expected: [] },
+  ])('secondFactorsOf(totp $totp, $passkeys passkeys, $recoveryCodes recovery codes) → $expected', ({ expected, ...summary }) => {
+    expect(secondFactorsOf(summary)).toEqual(expected);
   });
 
   it('a second factor adds its method and mfa once, keeping the first factor', () => {

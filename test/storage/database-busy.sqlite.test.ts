@@ -9,6 +9,24 @@ import { testConfig } from '../helpers/app.js';
 import { makeApp } from '../helpers/factories.js';
 import type { FastifyInstance } from 'fastify';
 
+/**
+ * Takes the write lock from another connection, retrying without blocking the event loop: the app may
+ * be finishing a write of its own just then (the mailer claiming the mail of a registration), and a
+ * synchronous wait would keep it from ever committing.
+ */
+async function lockFromOutside(path: string): Promise<SQLite.Database> {
+  const other = new SQLite(path, { timeout: 0 });
+  for (;;) {
+    try {
+      other.exec('BEGIN EXCLUSIVE');
+      return other;
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'SQLITE_BUSY') throw error;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+}
+
 // SQLite only (`*.sqlite.test.ts`). SECURITY.md item 98: while another process holds the write lock,
 // writes fail closed with 503 + Retry-After after busy_timeout, reads go on, and the process recovers.
 describe('SQLite write lock held by another connection', () => {
@@ -35,8 +53,7 @@ describe('SQLite write lock held by another connection', () => {
     app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: 'a long enough passphrase', client_id: clientId } });
 
   it('answers 503 with Retry-After for a write, keeps serving reads, and works again once the lock is gone', async () => {
-    const other = new SQLite(join(dir, 'gatehouse.db'));
-    other.exec('BEGIN EXCLUSIVE');
+    const other = await lockFromOutside(join(dir, 'gatehouse.db'));
     try {
       const blocked = await register('blocked@example.com');
       expect(blocked.statusCode).toBe(503);
@@ -53,8 +70,7 @@ describe('SQLite write lock held by another connection', () => {
   }, 30_000);
 
   it('keeps the event loop free while it waits for the lock: /healthz answers at once, and a write waiting less than its budget succeeds', async () => {
-    const other = new SQLite(join(dir, 'gatehouse.db'));
-    other.exec('BEGIN EXCLUSIVE');
+    const other = await lockFromOutside(join(dir, 'gatehouse.db'));
     const waiting = register('waited@example.com');
     const healthTimes: number[] = [];
     try {

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
 
 export interface AppUser {
@@ -14,13 +15,16 @@ export async function findAppUser(db: Kysely<Database>, appId: string, userId: s
   return row && { appId: row.app_id, userId: row.user_id, status: row.status, createdAt: row.created_at, lastLoginAt: row.last_login_at };
 }
 
-/** A completed sign-in makes the user a user of the app (CONTRACT §5) and stamps last_login_at. */
-export async function recordAppSignIn(db: Kysely<Database>, appId: string, userId: string, at: number): Promise<void> {
-  await db
+const upsertAppSignIn = precompiled((db, appId: string, userId: string, at: number) =>
+  db
     .insertInto('app_users')
     .values({ app_id: appId, user_id: userId, status: 'active', created_at: at, last_login_at: at })
-    .onConflict((oc) => oc.columns(['app_id', 'user_id']).doUpdateSet({ last_login_at: at }))
-    .execute();
+    .onConflict((oc) => oc.columns(['app_id', 'user_id']).doUpdateSet({ last_login_at: at })),
+);
+
+/** A completed sign-in makes the user a user of the app (CONTRACT §5) and stamps last_login_at. */
+export async function recordAppSignIn(db: Kysely<Database>, appId: string, userId: string, at: number): Promise<void> {
+  await upsertAppSignIn(db, appId, userId, at);
 }
 
 export async function setAppUserStatus(db: Kysely<Database>, appId: string, userId: string, status: 'active' | 'blocked'): Promise<boolean> {

@@ -1,12 +1,16 @@
 import type { Kysely } from 'kysely';
 import { joinScope, scopeList } from '../../shared/scopes.js';
+import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
 
 /** The scopes a user has consented to for an app ('' when none). */
 export async function findConsentedScope(db: Kysely<Database>, appId: string, userId: string): Promise<string> {
-  const row = await db.selectFrom('consents').select('scope').where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
-  return row?.scope ?? '';
+  return (await selectConsentedScope(db, appId, userId)).rows[0]?.scope ?? '';
 }
+
+const selectConsentedScope = precompiled((db, appId: string, userId: string) =>
+  db.selectFrom('consents').select('scope').where('app_id', '=', appId).where('user_id', '=', userId),
+);
 
 /** Records consent for `scope`, keeping what was consented before (the union). */
 export async function grantConsent(db: Kysely<Database>, appId: string, userId: string, scope: string, at: number): Promise<void> {

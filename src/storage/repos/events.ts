@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { newId } from '../../shared/ids.js';
+import { precompiled } from '../precompiled.js';
 import type { Database, EventRow } from '../schema.js';
 
 /** Audit event types of CONTRACT §11. */
@@ -49,20 +50,15 @@ export interface EventInput {
   data?: Record<string, unknown>;
 }
 
+// Precompiled: most writes append an event, a sign-in among them.
+const insertEvent = precompiled(
+  (db, id: string, type: string, appId: string | null, userId: string | null, ip: string | null, userAgent: string | null, at: number, data: string) =>
+    db.insertInto('events').values({ id, type, app_id: appId, user_id: userId, ip, user_agent: userAgent, at, data }),
+);
+
 export async function appendEvent(db: Kysely<Database>, at: number, event: EventInput): Promise<void> {
-  await db
-    .insertInto('events')
-    .values({
-      id: newId('evt'),
-      type: event.type,
-      app_id: event.appId ?? null,
-      user_id: event.userId ?? null,
-      ip: event.ip ?? null,
-      user_agent: event.userAgent ? event.userAgent.slice(0, 512) : null,
-      at,
-      data: JSON.stringify(event.data ?? {}),
-    })
-    .execute();
+  const userAgent = event.userAgent ? event.userAgent.slice(0, 512) : null;
+  await insertEvent(db, newId('evt'), event.type, event.appId ?? null, event.userId ?? null, event.ip ?? null, userAgent, at, JSON.stringify(event.data ?? {}));
 }
 
 export async function listEventsOfApp(

@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import type { ExpressionBuilder, Kysely } from 'kysely';
+import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
 
 /** Second factors: the authenticator app (TOTP) and one-time recovery codes of a user. */
@@ -83,25 +84,39 @@ export async function deleteRecoveryCodes(db: Kysely<Database>, userId: string):
   await db.deleteFrom('recovery_codes').where('user_id', '=', userId).execute();
 }
 
-/** Whether the user has a confirmed authenticator app, and how many unused recovery codes. One query. */
-export async function findFactorSummary(db: Kysely<Database>, userId: string): Promise<{ totp: boolean; passkeys: number; recoveryCodes: number }> {
-  const row = await db
-    .selectNoFrom((eb) => [
-      eb
-        .exists(eb.selectFrom('totp_factors').select('user_id').where('user_id', '=', userId).where('confirmed_at', 'is not', null))
-        .as('totp'),
-      eb
-        .selectFrom('recovery_codes')
-        .select((e) => e.fn.countAll<string | number>().as('n'))
-        .where('user_id', '=', userId)
-        .where('used_at', 'is', null)
-        .as('recovery_codes'),
-      eb
-        .selectFrom('passkeys')
-        .select((e) => e.fn.countAll<string | number>().as('n'))
-        .where('user_id', '=', userId)
-        .as('passkeys'),
-    ])
-    .executeTakeFirstOrThrow();
-  return { totp: Boolean(Number(row.totp)), passkeys: Number(row.passkeys ?? 0), recoveryCodes: Number(row.recovery_codes ?? 0) };
+/** What a user has set up as second factors: a confirmed authenticator app, passkeys, unused recovery codes. */
+export interface FactorSummary {
+  totp: boolean;
+  passkeys: number;
+  recoveryCodes: number;
+}
+
+/** The columns `f_totp`, `f_passkeys`, `f_recovery_codes` of a FactorSummary: one statement reads them, alone or with more. */
+export function factorSummaryColumns(eb: ExpressionBuilder<Database, never>, userId: string) {
+  return [
+    eb.exists(eb.selectFrom('totp_factors').select('user_id').where('user_id', '=', userId).where('confirmed_at', 'is not', null)).as('f_totp'),
+    eb
+      .selectFrom('recovery_codes')
+      .select((e) => e.fn.countAll<string | number>().as('n'))
+      .where('user_id', '=', userId)
+      .where('used_at', 'is', null)
+      .as('f_recovery_codes'),
+    eb
+      .selectFrom('passkeys')
+      .select((e) => e.fn.countAll<string | number>().as('n'))
+      .where('user_id', '=', userId)
+      .as('f_passkeys'),
+  ] as const;
+}
+
+/** The summary in a row that selected factorSummaryColumns (SQLite answers booleans and counts as numbers, PostgreSQL counts as strings). */
+export function toFactorSummary(row: { f_totp: unknown; f_passkeys: string | number | null; f_recovery_codes: string | number | null }): FactorSummary {
+  return { totp: Boolean(Number(row.f_totp)), passkeys: Number(row.f_passkeys ?? 0), recoveryCodes: Number(row.f_recovery_codes ?? 0) };
+}
+
+const selectFactorSummary = precompiled((db, userId: string) => db.selectNoFrom((eb) => factorSummaryColumns(eb, userId)));
+
+/** Whether the user has a confirmed authenticator app, and how many passkeys and unused recovery codes. One query. */
+export async function findFactorSummary(db: Kysely<Database>, userId: string): Promise<FactorSummary> {
+  return toFactorSummary((await selectFactorSummary(db, userId)).rows[0]!);
 }

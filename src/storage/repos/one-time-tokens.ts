@@ -1,4 +1,5 @@
 import type { Insertable, Kysely } from 'kysely';
+import { precompiled } from '../precompiled.js';
 import type { Database, OneTimeTokenRow, OneTimeTokensTable } from '../schema.js';
 
 export type { OneTimeTokenRow };
@@ -101,8 +102,13 @@ export async function voidOneTimeTokensByEmail(db: Kysely<Database>, kind: strin
 }
 
 /** Voids every live token of a kind for a user (e.g. reset tokens at a password change or sign-in). */
+// Precompiled: every password sign-in voids the user's reset tokens (SECURITY.md item 77).
+const updateVoidOfUser = precompiled((db, kind: string, userId: string, now: number) =>
+  db.updateTable('one_time_tokens').set({ consumed_at: now }).where('kind', '=', kind).where('user_id', '=', userId).where('consumed_at', 'is', null),
+);
+
 export async function voidOneTimeTokensOfUser(db: Kysely<Database>, kind: string, userId: string, now: number): Promise<void> {
-  await db.updateTable('one_time_tokens').set({ consumed_at: now }).where('kind', '=', kind).where('user_id', '=', userId).where('consumed_at', 'is', null).execute();
+  await updateVoidOfUser(db, kind, userId, now);
 }
 
 /** Voids every live token of the given kinds for a user (an account claimed by its mailbox owner). */

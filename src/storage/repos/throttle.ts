@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
 
 /**
@@ -28,8 +29,10 @@ export async function saveCounter(db: Kysely<Database>, counter: ThrottleCounter
     .execute();
 }
 
+const deleteCounterRow = precompiled((db, key: string) => db.deleteFrom('throttle_counters').where('key', '=', key));
+
 export async function deleteCounter(db: Kysely<Database>, key: string): Promise<void> {
-  await db.deleteFrom('throttle_counters').where('key', '=', key).execute();
+  await deleteCounterRow(db, key);
 }
 
 /**
@@ -41,7 +44,13 @@ export async function deleteCounter(db: Kysely<Database>, key: string): Promise<
  * concurrent requests and across processes: the slot is taken before the guarded work runs.
  */
 export async function reserveCounterSlot(db: Kysely<Database>, key: string, now: number, windowSeconds: number, max: number): Promise<number | null> {
-  const row = await db
+  const row = (await upsertCounterSlot(db, key, now, now - windowSeconds, max)).rows[0];
+  return row ? row.count : null;
+}
+
+// Precompiled: every password sign-in takes a slot. `staleBefore`: a window that started then or earlier is over.
+const upsertCounterSlot = precompiled((db, key: string, now: number, staleBefore: number, max: number) =>
+  db
     .insertInto('throttle_counters')
     .values({ key, count: 1, window_start: now, locked_until: null, updated_at: now })
     .onConflict((oc) =>
@@ -49,7 +58,7 @@ export async function reserveCounterSlot(db: Kysely<Database>, key: string, now:
         .column('key')
         .doUpdateSet((eb) => {
           const stale = eb.or([
-            eb('throttle_counters.window_start', '<=', now - windowSeconds),
+            eb('throttle_counters.window_start', '<=', staleBefore),
             eb.and([eb('throttle_counters.locked_until', 'is not', null), eb('throttle_counters.locked_until', '<=', now)]),
           ]);
           return {
@@ -65,15 +74,13 @@ export async function reserveCounterSlot(db: Kysely<Database>, key: string, now:
             eb('throttle_counters.locked_until', '<=', now),
             eb.and([
               eb('throttle_counters.locked_until', 'is', null),
-              eb.or([eb('throttle_counters.count', '<', max), eb('throttle_counters.window_start', '<=', now - windowSeconds)]),
+              eb.or([eb('throttle_counters.count', '<', max), eb('throttle_counters.window_start', '<=', staleBefore)]),
             ]),
           ]),
         ),
     )
-    .returning('count')
-    .executeTakeFirst();
-  return row ? row.count : null;
-}
+    .returning('count'),
+);
 
 /** Sets `locked_until` only while the key still holds at least `minCount` (a counter cleared or restarted meanwhile stays unlocked). True when it locked. */
 export async function lockCounterAtCount(db: Kysely<Database>, key: string, minCount: number, lockedUntil: number): Promise<boolean> {

@@ -37,8 +37,10 @@ export async function findUserById(db: Kysely<Database>, id: string): Promise<Us
   return (await selectUserById(db, id)).rows[0];
 }
 
+const selectUserByEmail = precompiled((db, email: string) => db.selectFrom('users').selectAll().where('email', '=', email));
+
 export async function findUserByEmail(db: Kysely<Database>, email: string): Promise<UserRow | undefined> {
-  return db.selectFrom('users').selectAll().where('email', '=', normalizeEmail(email)).executeTakeFirst();
+  return (await selectUserByEmail(db, normalizeEmail(email))).rows[0];
 }
 
 export async function insertUser(db: Kysely<Database>, user: NewUser): Promise<void> {
