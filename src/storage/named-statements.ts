@@ -1,23 +1,88 @@
 import type { PostgresCursor, PostgresPool, PostgresPoolClient, PostgresQueryResult } from 'kysely';
-import type pg from 'pg';
+import pg, { type Connection, type FieldDef } from 'pg';
 import { statementName } from './precompiled.js';
+
+declare module 'pg' {
+  // Two steps of the extended-query protocol in pg's Query (pg/lib/query.js) that its type declarations leave out.
+  interface Query {
+    /** Sends Parse (the first time on a connection), Bind, Describe, Execute and Sync. */
+    prepare(connection: Connection): void;
+    /** Takes the result's columns, from the server's RowDescription. */
+    handleRowDescription(message: { fields: FieldDef[] }): void;
+    /** Takes the server's CommandComplete (after the rows, if any). */
+    handleCommandComplete(message: { text: string }, connection: Connection): void;
+  }
+}
+
+/**
+ * One execution of a named statement that asks the server for the statement's columns only the first
+ * time on a connection. pg's Query sends Describe with every execution, so the server describes the
+ * result anew and pg rebuilds its row parsers from the answer each time: a seventh of a bearer read's
+ * time on PostgreSQL (bench/RESULTS.md, finding 39). A prepared statement's columns cannot change while
+ * it exists on its connection (the server refuses to run it if its result type changed), so the
+ * columns the first execution learnt serve every later one on that connection.
+ */
+class DescribedOnceQuery extends pg.Query {
+  constructor(
+    config: pg.QueryConfig & { name: string },
+    /** The columns of each statement already described on this query's connection, by statement name. */
+    private readonly described: Map<string, FieldDef[]>,
+    done: (error: Error | undefined, result: pg.QueryResult) => void,
+  ) {
+    super(config, done);
+    this.statement = config.name;
+  }
+
+  private readonly statement: string;
+
+  override prepare(connection: Connection): void {
+    const fields = this.described.get(this.statement);
+    if (!fields) return super.prepare(connection);
+    // Described here before, so also parsed here: Bind, Execute and Sync, with the known columns.
+    this.handleRowDescription({ fields });
+    super.prepare(Object.create(connection, { describe: { value: () => undefined } }) as Connection);
+  }
+
+  override handleRowDescription(message: { fields: FieldDef[] }): void {
+    super.handleRowDescription(message);
+    this.described.set(this.statement, message.fields);
+  }
+
+  override handleCommandComplete(message: { text: string }, connection: Connection): void {
+    // Completed without a RowDescription: a statement that returns no rows (its Describe got NoData).
+    if (!this.described.has(this.statement)) this.described.set(this.statement, []);
+    super.handleCommandComplete(message, connection);
+  }
+}
 
 /**
  * The pool Kysely is given on PostgreSQL: every hot statement (precompiled.ts) runs as a named prepared
- * statement, parsed and planned once per connection instead of on every call; any other SQL is sent as
- * before. pg remembers per connection which names it has prepared, and only after the server accepted
- * the Parse, so a new connection (after a restart or failover) simply prepares again.
+ * statement, parsed, planned and described once per connection instead of on every call; any other SQL
+ * is sent as before. pg remembers per connection which names it has prepared, and only after the server
+ * accepted the Parse, so a new connection (after a restart or failover) simply prepares again.
  */
 export function withNamedStatements(pool: pg.Pool): PostgresPool {
   // Kysely keeps one connection object per pool client it is handed, so a client keeps its wrapper.
   const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   const wrap = (client: pg.PoolClient): PostgresPoolClient => {
+    // A pool client is one server connection for its whole life: what was described on it stays valid.
+    const described = new Map<string, FieldDef[]>();
+    const run = (sql: string, values: unknown[]): Promise<pg.QueryResult> => {
+      const name = statementName(sql);
+      if (name === undefined) return client.query({ text: sql, values });
+      return new Promise((resolve, reject) => {
+        client.query(
+          // pg hands a query of its own kind its Result, which carries command, rowCount and rows.
+          new DescribedOnceQuery({ name, text: sql, values }, described, (error, result) => (error ? reject(error) : resolve(result))),
+        );
+      });
+    };
     function query<R>(sql: string, values: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
     function query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
     // Kysely passes a cursor only when the dialect is given one to stream with; this one is not.
     function query<R>(sql: string | PostgresCursor<R>, values?: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
       if (typeof sql !== 'string') throw new Error('streaming queries are not configured');
-      return client.query({ name: statementName(sql), text: sql, values: values as unknown[] }).then(({ command, rowCount, rows }) => ({
+      return run(sql, values as unknown[]).then(({ command, rowCount, rows }) => ({
         // Kysely counts the rows of the commands it names and ignores any other.
         command: command as PostgresQueryResult<R>['command'],
         rowCount: rowCount ?? 0,

@@ -1,14 +1,20 @@
-import { sql } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateToLatest } from '../../src/storage/migrator.js';
 import { precompiled, statementName } from '../../src/storage/precompiled.js';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
+import { withNamedStatements } from '../../src/storage/named-statements.js';
+import type { Database } from '../../src/storage/schema.js';
 import { createTestStorage } from '../helpers/app.js';
 
 // PostgreSQL only: hot statements (precompiled.ts) run as named prepared statements, parsed and planned
 // once per connection; other SQL is not prepared, so the server keeps no statement per ad-hoc query.
 
 const selectUserEmail = precompiled((db, id: string) => db.selectFrom('users').select('email').where('id', '=', id));
+const selectUserRow = precompiled((db, id: string) => db.selectFrom('users').select(['id', 'email', 'email_verified', 'name', 'created_at']).where('id', '=', id));
+const selectUserCreatedBefore = precompiled((db, id: string, before: number) => db.selectFrom('users').select('id').where('id', '=', id).where('created_at', '<', before));
+const touchUser = precompiled((db, id: string, at: number) => db.updateTable('users').set({ updated_at: at }).where('id', '=', id));
 
 /** The statements prepared on the connection that runs this query (pg's pool hands back the last idle one). */
 async function preparedHere(storage: Storage): Promise<Array<{ name: string; statement: string }>> {
@@ -71,6 +77,47 @@ describe('named prepared statements on PostgreSQL', () => {
       expect((await preparedHere(own)).map((p) => p.name).filter((n) => n.startsWith('gatehouse_'))).toHaveLength(1);
     } finally {
       await own.close();
+    }
+  });
+
+  it('a statement is described once per connection: later executions reuse its columns and parse rows the same', async () => {
+    // One connection, and a count of the result descriptions the server sends on it.
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    // Describe is answered with RowDescription, or with NoData for a statement without rows.
+    let descriptions = 0;
+    pool.on('connect', (client) => {
+      const { connection } = client as pg.PoolClient & { connection: pg.Connection };
+      for (const answer of ['rowDescription', 'noData']) connection.on(answer, () => descriptions++);
+    });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: withNamedStatements(pool) }) });
+    try {
+      const expected = { id: 'usr_1', email: 'a@example.com', email_verified: 1, name: null, created_at: 1 };
+      for (let i = 0; i < 3; i++) expect((await selectUserRow(db, 'usr_1')).rows).toEqual([expected]);
+      expect((await selectUserRow(db, 'usr_missing')).rows).toEqual([]);
+      expect(descriptions).toBe(1);
+      // Another statement is described on its own first execution; inside a transaction as well.
+      await db.transaction().execute(async (trx) => {
+        expect((await selectUserEmail(trx, 'usr_1')).rows).toEqual([{ email: 'a@example.com' }]);
+        expect((await selectUserRow(trx, 'usr_1')).rows).toEqual([expected]);
+      });
+      expect(descriptions).toBe(2);
+      // Writes without rows too, and they report their counts each time.
+      expect((await touchUser(db, 'usr_1', 2)).numAffectedRows).toBe(1n);
+      expect((await touchUser(db, 'usr_missing', 2)).numAffectedRows).toBe(0n);
+      expect((await touchUser(db, 'usr_1', 3)).numAffectedRows).toBe(1n);
+      expect(descriptions).toBe(3);
+      // Ad-hoc SQL is described as always.
+      expect((await sql<{ n: number }>`select 1 as n`.execute(db)).rows).toEqual([{ n: 1 }]);
+      expect((await sql<{ n: number }>`select 1 as n`.execute(db)).rows).toEqual([{ n: 1 }]);
+      expect(descriptions).toBe(5);
+      // An execution the server refuses after the description was learnt fails as before, and the connection goes on.
+      expect((await selectUserCreatedBefore(db, 'usr_1', 10)).rows).toEqual([{ id: 'usr_1' }]);
+      await expect(selectUserCreatedBefore(db, 'usr_1', 'not a number' as unknown as number)).rejects.toThrow(/invalid input syntax for type bigint/);
+      expect((await selectUserCreatedBefore(db, 'usr_1', 10)).rows).toEqual([{ id: 'usr_1' }]);
+      expect((await selectUserCreatedBefore(db, 'usr_1', 1)).rows).toEqual([]);
+      expect(descriptions).toBe(6);
+    } finally {
+      await db.destroy();
     }
   });
 });
