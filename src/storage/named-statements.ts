@@ -3,7 +3,7 @@ import pg, { type Connection, type FieldDef } from 'pg';
 import { statementName } from './precompiled.js';
 
 declare module 'pg' {
-  // Two steps of the extended-query protocol in pg's Query (pg/lib/query.js) that its type declarations leave out.
+  // Steps of the extended-query protocol in pg's Query (pg/lib/query.js) that its type declarations leave out.
   interface Query {
     /** Sends Parse (the first time on a connection), Bind, Describe, Execute and Sync. */
     prepare(connection: Connection): void;
@@ -12,6 +12,13 @@ declare module 'pg' {
     /** Takes the server's CommandComplete (after the rows, if any). */
     handleCommandComplete(message: { text: string }, connection: Connection): void;
   }
+}
+
+/** What the statements run on one connection have learnt: each one's columns, by statement name. */
+interface ConnectionMemory {
+  columns: Map<string, FieldDef[]>;
+  /** The connection as pg's prepare sees it once the columns are known: Describe is not sent. */
+  withoutDescribe?: Connection;
 }
 
 /**
@@ -23,34 +30,34 @@ declare module 'pg' {
  * columns the first execution learnt serve every later one on that connection.
  */
 class DescribedOnceQuery extends pg.Query {
+  private readonly statement: string;
+
   constructor(
     config: pg.QueryConfig & { name: string },
-    /** The columns of each statement already described on this query's connection, by statement name. */
-    private readonly described: Map<string, FieldDef[]>,
+    private readonly memory: ConnectionMemory,
     done: (error: Error | undefined, result: pg.QueryResult) => void,
   ) {
     super(config, done);
     this.statement = config.name;
   }
 
-  private readonly statement: string;
-
   override prepare(connection: Connection): void {
-    const fields = this.described.get(this.statement);
+    const fields = this.memory.columns.get(this.statement);
     if (!fields) return super.prepare(connection);
     // Described here before, so also parsed here: Bind, Execute and Sync, with the known columns.
-    this.handleRowDescription({ fields });
-    super.prepare(Object.create(connection, { describe: { value: () => undefined } }) as Connection);
+    super.handleRowDescription({ fields });
+    this.memory.withoutDescribe ??= Object.create(connection, { describe: { value: () => undefined } }) as Connection;
+    super.prepare(this.memory.withoutDescribe);
   }
 
   override handleRowDescription(message: { fields: FieldDef[] }): void {
     super.handleRowDescription(message);
-    this.described.set(this.statement, message.fields);
+    this.memory.columns.set(this.statement, message.fields);
   }
 
   override handleCommandComplete(message: { text: string }, connection: Connection): void {
     // Completed without a RowDescription: a statement that returns no rows (its Describe got NoData).
-    if (!this.described.has(this.statement)) this.described.set(this.statement, []);
+    if (!this.memory.columns.has(this.statement)) this.memory.columns.set(this.statement, []);
     super.handleCommandComplete(message, connection);
   }
 }
@@ -66,14 +73,14 @@ export function withNamedStatements(pool: pg.Pool): PostgresPool {
   const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   const wrap = (client: pg.PoolClient): PostgresPoolClient => {
     // A pool client is one server connection for its whole life: what was described on it stays valid.
-    const described = new Map<string, FieldDef[]>();
+    const memory: ConnectionMemory = { columns: new Map() };
     const run = (sql: string, values: unknown[]): Promise<pg.QueryResult> => {
       const name = statementName(sql);
       if (name === undefined) return client.query({ text: sql, values });
       return new Promise((resolve, reject) => {
         client.query(
           // pg hands a query of its own kind its Result, which carries command, rowCount and rows.
-          new DescribedOnceQuery({ name, text: sql, values }, described, (error, result) => (error ? reject(error) : resolve(result))),
+          new DescribedOnceQuery({ name, text: sql, values }, memory, (error, result) => (error ? reject(error) : resolve(result))),
         );
       });
     };

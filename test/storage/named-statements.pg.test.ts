@@ -8,8 +8,8 @@ import { withNamedStatements } from '../../src/storage/named-statements.js';
 import type { Database } from '../../src/storage/schema.js';
 import { createTestStorage } from '../helpers/app.js';
 
-// PostgreSQL only: hot statements (precompiled.ts) run as named prepared statements, parsed and planned
-// once per connection; other SQL is not prepared, so the server keeps no statement per ad-hoc query.
+// PostgreSQL only: hot statements (precompiled.ts) run as named prepared statements, parsed, planned and
+// described once per connection; other SQL is not prepared, so the server keeps no statement per ad-hoc query.
 
 const selectUserEmail = precompiled((db, id: string) => db.selectFrom('users').select('email').where('id', '=', id));
 const selectUserRow = precompiled((db, id: string) => db.selectFrom('users').select(['id', 'email', 'email_verified', 'name', 'created_at']).where('id', '=', id));
