@@ -3,11 +3,13 @@
  *   users-listing   developer user listing with 1,000,000 users in one app (SQLite and PostgreSQL)
  *   login-timing    login answer times for unknown vs known emails (SECURITY.md item 60)
  *   http            the hot paths of the production build over HTTP (autocannon), against references (issue 13)
+ *   key-order       pages a SQLite commit writes per refresh, with random or time-ordered token keys (issue 13)
  */
 const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void> }>> = {
   'users-listing': () => import('./users-listing.js'),
   'login-timing': () => import('./login-timing.js'),
   http: () => import('./http/harness.js'),
+  'key-order': () => import('./key-order.js'),
 };
 
 const [name, ...args] = process.argv.slice(2);

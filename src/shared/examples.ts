@@ -11,7 +11,7 @@ export const EXAMPLE = {
   password: 'correct horse battery staple',
   redirectUri: 'https://app.example/callback',
   /** Stands for a live refresh token of the example user at the example app. */
-  refreshToken: 'rt_q8X1pV3nM5bL7kJ9hG2fD4sA6zC8xV0bN2mQ4wE6rT8',
+  refreshToken: 'rt_01kbm3x9v2q8X1pV3nM5bL7kJ9hG2fD4sA6zC8xV0bN2mQ4wE6rT8',
   accessToken: 'eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCIsImtpZCI6ImVzMjU2LTEifQ.eyJzdWIiOiJ1c3JfMDFrMnY2eGE0bjdxMnM1dTh3MXkzejZjOWUifQ.c2lnbmF0dXJl',
   idToken: 'eyJhbGciOiJSUzI1NiIsImtpZCI6InJzMjU2LTEifQ.eyJzdWIiOiJ1c3JfMDFrMnY2eGE0bjdxMnM1dTh3MXkzejZjOWUifQ.c2lnbmF0dXJl',
   time: '2025-06-01T12:00:00.000Z',

@@ -5,7 +5,7 @@ import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import { acrOf, type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import { SecretBox } from '../shared/crypto.js';
-import { hashSecret, newId, newSecret } from '../shared/ids.js';
+import { hashSecret, newId, newOrderedSecret } from '../shared/ids.js';
 import { hasScope, isSubsetScope, joinScope, scopeList } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
 import type { App } from '../storage/repos/apps.js';
@@ -246,7 +246,7 @@ export class TokenService {
   async prepareTokens(input: MintInput): Promise<PreparedTokens> {
     const now = this.clock.now();
     const ttl = this.config.ttl;
-    const refreshToken = newSecret('rt');
+    const refreshToken = newOrderedSecret('rt');
     const refreshRow = {
       token_hash: hashSecret(refreshToken),
       grant_id: input.grantId,
@@ -369,7 +369,7 @@ export class TokenService {
     },
   ): Promise<string> {
     const now = this.clock.now();
-    const code = newSecret('ac');
+    const code = newOrderedSecret('ac');
     await insertAuthorizationCode(db, {
       code_hash: hashSecret(code),
       app_id: input.appId,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
-import { hashSecret } from '../../src/shared/ids.js';
+import { hashSecret, newSecret } from '../../src/shared/ids.js';
 import { StatementRecorder } from '../helpers/statements.js';
 import {
   authorizeAndGetCode,
@@ -51,7 +51,7 @@ describe('POST /oauth/token', () => {
     const body = res.json();
     expect(Object.keys(body).sort()).toEqual(['access_token', 'expires_in', 'id_token', 'refresh_token', 'scope', 'token_type']);
     expect(body).toMatchObject({ token_type: 'Bearer', expires_in: 900, scope: 'email openid profile' });
-    expect(body.refresh_token).toMatch(/^rt_[A-Za-z0-9_-]{43}$/);
+    expect(body.refresh_token).toMatch(/^rt_[0-9a-hjkmnp-tv-z]{10}[A-Za-z0-9_-]{43}$/);
   });
 
   it('accepts a JSON body too', async () => {
@@ -165,6 +165,50 @@ describe('POST /oauth/token', () => {
         expect(res.statusCode).toBe(400);
         expect(['invalid_grant', 'invalid_request']).toContain(res.json().error);
       }
+    });
+
+    describe('keys in the order of minting, and secrets minted before them (bench/RESULTS.md, finding 42)', () => {
+      const ORDERED = /^(rt|ac)_([0-9a-hjkmnp-tv-z]{10})[A-Za-z0-9_-]{43}$/;
+
+      it('codes and refresh tokens carry their minting time, and are stored under a key that begins with it', async () => {
+        const { code, verifier } = await codeFor(appA);
+        const tokens = (await exchangeCode(t.app, appA, code, verifier)).json();
+        for (const [secret, table, column] of [[code, 'authorization_codes', 'code_hash'], [tokens.refresh_token, 'refresh_tokens', 'token_hash']] as const) {
+          const time = ORDERED.exec(secret)?.[2];
+          expect(time).toBeDefined();
+          const keys = await t.db.selectFrom(table).select(column).where(column, 'like', `${time}%`).execute();
+          expect(keys.map((row) => Object.values(row)[0])).toContain(hashSecret(secret));
+        }
+      });
+
+      it('a refresh token minted before keeps refreshing, rotates to the ordered layout, and its replay still revokes', async () => {
+        const { code, verifier } = await codeFor(appA);
+        const issued = (await exchangeCode(t.app, appA, code, verifier)).json();
+        // Re-key the stored token as the plain layout stored it: the SHA-256 of the whole secret.
+        // newSecret mints the plain layout every code and refresh token had before the ordered one.
+        const legacy = newSecret('rt');
+        expect(hashSecret(legacy)).toHaveLength(43);
+        await t.db.updateTable('refresh_tokens').set({ token_hash: hashSecret(legacy) }).where('token_hash', '=', hashSecret(issued.refresh_token)).execute();
+        expectOAuthError(await refresh(t.app, appA, issued.refresh_token), 'invalid_grant');
+
+        const rotated = await refresh(t.app, appA, legacy);
+        expect(rotated.statusCode).toBe(200);
+        const successor = rotated.json().refresh_token;
+        expect(successor).toMatch(ORDERED);
+        t.clock.advance(120);
+        expectOAuthError(await refresh(t.app, appA, legacy), 'invalid_grant');
+        expectOAuthError(await refresh(t.app, appA, successor), 'invalid_grant');
+      });
+
+      it('a code minted before still redeems, once', async () => {
+        const { code, verifier } = await codeFor(appA);
+        const legacy = newSecret('ac');
+        await t.db.updateTable('authorization_codes').set({ code_hash: hashSecret(legacy) }).where('code_hash', '=', hashSecret(code)).execute();
+        const res = await exchangeCode(t.app, appA, legacy, verifier);
+        expect(res.statusCode).toBe(200);
+        expect((await refresh(t.app, appA, res.json().refresh_token)).statusCode).toBe(200);
+        expectOAuthError(await exchangeCode(t.app, appA, legacy, verifier), 'invalid_grant');
+      });
     });
 
     describe('statements per grant (round trips on PostgreSQL)', () => {
