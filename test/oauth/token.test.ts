@@ -1,3 +1,4 @@
+import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryId, QueryResult, RootOperationNode, UnknownRow } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
 import { hashSecret, newSecret } from '../../src/shared/ids.js';
@@ -232,13 +233,14 @@ describe('POST /oauth/token', () => {
           res = await exchangeCode(r.app, client, code, verifier);
         });
         expect(res!.statusCode).toBe(200);
-        // The client with the code and its user, membership and consent; inside the transaction PostgreSQL
-        // consumes and re-reads the basis in one statement and stores grant, refresh token and link in one.
-        const consumeAndStore =
+        // The client with the code and its user, membership and consent; then the redemption: on PostgreSQL
+        // one statement (no transaction) consumes and links the code, stores grant and refresh token and
+        // returns the basis it saw; on SQLite one transaction.
+        const redeem =
           TEST_DIALECT === 'postgres'
-            ? ['select consumed', 'update authorization_codes']
+            ? ['select consumed']
             : ['update authorization_codes', 'select authorization_codes', 'insert grants', 'insert refresh_tokens', 'update authorization_codes'];
-        expect(seen).toEqual(['select apps', ...consumeAndStore]);
+        expect(seen).toEqual(['select apps', ...redeem]);
         // What it stored is what it answered: the refresh token works and the code now names its grant.
         expect((await refresh(r.app, client, res!.json().refresh_token)).statusCode).toBe(200);
         const stored = await r.db.selectFrom('authorization_codes').select(['grant_id', 'consumed_at']).where('code_hash', '=', hashSecret(code)).executeTakeFirstOrThrow();
@@ -260,6 +262,60 @@ describe('POST /oauth/token', () => {
         expect((await refresh(r.app, client, res!.json().refresh_token)).statusCode).toBe(200);
         r.clock.advance(120);
         expectOAuthError(await refresh(r.app, client, first.refresh_token), 'invalid_grant');
+      });
+    });
+
+    describe('a basis that changes between the read and the redemption', () => {
+      /** Shows the first read of a code grant (its client, code and basis) with the membership still active. */
+      class StaleMembershipRead implements KyselyPlugin {
+        armed = false;
+        private readonly reads = new Set<QueryId>();
+        transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
+          if (this.armed && args.node.kind === 'SelectQueryNode') this.reads.add(args.queryId);
+          return args.node;
+        }
+        async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+          const row = args.result.rows[0];
+          if (!this.reads.delete(args.queryId) || !row || !('m_status' in row)) return args.result;
+          this.armed = false;
+          return { ...args.result, rows: [{ ...row, m_status: 'active' }] };
+        }
+      }
+      const stale = new StaleMembershipRead();
+      let r: TestApp;
+      let client: TestClient;
+      let browser: Browser;
+      beforeAll(async () => {
+        r = await buildTestApp({ withDb: (db) => db.withPlugin(stale) });
+        client = await makeClient(r, { redirectUris: ['https://r.example/cb'] });
+        browser = new Browser(r.app);
+        await browser.register();
+      });
+      afterAll(async () => r.close());
+
+      it('refuses the code, and revokes the grant the redemption stored before anything is answered', async () => {
+        const { code, verifier } = await authorizeAndGetCode(browser, client, { scope: 'openid profile email' });
+        const { user_id: userId } = await r.db.selectFrom('authorization_codes').select('user_id').where('code_hash', '=', hashSecret(code)).executeTakeFirstOrThrow();
+        // The app blocks the user after the grant's first read saw the membership active.
+        await r.db.updateTable('app_users').set({ status: 'blocked' }).where('app_id', '=', client.app.id).where('user_id', '=', userId).execute();
+        stale.armed = true;
+        const res = await exchangeCode(r.app, client, code, verifier);
+        expect(stale.armed).toBe(false); // the stale read was served
+        expectOAuthError(res, 'invalid_grant');
+        const grants = await r.db.selectFrom('grants').select(['revoked_at', 'revoked_reason']).where('app_id', '=', client.app.id).where('user_id', '=', userId).execute();
+        expect(grants).toEqual([{ revoked_at: r.clock.now(), revoked_reason: 'code_basis_changed' }]);
+        // The code was consumed: it never redeems again, even once the user is unblocked.
+        await r.db.updateTable('app_users').set({ status: 'active' }).where('app_id', '=', client.app.id).where('user_id', '=', userId).execute();
+        expectOAuthError(await exchangeCode(r.app, client, code, verifier), 'invalid_grant');
+      });
+
+      it('redeems when the basis still holds (the stale read changed nothing)', async () => {
+        const { code, verifier } = await authorizeAndGetCode(browser, client, { scope: 'openid profile email' });
+        stale.armed = true;
+        const res = await exchangeCode(r.app, client, code, verifier);
+        expect(stale.armed).toBe(false);
+        expect(res.statusCode).toBe(200);
+        expect((await userinfo(r.app, res.json().access_token)).statusCode).toBe(200);
       });
     });
 

@@ -7,13 +7,14 @@ import { hashSecret } from '../../shared/ids.js';
 import { appendEvent } from '../../storage/repos/events.js';
 import {
   type AuthorizationCodeRow,
-  consumeCodeForRedemption,
+  burnAuthorizationCode,
+  type CodeRedemption,
   findAuthorizationCode,
   findAppWithCodeRedemption,
   type AppWithCodeRedemption,
   findGrant,
+  redeemAuthorizationCode,
   revokeGrant,
-  storeCodeGrant,
 } from '../../storage/repos/grants.js';
 import { required, type Params } from '../params.js';
 import type { ClientAuthenticator } from '../token.js';
@@ -37,12 +38,16 @@ function codeCheckFailure(row: Pick<AuthorizationCodeRow, 'expires_at' | 'redire
 }
 
 /**
- * grant_type=authorization_code (RFC 6749 §4.1.3, RFC 7636 §4.6, CONTRACT §3):
- * the code is consumed atomically in the same transaction that issues the tokens; exactly one
- * redemption wins. Once consumed, a failed check (expiry, redirect_uri, verifier) has burned the code.
- * Any later or concurrent redemption fails with `invalid_grant` and revokes what the code produced.
- * A code of another client is refused without being burned. A code whose basis is gone (user
- * disabled or blocked, consent withdrawn, password changed since it was issued) never redeems.
+ * grant_type=authorization_code (RFC 6749 §4.1.3, RFC 7636 §4.6, CONTRACT §3): exactly one redemption
+ * wins. Once consumed, a failed check (expiry, redirect_uri, verifier) has burned the code. Any later or
+ * concurrent redemption fails with `invalid_grant` and revokes what the code produced. A code of another
+ * client is refused without being burned. A code whose basis is gone (user disabled or blocked, consent
+ * withdrawn, password changed since it was issued) never redeems.
+ *
+ * The request is judged on the code and basis read with the client; the redemption then consumes the
+ * code and stores the grant in one statement (PostgreSQL), which returns the basis as it saw it, and that
+ * is judged again: should the basis have changed in between, the grant just stored is revoked before
+ * anything is answered. Two round trips on PostgreSQL instead of a transaction's five.
  */
 export async function authorizationCodeGrant(app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator): Promise<TokenResponse> {
   const presented = params.code;
@@ -63,28 +68,30 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   if (row.app_id !== client.id) throw new AppError('invalid_grant', { reason: 'code_other_client' });
 
   const now = app.clock.now();
-  // Checks that need nothing but the request and the code row; a failure still burns the code below.
-  const failure = codeCheckFailure(row, now, redirectUri, verifier);
-  // Tokens are signed before the transaction, so the database is never held while a JWT is signed;
-  // the transaction decides whether they are stored and answered.
-  const signer = failure ? undefined : found.user;
-  const prepared = signer && (await app.tokens.prepareGrantTokens({ app: client, user: signer, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce }));
-  type Outcome = { ok: TokenResponse } | { fail: ErrorReason } | { replay: true };
-  const outcome = await app.db.transaction().execute(async (trx): Promise<Outcome> => {
-    const redemption = await consumeCodeForRedemption(trx, app.dialect, codeHash, now);
-    if (!redemption) return { replay: true };
-    if (failure) return { fail: failure };
-    const { user } = redemption;
-    if (!user || !prepared) return { fail: 'user_gone' };
+  /** Why this request cannot redeem the code on `redemption` (null when it can): the code row, then its basis. */
+  const problem = (redemption: CodeRedemption): ErrorReason | null => {
+    const failure = codeCheckFailure(redemption.code, now, redirectUri, verifier);
+    if (failure) return failure;
+    if (!redemption.user) return 'user_gone';
     // The basis the code was issued on must still hold (sign-in/policy.ts: codeBasisProblem).
-    const problem = app.signIn.codeBasisProblem({ ...redemption, user });
-    if (problem) return { fail: problem };
-    await storeCodeGrant(trx, app.dialect, { codeHash, grant: prepared.grantRow, refreshToken: prepared.refreshRow });
-    return { ok: prepared.response };
-  });
+    return app.signIn.codeBasisProblem({ ...redemption, user: redemption.user });
+  };
 
-  if ('ok' in outcome) return outcome.ok;
-  if ('fail' in outcome) throw new AppError('invalid_grant', { reason: outcome.fail });
+  const refused = problem(found);
+  if (refused || !found.user) {
+    if (await burnAuthorizationCode(app.db, codeHash, now)) throw new AppError('invalid_grant', { reason: refused ?? 'user_gone' });
+  } else {
+    // Tokens are signed before the redemption, so the database is never held while a JWT is signed;
+    // the redemption decides whether they are stored and answered.
+    const prepared = await app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce });
+    const redemption = await redeemAuthorizationCode(app.db, app.dialect, { codeHash, at: now, grant: prepared.grantRow, refreshToken: prepared.refreshRow });
+    if (redemption) {
+      const changed = problem(redemption);
+      if (!changed) return prepared.response;
+      await revokeGrant(app.db, prepared.grantRow.id, now, 'code_basis_changed');
+      throw new AppError('invalid_grant', { reason: changed });
+    }
+  }
 
   // Replay (sequential or concurrent): revoke the grant the winning redemption produced.
   const settled = await findAuthorizationCode(app.db, codeHash);

@@ -362,7 +362,6 @@ const REDEMPTION_COLUMNS = [
   'm.status as m_status', 'k.scope as k_scope',
 ] as const;
 
-/** The code `codeHash` with its redemption basis, in one statement. */
 /** The code `codeHash` with its redemption basis: read alone, or joined to the presenting app (as refreshFamilyQuery). */
 function codeRedemptionQuery(db: Kysely<Database>, codeHash: string) {
   return db
@@ -375,22 +374,6 @@ function codeRedemptionQuery(db: Kysely<Database>, codeHash: string) {
 }
 
 const selectCodeRedemption = precompiled((db, codeHash: string) => codeRedemptionQuery(db, codeHash));
-
-/**
- * Consumes the code and reads its redemption basis as the consuming statement saw it (PostgreSQL: one
- * data-modifying statement, whose joins see the users, memberships and consents committed before it).
- */
-const consumeCodeReturningRedemption = precompiled((db, at: number, codeHash: string) =>
-  db
-    .with('consumed', (db) =>
-      db.updateTable('authorization_codes').set({ consumed_at: at }).where('code_hash', '=', codeHash).where('consumed_at', 'is', null).returningAll(),
-    )
-    .selectFrom('consumed as c')
-    .leftJoin('users as u', 'u.id', 'c.user_id')
-    .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
-    .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
-    .select(REDEMPTION_COLUMNS),
-);
 
 type RedemptionRow = Awaited<ReturnType<typeof selectCodeRedemption>>['rows'][number];
 
@@ -444,86 +427,88 @@ function hasCodeRedemption<R extends { c_code_hash: string | null }>(row: R): ro
   return row.c_code_hash !== null;
 }
 
-/** Single use: exactly one redemption (or burn) wins. */
+/** Single use: exactly one redemption or burn wins. */
 const updateCodeConsumed = precompiled((db, codeHash: string, at: number) =>
   db.updateTable('authorization_codes').set({ consumed_at: at }).where('code_hash', '=', codeHash).where('consumed_at', 'is', null),
 );
 
-async function consumeAuthorizationCode(db: Kysely<Database>, codeHash: string, at: number): Promise<boolean> {
+/** Consumes a code without redeeming it (a failed check burns it); false when it was already consumed. */
+export async function burnAuthorizationCode(db: Kysely<Database>, codeHash: string, at: number): Promise<boolean> {
   return (await updateCodeConsumed(db, codeHash, at)).numAffectedRows === 1n;
 }
 
-/**
- * Consumes a code (exactly one redemption or burn wins) and returns its redemption basis as of that
- * moment; undefined when the code was already consumed. Call inside the redeeming transaction, whose
- * row lock on the code makes a concurrent redemption wait for its outcome. One statement on PostgreSQL;
- * two on SQLite (no data-modifying WITH there), where a statement costs no round trip.
- */
-export async function consumeCodeForRedemption(db: Kysely<Database>, dialect: Dialect, codeHash: string, at: number): Promise<CodeRedemption | undefined> {
-  if (dialect === 'postgres') {
-    const row = (await consumeCodeReturningRedemption(db, at, codeHash)).rows[0];
-    return row && toCodeRedemption(row);
-  }
-  if (!(await consumeAuthorizationCode(db, codeHash, at))) return undefined;
-  return findCodeRedemption(db, codeHash);
-}
-
+/** Links a redeemed code to the grant it produced, so a replay can revoke what the code produced. */
 const updateCodeGrant = precompiled((db, codeHash: string, grantId: string) =>
   db.updateTable('authorization_codes').set({ grant_id: grantId }).where('code_hash', '=', codeHash),
 );
 
-/** Records the grant a code's redemption created, so a replay can revoke what the code produced. */
-async function setAuthorizationCodeGrant(db: Kysely<Database>, codeHash: string, grantId: string): Promise<void> {
-  await updateCodeGrant(db, codeHash, grantId);
-}
-
-/** Stores a redemption's grant and first refresh token and links the code to the grant, in one statement (PostgreSQL). */
-const insertCodeGrant = precompiled(
+/**
+ * PostgreSQL's redemption (redeemAuthorizationCode) as one data-modifying statement: the code consumed
+ * and linked to the new grant, the grant and its first refresh token stored only if the code was
+ * consumed here, and the redemption basis as this statement saw it (its joins see the users,
+ * memberships and consents committed before it). The inserts select from the consumed row, so their
+ * numbers are cast: a parameter in a select list would otherwise be text.
+ */
+const redeemInOneStatement = precompiled(
   (
-    db, codeHash: string,
+    db, at: number, codeHash: string,
     id: string, appId: string, userId: string, scope: string, authTime: number, amr: string | null, nonce: string | null, createdAt: number, expiresAt: number,
     revokedAt: number | null, revokedReason: string | null, awaiting: number,
     tokenHash: string, tokenGrantId: string, tokenAppId: string, tokenScope: string, tokenCreatedAt: number, tokenExpiresAt: number,
     consumedAt: number | null, successorResponse: string | null, successorHash: string | null,
   ) =>
     db
-      .with('g', (db) =>
-        db.insertInto('grants').values({
-          id, app_id: appId, user_id: userId, scope, auth_time: authTime, amr, nonce, created_at: createdAt, expires_at: expiresAt,
-          revoked_at: revokedAt, revoked_reason: revokedReason, awaiting_completion: awaiting,
-        }),
+      .with('consumed', (db) =>
+        db.updateTable('authorization_codes').set({ consumed_at: at, grant_id: id }).where('code_hash', '=', codeHash).where('consumed_at', 'is', null).returningAll(),
       )
-      .with('t', (db) =>
-        db.insertInto('refresh_tokens').values({
-          token_hash: tokenHash, grant_id: tokenGrantId, app_id: tokenAppId, scope: tokenScope, created_at: tokenCreatedAt, expires_at: tokenExpiresAt,
-          consumed_at: consumedAt, successor_response: successorResponse, successor_hash: successorHash,
-        }),
-      )
-      .updateTable('authorization_codes')
-      .set({ grant_id: id })
-      .where('code_hash', '=', codeHash),
+      // Raw SQL is not parenthesised by Kysely as a CTE's body: the parentheses are part of the text.
+      .with('g', () => sql`(
+        insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion)
+        select ${id}, ${appId}, ${userId}, ${scope}, cast(${authTime} as bigint), ${amr}, ${nonce}, cast(${createdAt} as bigint), cast(${expiresAt} as bigint),
+          cast(${revokedAt} as bigint), ${revokedReason}, cast(${awaiting} as integer)
+        from consumed)`)
+      .with('t', () => sql`(
+        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at, consumed_at, successor_response, successor_hash)
+        select ${tokenHash}, ${tokenGrantId}, ${tokenAppId}, ${tokenScope}, cast(${tokenCreatedAt} as bigint), cast(${tokenExpiresAt} as bigint),
+          cast(${consumedAt} as bigint), ${successorResponse}, ${successorHash}
+        from consumed)`)
+      .selectFrom('consumed as c')
+      .leftJoin('users as u', 'u.id', 'c.user_id')
+      .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
+      .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
+      .select(REDEMPTION_COLUMNS),
 );
 
 /**
- * Stores the grant a code's redemption created, with its first refresh token, and links the code to it
- * (as setAuthorizationCodeGrant), inside the redeeming transaction: one statement on PostgreSQL, three on SQLite.
+ * Redeems a code: consumes it (exactly one redemption or burn wins), links it to `grant` and stores the
+ * grant with its first refresh token, atomically, and returns the redemption basis as the consuming
+ * statement saw it, for the caller to judge again (what it judged before may have changed since).
+ * Undefined, with nothing stored, when the code was already consumed. One statement on PostgreSQL; one
+ * transaction on SQLite (no data-modifying WITH there), where a statement costs no round trip.
  */
-export async function storeCodeGrant(
+export async function redeemAuthorizationCode(
   db: Kysely<Database>,
   dialect: Dialect,
-  input: { codeHash: string; grant: Insertable<GrantsTable>; refreshToken: Insertable<RefreshTokensTable> },
-): Promise<void> {
-  const { codeHash, grant: g, refreshToken: t } = input;
+  input: { codeHash: string; at: number; grant: Insertable<GrantsTable>; refreshToken: Insertable<RefreshTokensTable> },
+): Promise<CodeRedemption | undefined> {
+  const { codeHash, at, grant: g, refreshToken: t } = input;
   if (dialect === 'postgres') {
-    await insertCodeGrant(
-      db, codeHash,
-      g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null, g.revoked_reason ?? null,
-      g.awaiting_completion ?? AWAITING.nothing,
-      t.token_hash, t.grant_id, t.app_id, t.scope, t.created_at, t.expires_at, t.consumed_at ?? null, t.successor_response ?? null, t.successor_hash ?? null,
-    );
-    return;
+    const row = (
+      await redeemInOneStatement(
+        db, at, codeHash,
+        g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null, g.revoked_reason ?? null,
+        g.awaiting_completion ?? AWAITING.nothing,
+        t.token_hash, t.grant_id, t.app_id, t.scope, t.created_at, t.expires_at, t.consumed_at ?? null, t.successor_response ?? null, t.successor_hash ?? null,
+      )
+    ).rows[0];
+    return row && toCodeRedemption(row);
   }
-  await insertGrant(db, g);
-  await insertRefreshToken(db, t);
-  await setAuthorizationCodeGrant(db, codeHash, g.id);
+  return db.transaction().execute(async (trx) => {
+    if ((await updateCodeConsumed(trx, codeHash, at)).numAffectedRows !== 1n) return undefined;
+    const redemption = await findCodeRedemption(trx, codeHash);
+    await insertGrant(trx, g);
+    await insertRefreshToken(trx, t);
+    await updateCodeGrant(trx, codeHash, g.id);
+    return redemption;
+  });
 }
