@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { buildApp } from './app.js';
 import { firstStartAnnounced } from './bootstrap.js';
 import type { ResolvedConfig } from './config.js';
+import { withServerFlags } from './node-flags.js';
 
 const RESPAWN_DELAY_MS = 1000;
 
@@ -15,6 +16,8 @@ export async function runPrimary(config: ResolvedConfig): Promise<void> {
   await firstStartAnnounced(app.db, config, app.clock.now());
   await app.close();
 
+  // Workers run with the server's V8 flags even when this primary was started without them (`gatehouse serve`).
+  cluster.setupPrimary({ execArgv: withServerFlags(process.execArgv) });
   const workers = new Set<Worker>();
   let stopping = false;
   const fork = () => workers.add(cluster.fork());

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { SERVER_NODE_FLAGS } from '../../src/node-flags.js';
 import { parallel, startServer, type ServerProcess } from './proc.js';
 
 /**
@@ -29,7 +30,7 @@ export async function startGatehouse(env: GatehouseEnv, opts: { port: number; lo
   return startServer({
     name: opts.name,
     command: process.execPath,
-    args: [...nodeArgs, 'dist/src/server.js'],
+    args: [...SERVER_NODE_FLAGS, ...nodeArgs, 'dist/src/server.js'],
     cwd: env.root,
     port: opts.port,
     logFile: opts.logFile,
@@ -47,6 +48,7 @@ export async function startGatehouse(env: GatehouseEnv, opts: { port: number; lo
       ADMIN_TOKEN,
       // The per-IP limit on auth requests would otherwise throttle a benchmark from one address.
       IP_AUTH_PER_MINUTE: '1000000000',
+      ...(process.env.XEXP ? { NODE_OPTIONS: process.env.XEXP } : {}),
     },
   });
 }

@@ -1,14 +1,11 @@
-import {
-  type AuthenticationResponseJSON,
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  type PublicKeyCredentialCreationOptionsJSON,
-  type PublicKeyCredentialRequestOptionsJSON,
-  type RegistrationResponseJSON,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
+import type {
+  AuthenticationResponseJSON,
+  PublicKeyCredentialCreationOptionsJSON,
+  PublicKeyCredentialRequestOptionsJSON,
+  RegistrationResponseJSON,
+  VerifiedAuthenticationResponse,
+  VerifiedRegistrationResponse,
 } from '@simplewebauthn/server';
-import { decodeClientDataJSON } from '@simplewebauthn/server/helpers';
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
 import type { Mfa } from '../mfa/service.js';
@@ -70,6 +67,16 @@ export interface PasskeysDeps {
 }
 
 /** How long a challenge can be answered (the browser's own timeout is shorter). */
+/**
+ * @simplewebauthn/server (with its ASN.1, CBOR and COSE code) is loaded on the first passkey ceremony,
+ * not at start-up: loaded, it holds ~4 MB of V8 heap in every server process, most of which never see
+ * a passkey (bench/RESULTS.md, finding 44).
+ */
+let webauthnLibrary: Promise<typeof import('@simplewebauthn/server')> | undefined;
+const webauthn = () => (webauthnLibrary ??= import('@simplewebauthn/server'));
+let webauthnHelperLibrary: Promise<typeof import('@simplewebauthn/server/helpers')> | undefined;
+const webauthnHelpers = () => (webauthnHelperLibrary ??= import('@simplewebauthn/server/helpers'));
+
 export const CHALLENGE_TTL_SECONDS = 300;
 const CEREMONY_TIMEOUT_MS = 120_000;
 
@@ -117,7 +124,7 @@ export class Passkeys {
   async registrationOptions(input: { user: UserRow; binding: Binding; appId?: string | null }): Promise<PublicKeyCredentialCreationOptionsJSON> {
     const rp = this.relyingParty();
     const existing = await listPasskeysOfUser(this.deps.db, input.user.id);
-    const options = await generateRegistrationOptions({
+    const options = await (await webauthn()).generateRegistrationOptions({
       rpName: rp.name,
       rpID: rp.id,
       userName: input.user.email,
@@ -145,9 +152,9 @@ export class Passkeys {
     const name = input.name === undefined || input.name.trim() === '' ? undefined : passkeyName(input.name);
     if (name === null) throw new AppError('invalid_request', { details: [{ path: 'name', message: 'must be 1–64 characters without control characters' }] });
     const { challenge } = await this.takeChallenge('registration', input.response, { userId: input.userId, binding: input.binding });
-    let verified: Awaited<ReturnType<typeof verifyRegistrationResponse>>;
+    let verified: VerifiedRegistrationResponse;
     try {
-      verified = await verifyRegistrationResponse({
+      verified = await (await webauthn()).verifyRegistrationResponse({
         response: input.response,
         expectedChallenge: challenge,
         expectedOrigin: [rp.origin, ...(input.appOrigins ?? [])],
@@ -198,7 +205,7 @@ export class Passkeys {
   async authenticationOptions(input: Answerer): Promise<PublicKeyCredentialRequestOptionsJSON> {
     const rp = this.relyingParty();
     const allowed = input.userId === undefined ? [] : await listPasskeysOfUser(this.deps.db, input.userId);
-    const options = await generateAuthenticationOptions({
+    const options = await (await webauthn()).generateAuthenticationOptions({
       rpID: rp.id,
       allowCredentials: allowed.map((p) => ({ id: p.credentialId, transports: p.transports })),
       userVerification: 'required',
@@ -225,9 +232,9 @@ export class Passkeys {
     if (userId !== null && passkey.userId !== userId) throw verificationFailed('credential of another user');
     const userHandle = input.response.response.userHandle;
     if (userHandle !== undefined && userHandle !== Buffer.from(passkey.userId, 'utf8').toString('base64url')) throw verificationFailed('user handle does not match the credential');
-    let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;
+    let verified: VerifiedAuthenticationResponse;
     try {
-      verified = await verifyAuthenticationResponse({
+      verified = await (await webauthn()).verifyAuthenticationResponse({
         response: input.response,
         expectedChallenge: challenge,
         expectedOrigin: [rp.origin, ...(input.appOrigins ?? [])],
@@ -314,6 +321,7 @@ export class Passkeys {
     response: { response: { clientDataJSON: string } },
     expected: { userId: string | null; binding: Binding; expected?: string },
   ): Promise<{ challenge: string; userId: string | null }> {
+    const { decodeClientDataJSON } = await webauthnHelpers();
     let challenge: string;
     try {
       challenge = decodeClientDataJSON(response.response.clientDataJSON).challenge;

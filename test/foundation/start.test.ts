@@ -1,6 +1,46 @@
 import type { ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SERVER_NODE_FLAGS, withServerFlags } from '../../src/node-flags.js';
 import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
+
+/** `npm start`'s command line, as package.json has it. */
+const startScript = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start;
+
+/** The command line of a process and the pids of its children (Linux /proc). */
+const commandLineOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+const childrenOf = (pid: number) =>
+  readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => {
+      try {
+        // The parent pid is the second field after the parenthesised command name.
+        return Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]) === pid;
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+
+describe('the server processes run with the server\'s V8 flags (src/node-flags.ts)', () => {
+  it('npm start is node with the flags, loading tsx in-process', () => {
+    expect(startScript).toBe(`node ${SERVER_NODE_FLAGS.join(' ')} --import tsx src/server.ts`);
+  });
+
+  it('the Docker image starts the build with the flags', () => {
+    const command = /^CMD (\[.*\])$/m.exec(readFileSync('Dockerfile', 'utf8'))?.[1];
+    expect(JSON.parse(command!)).toEqual(['node', ...SERVER_NODE_FLAGS, 'dist/src/server.js']);
+  });
+
+  it.each([
+    { execArgv: [], expected: ['--max-semi-space-size=4'] },
+    { execArgv: ['--import', 'tsx'], expected: ['--max-semi-space-size=4', '--import', 'tsx'] },
+    { execArgv: ['--max-semi-space-size=4', '--import', 'tsx'], expected: ['--max-semi-space-size=4', '--import', 'tsx'] },
+    { execArgv: ['--max-semi-space-size=8'], expected: ['--max-semi-space-size=8'] },
+  ])('a cluster worker of a primary started with $execArgv runs with $expected', ({ execArgv, expected }) => {
+    expect(withServerFlags(execArgv)).toEqual(expected);
+  });
+});
 
 /** CONTRACT §0 / the brief: a fresh `npm start` answers /readyz within 10 s. */
 const READY_WITHIN_MS = 10_000;
@@ -23,7 +63,7 @@ async function waitForReady(port: number, exited: Promise<unknown>, withinMs: nu
   throw new Error(gone ? 'the server exited before it was ready' : `not ready within ${withinMs} ms`);
 }
 
-/** `npm start` (tsx src/server.ts) on a fresh data directory, as an operator runs it. */
+/** `npm start` (its node command line from package.json) on a fresh data directory, as an operator runs it. */
 describe('npm start', { timeout: 60_000 }, () => {
   let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
   beforeAll(async () => {
@@ -36,12 +76,12 @@ describe('npm start', { timeout: 60_000 }, () => {
     for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
 
-  const serve = async (extra: Record<string, string> = {}, readyWithinMs = READY_WITHIN_MS) => {
+  const serve = async (extra: Record<string, string> = {}, readyWithinMs = READY_WITHIN_MS, args = startScript.split(' ').slice(1)) => {
     const port = await freePort();
     // No SECRET_KEY and no ADMIN_TOKEN: the development key is generated and the bootstrap developer printed.
     const env = childEnv({ PORT: String(port), DATA_DIR: database.dataDir, DATABASE_URL: database.url, ...extra });
-    // `npm start` is `tsx src/server.ts`; loading tsx in-process runs the same code as one process, so a kill is reliable.
-    const server = start(['--import', 'tsx', 'src/server.ts'], env);
+    // Exactly npm start's node command line (tsx loaded in-process: one process, so a kill is reliable).
+    const server = start(args, env);
     children.push(server.child);
     await waitForReady(port, server.done, readyWithinMs);
     return { port, server };
@@ -71,8 +111,12 @@ describe('npm start', { timeout: 60_000 }, () => {
     expect(second.stdout).not.toMatch(/Bootstrap developer API key/);
   });
 
-  it('with WORKERS=2 serves through node:cluster and stops every process on SIGTERM', async () => {
-    const { server } = await serve({ WORKERS: '2' }, CLUSTER_READY_WITHIN_MS);
+  it('with WORKERS=2 serves through node:cluster, its workers with the V8 flags, and stops every process on SIGTERM', async () => {
+    // Started without the flags, as `gatehouse serve` may be: the workers get them all the same.
+    const { server } = await serve({ WORKERS: '2' }, CLUSTER_READY_WITHIN_MS, ['--import', 'tsx', 'src/server.ts']);
+    const workers = childrenOf(server.child.pid!);
+    expect(workers).toHaveLength(2);
+    for (const worker of workers) expect(commandLineOf(worker)).toEqual(expect.arrayContaining([...SERVER_NODE_FLAGS]));
     server.child.kill('SIGTERM');
     const ended = await server.done;
     expect(ended.code, ended.stderr).toBe(0);
