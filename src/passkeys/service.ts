@@ -66,7 +66,6 @@ export interface PasskeysDeps {
   factors: PasskeyFactors;
 }
 
-/** How long a challenge can be answered (the browser's own timeout is shorter). */
 /**
  * @simplewebauthn/server (with its ASN.1, CBOR and COSE code) is loaded on the first passkey ceremony,
  * not at start-up: loaded, it holds ~4 MB of V8 heap in every server process, most of which never see
@@ -77,6 +76,7 @@ const webauthn = () => (webauthnLibrary ??= import('@simplewebauthn/server'));
 let webauthnHelperLibrary: Promise<typeof import('@simplewebauthn/server/helpers')> | undefined;
 const webauthnHelpers = () => (webauthnHelperLibrary ??= import('@simplewebauthn/server/helpers'));
 
+/** How long a challenge can be answered (the browser's own timeout is shorter). */
 export const CHALLENGE_TTL_SECONDS = 300;
 const CEREMONY_TIMEOUT_MS = 120_000;
 
@@ -124,7 +124,8 @@ export class Passkeys {
   async registrationOptions(input: { user: UserRow; binding: Binding; appId?: string | null }): Promise<PublicKeyCredentialCreationOptionsJSON> {
     const rp = this.relyingParty();
     const existing = await listPasskeysOfUser(this.deps.db, input.user.id);
-    const options = await (await webauthn()).generateRegistrationOptions({
+    const { generateRegistrationOptions } = await webauthn();
+    const options = await generateRegistrationOptions({
       rpName: rp.name,
       rpID: rp.id,
       userName: input.user.email,
@@ -152,9 +153,10 @@ export class Passkeys {
     const name = input.name === undefined || input.name.trim() === '' ? undefined : passkeyName(input.name);
     if (name === null) throw new AppError('invalid_request', { details: [{ path: 'name', message: 'must be 1–64 characters without control characters' }] });
     const { challenge } = await this.takeChallenge('registration', input.response, { userId: input.userId, binding: input.binding });
+    const { verifyRegistrationResponse } = await webauthn();
     let verified: VerifiedRegistrationResponse;
     try {
-      verified = await (await webauthn()).verifyRegistrationResponse({
+      verified = await verifyRegistrationResponse({
         response: input.response,
         expectedChallenge: challenge,
         expectedOrigin: [rp.origin, ...(input.appOrigins ?? [])],
@@ -205,7 +207,8 @@ export class Passkeys {
   async authenticationOptions(input: Answerer): Promise<PublicKeyCredentialRequestOptionsJSON> {
     const rp = this.relyingParty();
     const allowed = input.userId === undefined ? [] : await listPasskeysOfUser(this.deps.db, input.userId);
-    const options = await (await webauthn()).generateAuthenticationOptions({
+    const { generateAuthenticationOptions } = await webauthn();
+    const options = await generateAuthenticationOptions({
       rpID: rp.id,
       allowCredentials: allowed.map((p) => ({ id: p.credentialId, transports: p.transports })),
       userVerification: 'required',
@@ -232,9 +235,10 @@ export class Passkeys {
     if (userId !== null && passkey.userId !== userId) throw verificationFailed('credential of another user');
     const userHandle = input.response.response.userHandle;
     if (userHandle !== undefined && userHandle !== Buffer.from(passkey.userId, 'utf8').toString('base64url')) throw verificationFailed('user handle does not match the credential');
+    const { verifyAuthenticationResponse } = await webauthn();
     let verified: VerifiedAuthenticationResponse;
     try {
-      verified = await (await webauthn()).verifyAuthenticationResponse({
+      verified = await verifyAuthenticationResponse({
         response: input.response,
         expectedChallenge: challenge,
         expectedOrigin: [rp.origin, ...(input.appOrigins ?? [])],
