@@ -48,7 +48,6 @@ export async function startGatehouse(env: GatehouseEnv, opts: { port: number; lo
       ADMIN_TOKEN,
       // The per-IP limit on auth requests would otherwise throttle a benchmark from one address.
       IP_AUTH_PER_MINUTE: '1000000000',
-      ...(process.env.XEXP ? { NODE_OPTIONS: process.env.XEXP } : {}),
     },
   });
 }

@@ -71,10 +71,12 @@ export interface PasskeysDeps {
  * not at start-up: loaded, it holds ~4 MB of V8 heap in every server process, most of which never see
  * a passkey (bench/RESULTS.md, finding 44).
  */
-let webauthnLibrary: Promise<typeof import('@simplewebauthn/server')> | undefined;
-const webauthn = () => (webauthnLibrary ??= import('@simplewebauthn/server'));
-let webauthnHelperLibrary: Promise<typeof import('@simplewebauthn/server/helpers')> | undefined;
-const webauthnHelpers = () => (webauthnHelperLibrary ??= import('@simplewebauthn/server/helpers'));
+async function loadWebauthn() {
+  const [server, { decodeClientDataJSON }] = await Promise.all([import('@simplewebauthn/server'), import('@simplewebauthn/server/helpers')]);
+  return { ...server, decodeClientDataJSON };
+}
+let webauthnLibrary: ReturnType<typeof loadWebauthn> | undefined;
+const webauthn = () => (webauthnLibrary ??= loadWebauthn());
 
 /** How long a challenge can be answered (the browser's own timeout is shorter). */
 export const CHALLENGE_TTL_SECONDS = 300;
@@ -325,7 +327,7 @@ export class Passkeys {
     response: { response: { clientDataJSON: string } },
     expected: { userId: string | null; binding: Binding; expected?: string },
   ): Promise<{ challenge: string; userId: string | null }> {
-    const { decodeClientDataJSON } = await webauthnHelpers();
+    const { decodeClientDataJSON } = await webauthn();
     let challenge: string;
     try {
       challenge = decodeClientDataJSON(response.response.clientDataJSON).challenge;
