@@ -299,11 +299,16 @@ describe('POST /oauth/token', () => {
         // The app blocks the user after the grant's first read saw the membership active.
         await r.db.updateTable('app_users').set({ status: 'blocked' }).where('app_id', '=', client.app.id).where('user_id', '=', userId).execute();
         stale.armed = true;
+        // The test clock follows the wall clock: the revocation's stamp is read between these two.
+        const exchangeStarted = r.clock.now();
         const res = await exchangeCode(r.app, client, code, verifier);
+        const exchangeAnswered = r.clock.now();
         expect(stale.armed).toBe(false); // the stale read was served
         expectOAuthError(res, 'invalid_grant');
         const grants = await r.db.selectFrom('grants').select(['revoked_at', 'revoked_reason']).where('app_id', '=', client.app.id).where('user_id', '=', userId).execute();
-        expect(grants).toEqual([{ revoked_at: r.clock.now(), revoked_reason: 'code_basis_changed' }]);
+        expect(grants).toEqual([{ revoked_at: expect.any(Number), revoked_reason: 'code_basis_changed' }]);
+        expect(grants[0]!.revoked_at).toBeGreaterThanOrEqual(exchangeStarted);
+        expect(grants[0]!.revoked_at).toBeLessThanOrEqual(exchangeAnswered);
         // The code was consumed: it never redeems again, even once the user is unblocked.
         await r.db.updateTable('app_users').set({ status: 'active' }).where('app_id', '=', client.app.id).where('user_id', '=', userId).execute();
         expectOAuthError(await exchangeCode(r.app, client, code, verifier), 'invalid_grant');
