@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
-import type { App } from '../storage/repos/apps.js';
+import type { AppAccess } from '../storage/repos/apps.js';
 import { findLiveGrantWithProfile } from '../storage/repos/grants.js';
 import type { ProfileRecord } from '../storage/repos/profiles.js';
 import type { BearerIdentity } from '../tokens/service.js';
@@ -22,7 +22,7 @@ import type { ZodTypeProvider } from '../plugins/validation.js';
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the profile scope's onRequest checks: the caller's app and user. */
-    profileCaller?: { app: App; userId: string };
+    profileCaller?: { app: AppAccess; userId: string };
     /** Set by checkReader: the caller's document, read with the grant's liveness (undefined: none stored). */
     profileRead?: ProfileRecord;
   }

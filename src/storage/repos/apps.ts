@@ -28,20 +28,25 @@ export interface App {
   updatedAt: number;
 }
 
+/** What a bearer check needs of the token's app: who it is, and whether it may still serve the token. */
+export type AppAccess = Pick<App, 'id' | 'disabled' | 'features'>;
+
+export function toAppAccess(row: Pick<AppRow, 'id' | 'disabled' | 'feature_auth' | 'feature_profile'>): AppAccess {
+  return { id: row.id, disabled: row.disabled === 1, features: { auth: row.feature_auth === 1, profile: row.feature_profile === 1 } };
+}
+
 export function toApp(row: AppRow): App {
   return {
-    id: row.id,
+    ...toAppAccess(row),
     developerId: row.developer_id,
     name: row.name,
     type: row.type,
     clientSecretHash: row.client_secret_hash,
     redirectUris: JSON.parse(row.redirect_uris) as string[],
     allowedOrigins: JSON.parse(row.allowed_origins) as string[],
-    features: { auth: row.feature_auth === 1, profile: row.feature_profile === 1 },
     requiredFields: JSON.parse(row.required_fields) as RequiredField[],
     mfa: row.mfa,
     branding: { logoUrl: row.logo_url, accentColor: row.accent_color },
-    disabled: row.disabled === 1,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

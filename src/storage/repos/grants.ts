@@ -1,6 +1,6 @@
 import { type Insertable, type Kysely, sql } from 'kysely';
 import type { Dialect } from '../connect.js';
-import { type App, toApp } from './apps.js';
+import { type App, type AppAccess, toApp, toAppAccess } from './apps.js';
 import { precompiled } from '../precompiled.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
 import type { AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
@@ -59,13 +59,18 @@ export async function isGrantLive(db: Kysely<Database>, id: string, now: number)
 export interface LiveGrant {
   scope: string;
   awaiting: number;
-  app: App;
+  app: AppAccess;
 }
 
 /** Reads a grant if it is live (findLiveGrant, or a variant that reads more in the same statement). */
 export type LiveGrantReader<G extends LiveGrant> = (db: Kysely<Database>, id: string, now: number) => Promise<G | undefined>;
 
-/** The grant `id` with its user and app, if it is live (isGrantLive's rule): what findLiveGrant and its variants select from. */
+/**
+ * The grant `id` with its user and app, if it is live (isGrantLive's rule), selecting what a LiveGrant
+ * holds: what findLiveGrant and its variants select from. Only AppAccess's four app columns: a bearer
+ * read runs this on every request, and the whole app row (its JSON columns parsed) cost it a quarter of
+ * its time (bench/RESULTS.md, finding 47).
+ */
 function liveGrantQuery(db: Kysely<Database>, id: string, now: number) {
   return db
     .selectFrom('grants as g')
@@ -74,17 +79,16 @@ function liveGrantQuery(db: Kysely<Database>, id: string, now: number) {
     .where('g.id', '=', id)
     .where('g.revoked_at', 'is', null)
     .where('g.expires_at', '>', now)
-    .where('u.status', '=', 'active');
+    .where('u.status', '=', 'active')
+    .select(['a.id', 'a.disabled', 'a.feature_auth', 'a.feature_profile', 'g.scope as g_scope', 'g.awaiting_completion as g_awaiting']);
 }
 
 /** The grant if it is live, with its app, in one query (a bearer read then needs no second one for the app). */
-const selectLiveGrant = precompiled((db, id: string, now: number) =>
-  liveGrantQuery(db, id, now).selectAll('a').select(['g.scope as g_scope', 'g.awaiting_completion as g_awaiting']),
-);
+const selectLiveGrant = precompiled(liveGrantQuery);
 
 export async function findLiveGrant(db: Kysely<Database>, id: string, now: number): Promise<LiveGrant | undefined> {
   const row = (await selectLiveGrant(db, id, now)).rows[0];
-  return row && { scope: row.g_scope, awaiting: row.g_awaiting, app: toApp(row) };
+  return row && { scope: row.g_scope, awaiting: row.g_awaiting, app: toAppAccess(row) };
 }
 
 /** A live grant and the profile document its app keeps for the grant's user, if there is one. */
@@ -100,10 +104,7 @@ export interface LiveGrantWithProfile extends LiveGrant {
 const selectLiveGrantWithProfile = precompiled((db, id: string, now: number) =>
   liveGrantQuery(db, id, now)
     .leftJoin('profiles as p', (join) => join.onRef('p.app_id', '=', 'g.app_id').onRef('p.user_id', '=', 'g.user_id'))
-    .selectAll('a')
     .select([
-      'g.scope as g_scope',
-      'g.awaiting_completion as g_awaiting',
       'p.user_id as p_user_id',
       'p.data as p_data',
       'p.version as p_version',
@@ -120,7 +121,7 @@ export const findLiveGrantWithProfile: LiveGrantReader<LiveGrantWithProfile> = a
     row.p_user_id === null
       ? undefined
       : toProfileRecord({ app_id: row.id, user_id: row.p_user_id, data: row.p_data!, version: row.p_version!, created_at: row.p_created_at!, updated_at: row.p_updated_at! });
-  return { scope: row.g_scope, awaiting: row.g_awaiting, app: toApp(row), profile };
+  return { scope: row.g_scope, awaiting: row.g_awaiting, app: toAppAccess(row), profile };
 };
 
 export async function revokeGrant(db: Kysely<Database>, id: string, at: number, reason: string): Promise<void> {
