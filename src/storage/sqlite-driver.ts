@@ -184,11 +184,15 @@ class NonBlockingSqliteDriver implements Driver {
     this.options.database.close();
   }
 
-  /** Runs one statement for `lease`; a write outside any batch opens one, anything inside one joins it. */
+  /**
+   * Runs one statement for `lease`; a write outside any batch opens one, anything inside one joins it.
+   * A write is what SQLite calls not `readonly`: an `INSERT … RETURNING` returns rows (better-sqlite3's
+   * `reader`) and is a write all the same; run outside a batch it would commit alone, with its own fsync.
+   */
   async execute<R>(lease: Lease, { sql, parameters }: CompiledQuery): Promise<QueryResult<R>> {
     if (this.holder !== lease) throw new Error('a statement on a connection lease that is not the holder');
     const statement = this.prepare(sql);
-    if (!lease.batch && (this.batch || !statement.reader)) await this.joinBatch(lease);
+    if (!lease.batch && (this.batch || !statement.readonly)) await this.joinBatch(lease);
     return this.retryingBusy(lease.deadline, () => {
       if (statement.reader) return { rows: statement.all(parameters) as R[] };
       const { changes, lastInsertRowid } = statement.run(parameters);

@@ -81,6 +81,27 @@ describe('SQLite group commit', () => {
     expect(await reader).toEqual([1, 1]);
   });
 
+  it('takes a write that returns rows (INSERT … RETURNING) outside a transaction into the group commit, as any write', async () => {
+    // better-sqlite3 calls such a statement a reader (it returns rows); run outside a batch it would
+    // commit alone, with an fsync of its own on the main thread (every password sign-in's throttle slot did).
+    const commitsBefore = (observer.prepare('pragma data_version').get() as { data_version: number }).data_version;
+    const seenAtAnswer = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        db()
+          .insertInto('items')
+          .values({ id: 5000 + i, owner: `returning-${i}` })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+          .then((row) => [row.id, committed(`returning-${i}`).n]),
+      ),
+    );
+    expect(seenAtAnswer).toEqual(seenAtAnswer.map((_, i) => [5000 + i, 1]));
+    // The observer reads at every answer: one commit each would move data_version ~50 times.
+    const commits = (observer.prepare('pragma data_version').get() as { data_version: number }).data_version - commitsBefore;
+    expect(commits).toBeGreaterThan(0);
+    expect(commits).toBeLessThanOrEqual(3);
+  });
+
   it('keeps every answered transaction and none of the failed ones under a mixed concurrent load', async () => {
     // Transactions (some failing half-way), single writes and reads, all at once and in waves, so the
     // connection is handed over while others queue: each answered write must be committed, each
