@@ -33,10 +33,14 @@ describe('the server processes run with the server\'s V8 flags (src/node-flags.t
   });
 
   it.each([
-    { execArgv: [], expected: ['--max-semi-space-size=4'] },
-    { execArgv: ['--import', 'tsx'], expected: ['--max-semi-space-size=4', '--import', 'tsx'] },
-    { execArgv: ['--max-semi-space-size=4', '--import', 'tsx'], expected: ['--max-semi-space-size=4', '--import', 'tsx'] },
-    { execArgv: ['--max-semi-space-size=8'], expected: ['--max-semi-space-size=8'] },
+    { execArgv: [], expected: ['--max-semi-space-size=4', '--heap-growing-percent=20'] },
+    { execArgv: ['--import', 'tsx'], expected: ['--max-semi-space-size=4', '--heap-growing-percent=20', '--import', 'tsx'] },
+    {
+      execArgv: ['--max-semi-space-size=4', '--heap-growing-percent=20', '--import', 'tsx'],
+      expected: ['--max-semi-space-size=4', '--heap-growing-percent=20', '--import', 'tsx'],
+    },
+    { execArgv: ['--max-semi-space-size=8'], expected: ['--heap-growing-percent=20', '--max-semi-space-size=8'] },
+    { execArgv: ['--heap-growing-percent=50'], expected: ['--max-semi-space-size=4', '--heap-growing-percent=50'] },
   ])('a cluster worker of a primary started with $execArgv runs with $expected', ({ execArgv, expected }) => {
     expect(withServerFlags(execArgv)).toEqual(expected);
   });
