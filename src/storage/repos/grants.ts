@@ -68,8 +68,8 @@ export type LiveGrantReader<G extends LiveGrant> = (db: Kysely<Database>, id: st
 /**
  * The grant `id` with its user and app, if it is live (isGrantLive's rule), selecting what a LiveGrant
  * holds: what findLiveGrant and its variants select from. Only AppAccess's four app columns: a bearer
- * read runs this on every request, and the whole app row (its JSON columns parsed) cost it a quarter of
- * its time (bench/RESULTS.md, finding 47).
+ * read runs this on every request, and reading the whole app row, its JSON columns parsed, made the
+ * SQLite bearer read 15% slower (bench/RESULTS.md, finding 47).
  */
 function liveGrantQuery(db: Kysely<Database>, id: string, now: number) {
   return db
