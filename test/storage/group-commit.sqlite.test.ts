@@ -31,9 +31,11 @@ describe('SQLite group commit', () => {
   });
 
   const committed = (owner: string) => observer.prepare('select count(*) as n from items where owner = ?').get(owner) as { n: number };
+  /** Moves when the observer sees another connection's commit: read at every answer, it counts commits. */
+  const dataVersion = () => (observer.prepare('pragma data_version').get() as { data_version: number }).data_version;
 
   it('answers each transaction only after it is committed, and commits them together', async () => {
-    const commitsBefore = (observer.prepare('pragma data_version').get() as { data_version: number }).data_version;
+    const commitsBefore = dataVersion();
     const seenAtAnswer = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
         db()
@@ -47,7 +49,7 @@ describe('SQLite group commit', () => {
     );
     expect(seenAtAnswer).toEqual(seenAtAnswer.map(() => 1));
     // data_version moves once per commit seen from another connection: far fewer commits than transactions.
-    const commits = (observer.prepare('pragma data_version').get() as { data_version: number }).data_version - commitsBefore;
+    const commits = dataVersion() - commitsBefore;
     expect(commits).toBeGreaterThan(0);
     expect(commits).toBeLessThan(200);
   });
@@ -84,7 +86,7 @@ describe('SQLite group commit', () => {
   it('takes a write that returns rows (INSERT … RETURNING) outside a transaction into the group commit, as any write', async () => {
     // better-sqlite3 calls such a statement a reader (it returns rows); run outside a batch it would
     // commit alone, with an fsync of its own on the main thread (every password sign-in's throttle slot did).
-    const commitsBefore = (observer.prepare('pragma data_version').get() as { data_version: number }).data_version;
+    const commitsBefore = dataVersion();
     const seenAtAnswer = await Promise.all(
       Array.from({ length: 50 }, (_, i) =>
         db()
@@ -97,7 +99,7 @@ describe('SQLite group commit', () => {
     );
     expect(seenAtAnswer).toEqual(seenAtAnswer.map((_, i) => [5000 + i, 1]));
     // The observer reads at every answer: one commit each would move data_version ~50 times.
-    const commits = (observer.prepare('pragma data_version').get() as { data_version: number }).data_version - commitsBefore;
+    const commits = dataVersion() - commitsBefore;
     expect(commits).toBeGreaterThan(0);
     expect(commits).toBeLessThanOrEqual(3);
   });
