@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
 import type { AppAccess } from '../storage/repos/apps.js';
-import { findLiveGrantWithProfile } from '../storage/repos/grants.js';
+import { liveGrantsWithProfile } from '../storage/repos/grants.js';
 import type { ProfileRecord } from '../storage/repos/profiles.js';
 import type { BearerIdentity } from '../tokens/service.js';
 import { EXAMPLE } from '../shared/examples.js';
@@ -69,7 +69,7 @@ async function checkCaller(request: FastifyRequest): Promise<void> {
  * statement a read). It is the grant user's, and admitCaller has checked that this is the `userId` asked for.
  */
 async function checkReader(request: FastifyRequest): Promise<void> {
-  const identity = await request.server.tokens.authenticate(request, { readGrant: findLiveGrantWithProfile });
+  const identity = await request.server.tokens.authenticate(request, { readGrant: liveGrantsWithProfile });
   admitCaller(request, identity);
   request.profileRead = identity.grant.profile;
 }

@@ -14,8 +14,8 @@ import {
   AWAITING,
   type Awaiting,
   findGrant,
-  findLiveGrant,
   type LiveGrant,
+  liveGrants,
   type LiveGrantReader,
   type RefreshFamily,
   findRefreshToken,
@@ -33,6 +33,7 @@ import type { Insertable } from 'kysely';
 import type { KeyStore } from '../plugins/keys.js';
 import type { Dialect } from '../storage/connect.js';
 import type { RequestContext } from '../shared/request-context.js';
+import { CoalescedReads } from '../shared/coalesced-reads.js';
 
 /**
  * Token issuing shared by every sign-in path (OAuth code exchange, REST sign-in, provider exchange):
@@ -135,8 +136,13 @@ function bearerToken(request: FastifyRequest, allowFormBody: boolean): string {
   return match[1]!;
 }
 
+/** The most grant reads one coalesced statement carries (PostgreSQL); more wait for the next. */
+const MAX_COALESCED_GRANT_READS = 64;
+
 export class TokenService {
   private readonly box: SecretBox;
+  /** Per grant reader, on PostgreSQL: the coalesced reads of concurrent bearer checks (readLiveGrant). */
+  private readonly coalescedGrantReads = new Map<LiveGrantReader<LiveGrant>, CoalescedReads<string, LiveGrant>>();
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -442,8 +448,25 @@ export class TokenService {
     return { sub, appId: aud };
   }
 
+  /**
+   * The grant `id` as `reader` reads it, if live. On PostgreSQL the reads of concurrent bearer checks
+   * share one statement (CoalescedReads): its round trip, not the lookup, is most of a check's cost there
+   * (bench/RESULTS.md, finding 54). Liveness is then judged at the time that statement is sent, after
+   * each of its reads was asked, so a grant revoked before a check began is refused as before. SQLite
+   * runs in process, so each read is its own statement, at once.
+   */
+  private readLiveGrant<G extends LiveGrant>(reader: LiveGrantReader<G>, id: string): Promise<G | undefined> {
+    if (this.dialect === 'sqlite') return reader.one(this.db, id, this.clock.now());
+    let reads = this.coalescedGrantReads.get(reader) as CoalescedReads<string, G> | undefined;
+    if (!reads) {
+      reads = new CoalescedReads((ids) => reader.many(this.db, ids, this.clock.now()), MAX_COALESCED_GRANT_READS);
+      this.coalescedGrantReads.set(reader, reads);
+    }
+    return reads.read(id);
+  }
+
   /** Verifies an access token (RFC 9068 profile) and that its grant is still live; null otherwise (as checkSession). */
-  async checkAccessToken<G extends LiveGrant = LiveGrant>(token: string, readGrant: LiveGrantReader<G> = findLiveGrant as LiveGrantReader<G>): Promise<AccessTokenClaims<G> | null> {
+  async checkAccessToken<G extends LiveGrant = LiveGrant>(token: string, readGrant: LiveGrantReader<G> = liveGrants as LiveGrantReader<G>): Promise<AccessTokenClaims<G> | null> {
     let payload: Awaited<ReturnType<KeyStore['verify']>>;
     try {
       payload = await this.keys.verify(token, { typ: 'at+jwt', algorithms: ['ES256'] });
@@ -454,7 +477,7 @@ export class TokenService {
     const { sub, client_id: clientId, scope, sid, jti, aud } = payload as Record<string, unknown>;
     if (typeof sub !== 'string' || typeof clientId !== 'string' || typeof scope !== 'string' || typeof sid !== 'string' || typeof jti !== 'string') return null;
     if (aud !== clientId) return null;
-    const grant = await readGrant(this.db, sid, this.clock.now());
+    const grant = await this.readLiveGrant(readGrant, sid);
     if (!grant || grant.app.id !== clientId) return null;
     return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, grant };
   }
@@ -463,13 +486,13 @@ export class TokenService {
    * Authenticates `Authorization: Bearer …` at Gatehouse's own resource endpoints. Access tokens always;
    * session JWTs only where the contract allows them (`allowSession`); the `access_token` field of a
    * form-encoded POST body only where `allowFormBody` (RFC 6750 §2.2). The token never comes from the query.
-   * `readGrant` reads the grant's liveness (findLiveGrant unless a route reads more in the same statement).
+   * `readGrant` reads the grant's liveness (liveGrants unless a route reads more in the same statement).
    */
   async authenticate<G extends LiveGrant = LiveGrant>(
     request: FastifyRequest,
     options: { allowSession?: boolean; allowFormBody?: boolean; readGrant?: LiveGrantReader<G> } = {},
   ): Promise<BearerIdentity<G>> {
-    const readGrant = options.readGrant ?? (findLiveGrant as LiveGrantReader<G>);
+    const readGrant = options.readGrant ?? (liveGrants as LiveGrantReader<G>);
     const token = bearerToken(request, options.allowFormBody === true);
     let typ: unknown;
     try {
@@ -480,7 +503,7 @@ export class TokenService {
     if (options.allowSession && typeof typ === 'string' && typ.toLowerCase() === 'session+jwt') {
       const session = await this.checkSession(token);
       if (!session) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
-      const grant = await readGrant(this.db, session.grantId, this.clock.now());
+      const grant = await this.readLiveGrant(readGrant, session.grantId);
       if (!grant || grant.app.id !== session.appId) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
       // A sign-in still waiting for its second factor is no credential yet.
       if (grant.awaiting === AWAITING.secondFactor) throw new AppError('unauthorized', { detail: 'session awaits its second factor' });

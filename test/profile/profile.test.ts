@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
 import { makeApp } from '../helpers/factories.js';
 import { addMember, quickUser, tokensFor } from '../helpers/members.js';
 import type { App } from '../../src/storage/repos/apps.js';
@@ -287,6 +287,40 @@ describe('profile cache /v1/profile/{userId}', () => {
       expect(res!.statusCode).toBe(200);
       expect(res!.json().data).toEqual({ n: 1 });
       expect(seen).toEqual(['select grants']);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('concurrent reads: on PostgreSQL one statement for all of them, each answered with its own document; a revoked grant among them refused', async () => {
+    const recorder = new StatementRecorder();
+    const r = await buildTestApp({ withDb: (db) => db.withPlugin(recorder) });
+    try {
+      await r.app.mailer.stop();
+      const app = await makeApp(r.db, {});
+      const readers = [];
+      for (const n of [1, 2, 3]) {
+        const user = await quickUser(r);
+        await addMember(r, app, user);
+        const { access_token, refresh_token } = await tokensFor(r, app, user);
+        const headers = { authorization: `Bearer ${access_token}`, 'x-client-id': app.id };
+        expect((await r.app.inject({ method: 'PUT', url: `/v1/profile/${user.id}`, headers, payload: { data: { n } } })).statusCode).toBe(200);
+        readers.push({ user, n, headers, refresh_token });
+      }
+      // Each token read once already (its signature checked): the reads below reach the grant read together.
+      for (const { user, headers } of readers) expect((await r.app.inject({ url: `/v1/profile/${user.id}`, headers })).statusCode).toBe(200);
+      const revoked = readers[2]!;
+      await r.app.tokens.revokeRefreshToken(revoked.refresh_token, app.id);
+      const reads = [...readers, ...readers];
+      let answers: Array<Awaited<ReturnType<typeof r.app.inject>>> = [];
+      const seen = await recorder.during(async () => {
+        answers = await Promise.all(reads.map(({ user, headers }) => r.app.inject({ url: `/v1/profile/${user.id}`, headers })));
+      });
+      reads.forEach(({ n }, i) => {
+        if (n === revoked.n) expect(answers[i]!.statusCode).toBe(401);
+        else expect(answers[i]!.json().data).toEqual({ n });
+      });
+      expect(seen).toEqual(Array(TEST_DIALECT === 'postgres' ? 1 : reads.length).fill('select grants'));
     } finally {
       await r.close();
     }

@@ -1,4 +1,4 @@
-import { type Insertable, type Kysely, sql } from 'kysely';
+import { type Compilable, type Expression, type InferResult, type Insertable, type Kysely, sql } from 'kysely';
 import type { Dialect } from '../connect.js';
 import { type App, type AppAccess, toApp, toAppAccess } from './apps.js';
 import { precompiled } from '../precompiled.js';
@@ -62,16 +62,24 @@ export interface LiveGrant {
   app: AppAccess;
 }
 
-/** Reads a grant if it is live (findLiveGrant, or a variant that reads more in the same statement). */
-export type LiveGrantReader<G extends LiveGrant> = (db: Kysely<Database>, id: string, now: number) => Promise<G | undefined>;
+/**
+ * How a bearer check reads a grant if it is live: one grant, or many in one statement (on PostgreSQL,
+ * concurrent bearer checks share a statement, a round trip being most of a check's cost there; see
+ * TokenService). Both evaluate isGrantLive's rule in the database, at `now`, and read the same columns.
+ */
+export interface LiveGrantReader<G extends LiveGrant> {
+  one(db: Kysely<Database>, id: string, now: number): Promise<G | undefined>;
+  /** The live ones among `ids`, by id (an id that is not live, or not a grant, is absent). */
+  many(db: Kysely<Database>, ids: readonly string[], now: number): Promise<Map<string, G>>;
+}
 
 /**
- * The grant `id` with its user and app, if it is live (isGrantLive's rule), selecting what a LiveGrant
- * holds: what findLiveGrant and its variants select from. Only AppAccess's four app columns: a bearer
- * read runs this on every request, and reading the whole app row, its JSON columns parsed, made the
- * SQLite bearer read 15% slower (bench/RESULTS.md, finding 47).
+ * The grants `id` names (one id, or `any` of an array) with their user and app, if live (isGrantLive's
+ * rule), selecting what a LiveGrant holds: what every LiveGrantReader selects from. Only AppAccess's
+ * four app columns: a bearer read runs this on every request, and reading the whole app row, its JSON
+ * columns parsed, made the SQLite bearer read 15% slower (bench/RESULTS.md, finding 47).
  */
-function liveGrantQuery(db: Kysely<Database>, id: string, now: number) {
+function liveGrantQuery(db: Kysely<Database>, id: string | Expression<string>, now: number) {
   return db
     .selectFrom('grants as g')
     .innerJoin('users as u', 'u.id', 'g.user_id')
@@ -80,16 +88,37 @@ function liveGrantQuery(db: Kysely<Database>, id: string, now: number) {
     .where('g.revoked_at', 'is', null)
     .where('g.expires_at', '>', now)
     .where('u.status', '=', 'active')
-    .select(['a.id', 'a.disabled', 'a.feature_auth', 'a.feature_profile', 'g.scope as g_scope', 'g.awaiting_completion as g_awaiting']);
+    .select(['g.id as g_id', 'a.id', 'a.disabled', 'a.feature_auth', 'a.feature_profile', 'g.scope as g_scope', 'g.awaiting_completion as g_awaiting']);
+}
+
+type LiveGrantRow = InferResult<ReturnType<typeof liveGrantQuery>>[number];
+
+const toLiveGrant = (row: LiveGrantRow): LiveGrant => ({ scope: row.g_scope, awaiting: row.g_awaiting, app: toAppAccess(row) });
+
+/**
+ * The LiveGrantReader of a query built on liveGrantQuery, its rows mapped by `toGrant`: `one` compares
+ * the grant id, `many` takes `= any($1)` over an array parameter (one statement text, so one named
+ * statement, for any number of ids; PostgreSQL only).
+ */
+function liveGrantReader<R extends LiveGrantRow, G extends LiveGrant>(
+  query: (db: Kysely<Database>, id: string | Expression<string>, now: number) => Compilable<R>,
+  toGrant: (row: R) => G,
+): LiveGrantReader<G> {
+  const selectOne = precompiled((db, id: string, now: number) => query(db, id, now));
+  const selectMany = precompiled((db, ids: readonly string[], now: number) => query(db, sql<string>`any(${ids})`, now));
+  return {
+    async one(db, id, now) {
+      const row = (await selectOne(db, id, now)).rows[0];
+      return row && toGrant(row);
+    },
+    async many(db, ids, now) {
+      return new Map((await selectMany(db, ids, now)).rows.map((row) => [row.g_id, toGrant(row)]));
+    },
+  };
 }
 
 /** The grant if it is live, with its app, in one query (a bearer read then needs no second one for the app). */
-const selectLiveGrant = precompiled(liveGrantQuery);
-
-export async function findLiveGrant(db: Kysely<Database>, id: string, now: number): Promise<LiveGrant | undefined> {
-  const row = (await selectLiveGrant(db, id, now)).rows[0];
-  return row && { scope: row.g_scope, awaiting: row.g_awaiting, app: toAppAccess(row) };
-}
+export const liveGrants = liveGrantReader(liveGrantQuery, toLiveGrant);
 
 /** A live grant and the profile document its app keeps for the grant's user, if there is one. */
 export interface LiveGrantWithProfile extends LiveGrant {
@@ -97,12 +126,12 @@ export interface LiveGrantWithProfile extends LiveGrant {
 }
 
 /**
- * findLiveGrant, and in the same statement the profile document (CONTRACT §7) the grant's app keeps for
+ * liveGrantQuery, and in the same statement the profile document (CONTRACT §7) the grant's app keeps for
  * the grant's user (the token's subject): a bearer read of `/v1/profile/{userId}` is one statement, the
  * liveness check included. Nothing from the request reaches the statement but the grant id.
  */
-const selectLiveGrantWithProfile = precompiled((db, id: string, now: number) =>
-  liveGrantQuery(db, id, now)
+function liveGrantWithProfileQuery(db: Kysely<Database>, id: string | Expression<string>, now: number) {
+  return liveGrantQuery(db, id, now)
     .leftJoin('profiles as p', (join) => join.onRef('p.app_id', '=', 'g.app_id').onRef('p.user_id', '=', 'g.user_id'))
     .select([
       'p.user_id as p_user_id',
@@ -110,19 +139,19 @@ const selectLiveGrantWithProfile = precompiled((db, id: string, now: number) =>
       'p.version as p_version',
       'p.created_at as p_created_at',
       'p.updated_at as p_updated_at',
-    ]),
-);
+    ]);
+}
 
-/** A LiveGrantReader for TokenService.authenticate (selectLiveGrantWithProfile). */
-export const findLiveGrantWithProfile: LiveGrantReader<LiveGrantWithProfile> = async (db, id, now) => {
-  const row = (await selectLiveGrantWithProfile(db, id, now)).rows[0];
-  if (!row) return undefined;
+function toLiveGrantWithProfile(row: InferResult<ReturnType<typeof liveGrantWithProfileQuery>>[number]): LiveGrantWithProfile {
   const profile =
     row.p_user_id === null
       ? undefined
       : toProfileRecord({ app_id: row.id, user_id: row.p_user_id, data: row.p_data!, version: row.p_version!, created_at: row.p_created_at!, updated_at: row.p_updated_at! });
-  return { scope: row.g_scope, awaiting: row.g_awaiting, app: toAppAccess(row), profile };
-};
+  return { ...toLiveGrant(row), profile };
+}
+
+/** liveGrants, each with its user's profile document (liveGrantWithProfileQuery). */
+export const liveGrantsWithProfile = liveGrantReader(liveGrantWithProfileQuery, toLiveGrantWithProfile);
 
 export async function revokeGrant(db: Kysely<Database>, id: string, at: number, reason: string): Promise<void> {
   await db.updateTable('grants').set({ revoked_at: at, revoked_reason: reason }).where('id', '=', id).where('revoked_at', 'is', null).execute();
