@@ -1,8 +1,8 @@
 import type { Compilable, CompiledQuery, Kysely, QueryResult } from 'kysely';
 import type { Database } from './schema.js';
 
-/** A statement parameter: a value, or an array that PostgreSQL takes as one array parameter (`= any($1)`). */
-type Param = string | number | null | readonly string[];
+/** A statement parameter: a value, or an array that PostgreSQL takes as one array parameter (`= any($1)`, `unnest`). */
+type Param = string | number | null | readonly (string | number)[];
 
 /**
  * The SQL texts of hot statements, each with a statement name: on PostgreSQL the pool prepares a named

@@ -26,6 +26,11 @@ import {
   isLiveGrant,
   revokeGrant,
   rotateRefreshToken,
+  rotateRefreshTokens,
+  type AppWithRefreshFamily,
+  findAppWithRefreshFamily,
+  findAppsWithRefreshFamilies,
+  type Rotation,
 } from '../storage/repos/grants.js';
 import type { UserRow } from '../storage/repos/users.js';
 import type { Database, GrantsTable, RefreshTokensTable } from '../storage/schema.js';
@@ -33,7 +38,7 @@ import type { Insertable } from 'kysely';
 import type { KeyStore } from '../plugins/keys.js';
 import type { Dialect } from '../storage/connect.js';
 import type { RequestContext } from '../shared/request-context.js';
-import { CoalescedReads } from '../shared/coalesced-reads.js';
+import { Coalescer } from '../shared/coalescer.js';
 
 /**
  * Token issuing shared by every sign-in path (OAuth code exchange, REST sign-in, provider exchange):
@@ -136,13 +141,16 @@ function bearerToken(request: FastifyRequest, allowFormBody: boolean): string {
   return match[1]!;
 }
 
-/** The most grant reads one coalesced statement carries (PostgreSQL); more wait for the next. */
-const MAX_COALESCED_GRANT_READS = 64;
+/** The most calls one coalesced statement carries (PostgreSQL); more go in the next. */
+const MAX_COALESCED = 64;
 
 export class TokenService {
   private readonly box: SecretBox;
   /** Per grant reader, on PostgreSQL: the coalesced reads of concurrent bearer checks (readLiveGrant). */
-  private readonly coalescedGrantReads = new Map<LiveGrantReader<LiveGrant>, CoalescedReads<string, LiveGrant>>();
+  private readonly coalescedGrantReads = new Map<LiveGrantReader<LiveGrant>, Coalescer<string, LiveGrant>>();
+  /** On PostgreSQL: the refresh grants' reads of their client and token, and their rotations, coalesced. */
+  private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
+  private readonly coalescedRotations?: Coalescer<Rotation, boolean>;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -152,6 +160,40 @@ export class TokenService {
     private readonly clock: Clock,
   ) {
     this.box = new SecretBox(config.secretKey, 'refresh-replay');
+    if (dialect === 'postgres') {
+      this.coalescedRefreshReads = new Coalescer(
+        async (asked) => {
+          const found = await findAppsWithRefreshFamilies(db, asked);
+          return new Map(asked.flatMap((key, i) => (found[i] ? [[key, found[i]] as const] : [])));
+        },
+        { maxBatch: MAX_COALESCED },
+      );
+      // A failed rotation statement changed nothing, so its rotations may each run again alone.
+      this.coalescedRotations = new Coalescer(
+        async (rotations) => {
+          const won = await rotateRefreshTokens(db, rotations);
+          return new Map(rotations.map((rotation) => [rotation, won.has(rotation.successor.token_hash)]));
+        },
+        { maxBatch: MAX_COALESCED, isolateFailures: true },
+      );
+    }
+  }
+
+  /**
+   * The app `appId` and the family of the refresh token `tokenHash` (findAppWithRefreshFamily): what a
+   * refresh grant reads first. On PostgreSQL the reads of concurrent grants share one statement, as
+   * their rotations do (rotate): a grant is then two round trips shared with the others in flight
+   * instead of two of its own (bench/RESULTS.md, finding 55).
+   */
+  findAppWithRefreshFamily(appId: string, tokenHash: string): Promise<AppWithRefreshFamily | undefined> {
+    if (!this.coalescedRefreshReads) return findAppWithRefreshFamily(this.db, appId, tokenHash);
+    return this.coalescedRefreshReads.submit({ appId, tokenHash });
+  }
+
+  /** rotateRefreshToken; on PostgreSQL, concurrent rotations in one statement (rotateRefreshTokens), each answered once it is committed. */
+  private async rotate(rotation: Rotation): Promise<boolean> {
+    if (!this.coalescedRotations) return rotateRefreshToken(this.db, rotation);
+    return (await this.coalescedRotations.submit(rotation)) === true;
   }
 
   /**
@@ -326,7 +368,7 @@ export class TokenService {
         nonce: null,
       });
       const json = JSON.stringify(response);
-      if (await rotateRefreshToken(this.db, this.dialect, { tokenHash: hash, at: now, sealedResponse: this.box.seal(json), successor: refreshRow })) return json;
+      if (await this.rotate({ tokenHash: hash, at: now, sealedResponse: this.box.seal(json), successor: refreshRow })) return json;
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
     const settled = await findRefreshToken(this.db, hash);
@@ -450,19 +492,19 @@ export class TokenService {
 
   /**
    * The grant `id` as `reader` reads it, if live. On PostgreSQL the reads of concurrent bearer checks
-   * share one statement (CoalescedReads): its round trip, not the lookup, is most of a check's cost there
+   * share one statement (Coalescer): its round trip, not the lookup, is most of a check's cost there
    * (bench/RESULTS.md, finding 54). Liveness is then judged at the time that statement is sent, after
    * each of its reads was asked, so a grant revoked before a check began is refused as before. SQLite
    * runs in process, so each read is its own statement, at once.
    */
   private readLiveGrant<G extends LiveGrant>(reader: LiveGrantReader<G>, id: string): Promise<G | undefined> {
-    if (this.dialect === 'sqlite') return reader.one(this.db, id, this.clock.now());
-    let reads = this.coalescedGrantReads.get(reader) as CoalescedReads<string, G> | undefined;
+    if (this.dialect !== 'postgres') return reader.one(this.db, id, this.clock.now());
+    let reads = this.coalescedGrantReads.get(reader) as Coalescer<string, G> | undefined;
     if (!reads) {
-      reads = new CoalescedReads((ids) => reader.many(this.db, ids, this.clock.now()), MAX_COALESCED_GRANT_READS);
+      reads = new Coalescer((ids) => reader.many(this.db, ids, this.clock.now()), { maxBatch: MAX_COALESCED });
       this.coalescedGrantReads.set(reader, reads);
     }
-    return reads.read(id);
+    return reads.submit(id);
   }
 
   /** Verifies an access token (RFC 9068 profile) and that its grant is still live; null otherwise (as checkSession). */

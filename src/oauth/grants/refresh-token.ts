@@ -3,7 +3,6 @@ import { AppError } from '../../errors.js';
 import { requestContext } from '../../shared/request-context.js';
 import { unknownScopes } from '../../shared/scopes.js';
 import { hashSecret } from '../../shared/ids.js';
-import { findAppWithRefreshFamily } from '../../storage/repos/grants.js';
 import type { ClientAuthenticator } from '../token.js';
 import { required, type Params } from '../params.js';
 
@@ -23,8 +22,8 @@ export async function refreshTokenGrant(app: FastifyInstance, request: FastifyRe
     throw new AppError('invalid_grant', { detail: 'refresh token too long', reason: 'refresh_token_unknown' });
   }
   const tokenHash = hashSecret(presented);
-  // The client and the presented token's family, in one statement.
-  const client = await authenticate((db, clientId) => findAppWithRefreshFamily(db, clientId, tokenHash));
+  // The client and the presented token's family, in one statement (the service's database: the app's).
+  const client = await authenticate((_db, clientId) => app.tokens.findAppWithRefreshFamily(clientId, tokenHash));
   const scope = params.scope === undefined || params.scope.trim() === '' ? undefined : params.scope;
   if (scope !== undefined && unknownScopes(scope).length) throw new AppError('invalid_scope');
   return app.tokens.refresh({ family: client.refreshFamily, client, scope }, requestContext(request));

@@ -246,7 +246,7 @@ const REFRESH_FAMILY_COLUMNS = [
  * The refresh family of `tokenHash`: read alone, or joined to the presenting app (as a subquery, built
  * without plugins: they transform the statement they are part of, not each of its parts).
  */
-function refreshFamilyQuery(db: Kysely<Database>, tokenHash: string) {
+function refreshFamilyQuery(db: Kysely<Database>, tokenHash: string | Expression<string>) {
   return db
     .selectFrom('refresh_tokens as t')
     .innerJoin('grants as g', 'g.id', 't.grant_id')
@@ -306,9 +306,41 @@ export async function findAppWithRefreshFamily(db: Kysely<Database>, appId: stri
   return { ...toApp(row), refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined };
 }
 
+/**
+ * findAppWithRefreshFamily for many (app, token) pairs in one statement, answered in the order asked:
+ * concurrent refresh grants share it (TokenService). PostgreSQL only (arrays and a lateral join).
+ */
+const selectAppsWithRefreshFamilies = precompiled((db, appIds: readonly string[], tokenHashes: readonly string[]) =>
+  db
+    .selectFrom(sql<{ app_id: string; token_hash: string; i: string }>`unnest(${appIds}::text[], ${tokenHashes}::text[]) with ordinality`.as<'k'>(sql`k(app_id, token_hash, i)`))
+    .innerJoin('apps as a', 'a.id', 'k.app_id')
+    .leftJoinLateral(refreshFamilyQuery(db.withoutPlugins(), sql.ref<string>('k.token_hash')).as('f'), (join) => join.onTrue())
+    .selectAll('a')
+    .selectAll('f')
+    .select('k.i as k_i'),
+);
+
+export async function findAppsWithRefreshFamilies(
+  db: Kysely<Database>,
+  asked: ReadonlyArray<{ appId: string; tokenHash: string }>,
+): Promise<Array<AppWithRefreshFamily | undefined>> {
+  const { rows } = await selectAppsWithRefreshFamilies(db, asked.map((a) => a.appId), asked.map((a) => a.tokenHash));
+  const answers = new Array<AppWithRefreshFamily | undefined>(asked.length);
+  for (const row of rows) answers[Number(row.k_i) - 1] = { ...toApp(row), refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined };
+  return answers;
+}
+
 /** Whether the outer join found the family (its columns are then as selectRefreshFamily reads them). */
 function hasRefreshFamily<R extends { t_token_hash: string | null }>(row: R): row is R & RefreshFamilyRow {
   return row.t_token_hash !== null;
+}
+
+/** One rotation of a refresh token: the token, when, the response replayed in the grace window (sealed), its successor's row. */
+export interface Rotation {
+  tokenHash: string;
+  at: number;
+  sealedResponse: string;
+  successor: Insertable<RefreshTokensTable>;
 }
 
 const updateRotation = precompiled((db, tokenHash: string, at: number, sealedResponse: string, successorHash: string) =>
@@ -319,43 +351,64 @@ const updateRotation = precompiled((db, tokenHash: string, at: number, sealedRes
     .where('consumed_at', 'is', null),
 );
 
-/** PostgreSQL's rotation (rotateRefreshToken): the UPDATE and the successor's INSERT as one data-modifying statement. */
-const rotateInOneStatement = precompiled(
-  (db, at: number, sealedResponse: string, successorHash: string, tokenHash: string, grantId: string, appId: string, scope: string, createdAt: number, expiresAt: number) => ({
-    compile: () =>
-      sql`
-        with rotated as (
-          update refresh_tokens set consumed_at = ${at}, successor_response = ${sealedResponse}, successor_hash = ${successorHash}
-          where token_hash = ${tokenHash} and consumed_at is null
-          returning 1
-        )
-        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
-        select ${successorHash}, ${grantId}, ${appId}, ${scope}, cast(${createdAt} as bigint), cast(${expiresAt} as bigint) from rotated`.compile(db),
-  }),
-);
-
 /**
  * Rotates a refresh token: marks it consumed, records its successor (and the sealed response replayed
  * inside the grace window), and stores the successor's row, atomically. Exactly one caller wins;
- * returns whether it was this one. On PostgreSQL it is one statement (a data-modifying WITH), so one
- * round trip and one commit instead of four round trips (BEGIN, UPDATE, INSERT, COMMIT); SQLite has no
- * data-modifying WITH, and there the two statements join a group commit anyway.
+ * returns whether it was this one. A transaction of two statements (on SQLite they join a group commit);
+ * PostgreSQL runs rotateRefreshTokens instead.
  */
-export async function rotateRefreshToken(
-  db: Kysely<Database>,
-  dialect: Dialect,
-  input: { tokenHash: string; at: number; sealedResponse: string; successor: Insertable<RefreshTokensTable> },
-): Promise<boolean> {
-  const { tokenHash, at, sealedResponse, successor: s } = input;
-  if (dialect === 'postgres') {
-    const result = await rotateInOneStatement(db, at, sealedResponse, s.token_hash, tokenHash, s.grant_id, s.app_id, s.scope, s.created_at, s.expires_at);
-    return result.numAffectedRows === 1n;
-  }
+export async function rotateRefreshToken(db: Kysely<Database>, rotation: Rotation): Promise<boolean> {
+  const { tokenHash, at, sealedResponse, successor } = rotation;
   return db.transaction().execute(async (trx) => {
-    if ((await updateRotation(trx, tokenHash, at, sealedResponse, s.token_hash)).numAffectedRows !== 1n) return false;
-    await insertRefreshToken(trx, s);
+    if ((await updateRotation(trx, tokenHash, at, sealedResponse, successor.token_hash)).numAffectedRows !== 1n) return false;
+    await insertRefreshToken(trx, successor);
     return true;
   });
+}
+
+/**
+ * rotateRefreshToken for many rotations in one statement (a data-modifying WITH, so one round trip and
+ * one commit for all, atomic; PostgreSQL only): returns the successor hashes stored, those of the
+ * rotations that won. A token asked twice is rotated once (`distinct on`). The UPDATE re-checks
+ * `consumed_at is null` on the row it locks, so a token rotated meanwhile by another statement is lost
+ * here, as with one rotation. Two statements that lock the same tokens in opposite orders deadlock;
+ * PostgreSQL then fails one, which changes nothing (the caller runs its rotations again one by one).
+ */
+const rotateInOneStatement = precompiled(
+  (
+    db,
+    tokenHashes: readonly string[], ats: readonly number[], sealedResponses: readonly string[], successorHashes: readonly string[],
+    grantIds: readonly string[], appIds: readonly string[], scopes: readonly string[], createdAts: readonly number[], expiresAts: readonly number[],
+  ) => ({
+    compile: () =>
+      sql<{ token_hash: string }>`
+        with asked as (
+          select distinct on (token_hash) * from unnest(
+            ${tokenHashes}::text[], ${ats}::bigint[], ${sealedResponses}::text[], ${successorHashes}::text[],
+            ${grantIds}::text[], ${appIds}::text[], ${scopes}::text[], ${createdAts}::bigint[], ${expiresAts}::bigint[]
+          ) as r(token_hash, at, sealed_response, successor_hash, grant_id, app_id, scope, created_at, expires_at)
+        ),
+        rotated as (
+          update refresh_tokens t set consumed_at = r.at, successor_response = r.sealed_response, successor_hash = r.successor_hash
+          from asked r
+          where t.token_hash = r.token_hash and t.consumed_at is null
+          returning r.successor_hash, r.grant_id, r.app_id, r.scope, r.created_at, r.expires_at
+        )
+        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
+        select successor_hash, grant_id, app_id, scope, created_at, expires_at from rotated
+        returning token_hash`.compile(db),
+  }),
+);
+
+export async function rotateRefreshTokens(db: Kysely<Database>, rotations: readonly Rotation[]): Promise<Set<string>> {
+  const column = <T>(pick: (r: Rotation) => T) => rotations.map(pick);
+  const { rows } = await rotateInOneStatement(
+    db,
+    column((r) => r.tokenHash), column((r) => r.at), column((r) => r.sealedResponse), column((r) => r.successor.token_hash),
+    column((r) => r.successor.grant_id), column((r) => r.successor.app_id), column((r) => r.successor.scope),
+    column((r) => r.successor.created_at), column((r) => r.successor.expires_at),
+  );
+  return new Set(rows.map((row) => row.token_hash));
 }
 
 // Authorization codes --------------------------------------------------------------------------------
