@@ -30,6 +30,9 @@ import {
   type AppWithRefreshFamily,
   findAppWithRefreshFamily,
   findAppsWithRefreshFamilies,
+  type AppWithCodeRedemption,
+  findAppWithCodeRedemption,
+  findAppsWithCodeRedemptions,
   type Rotation,
 } from '../storage/repos/grants.js';
 import type { UserRow } from '../storage/repos/users.js';
@@ -144,11 +147,22 @@ function bearerToken(request: FastifyRequest, allowFormBody: boolean): string {
 /** The most calls one coalesced statement carries (PostgreSQL); more go in the next. */
 const MAX_COALESCED = 64;
 
+/** A batched read's answers (in the order asked) by the key each was asked with, for a Coalescer. */
+function byKey<K, V>(asked: readonly K[], answers: ReadonlyArray<V | undefined>): Map<K, V> {
+  const found = new Map<K, V>();
+  asked.forEach((key, i) => {
+    const answer = answers[i];
+    if (answer !== undefined) found.set(key, answer);
+  });
+  return found;
+}
+
 export class TokenService {
   private readonly box: SecretBox;
   /** Per grant reader, on PostgreSQL: the coalesced reads of concurrent bearer checks (readLiveGrant). */
   private readonly coalescedGrantReads = new Map<LiveGrantReader<LiveGrant>, Coalescer<string, LiveGrant>>();
-  /** On PostgreSQL: the refresh grants' reads of their client and token, and their rotations, coalesced. */
+  /** On PostgreSQL: the grants' reads of their client and code or token, and the refresh grants' rotations, coalesced. */
+  private readonly coalescedCodeReads?: Coalescer<{ appId: string; codeHash: string }, AppWithCodeRedemption>;
   private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
   private readonly coalescedRotations?: Coalescer<Rotation, boolean>;
 
@@ -161,13 +175,8 @@ export class TokenService {
   ) {
     this.box = new SecretBox(config.secretKey, 'refresh-replay');
     if (dialect === 'postgres') {
-      this.coalescedRefreshReads = new Coalescer(
-        async (asked) => {
-          const found = await findAppsWithRefreshFamilies(db, asked);
-          return new Map(asked.flatMap((key, i) => (found[i] ? [[key, found[i]] as const] : [])));
-        },
-        { maxBatch: MAX_COALESCED },
-      );
+      this.coalescedCodeReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithCodeRedemptions(db, asked)), { maxBatch: MAX_COALESCED });
+      this.coalescedRefreshReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithRefreshFamilies(db, asked)), { maxBatch: MAX_COALESCED });
       // A failed rotation statement changed nothing, so its rotations may each run again alone.
       this.coalescedRotations = new Coalescer(
         async (rotations) => {
@@ -177,6 +186,15 @@ export class TokenService {
         { maxBatch: MAX_COALESCED, isolateFailures: true },
       );
     }
+  }
+
+  /**
+   * The app `appId` and the code `codeHash` with its redemption basis (findAppWithCodeRedemption): what a
+   * code grant reads first. On PostgreSQL the reads of concurrent grants share one statement.
+   */
+  findAppWithCodeRedemption(appId: string, codeHash: string): Promise<AppWithCodeRedemption | undefined> {
+    if (!this.coalescedCodeReads) return findAppWithCodeRedemption(this.db, appId, codeHash);
+    return this.coalescedCodeReads.submit({ appId, codeHash });
   }
 
   /**

@@ -10,7 +10,6 @@ import {
   burnAuthorizationCode,
   type CodeRedemption,
   findAuthorizationCode,
-  findAppWithCodeRedemption,
   type AppWithCodeRedemption,
   findGrant,
   redeemAuthorizationCode,
@@ -54,7 +53,7 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   const codeHash = presented !== undefined && presented !== '' && presented.length <= MAX_CODE_LENGTH ? hashSecret(presented) : undefined;
   // The client and the presented code with its redemption basis, in one statement.
   const client: AppWithCodeRedemption =
-    codeHash === undefined ? { ...(await authenticate()), codeRedemption: undefined } : await authenticate((db, clientId) => findAppWithCodeRedemption(db, clientId, codeHash));
+    codeHash === undefined ? { ...(await authenticate()), codeRedemption: undefined } : await authenticate((_db, clientId) => app.tokens.findAppWithCodeRedemption(clientId, codeHash));
   required(params, 'code');
   const redirectUri = required(params, 'redirect_uri');
   const verifier = params.code_verifier;

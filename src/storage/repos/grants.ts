@@ -307,17 +307,30 @@ export async function findAppWithRefreshFamily(db: Kysely<Database>, appId: stri
 }
 
 /**
- * findAppWithRefreshFamily for many (app, token) pairs in one statement, answered in the order asked:
- * concurrent refresh grants share it (TokenService). PostgreSQL only (arrays and a lateral join).
+ * The (app, key) pairs of a batched client read, numbered in the order asked (`pair.i`, from 1): what
+ * findAppsWithRefreshFamilies and findAppsWithCodeRedemptions start from. PostgreSQL only. (Its alias
+ * must not be one the joined reads use for a table of their own.)
  */
+function askedPairs(appIds: readonly string[], keys: readonly string[]) {
+  return sql<{ app_id: string; key: string; i: string }>`unnest(${appIds}::text[], ${keys}::text[]) with ordinality`.as<'pair'>(sql`pair(app_id, key, i)`);
+}
+
+/** A batched client read's answers in the order asked (`pair_i`); undefined where the app does not exist. */
+function inAskedOrder<R extends { pair_i: string }, A>(rows: readonly R[], count: number, toAnswer: (row: R) => A): Array<A | undefined> {
+  const answers = new Array<A | undefined>(count);
+  for (const row of rows) answers[Number(row.pair_i) - 1] = toAnswer(row);
+  return answers;
+}
+
+/** findAppWithRefreshFamily for many (app, token hash) pairs in one statement: concurrent refresh grants share it (TokenService). */
 const selectAppsWithRefreshFamilies = precompiled((db, appIds: readonly string[], tokenHashes: readonly string[]) =>
   db
-    .selectFrom(sql<{ app_id: string; token_hash: string; i: string }>`unnest(${appIds}::text[], ${tokenHashes}::text[]) with ordinality`.as<'k'>(sql`k(app_id, token_hash, i)`))
-    .innerJoin('apps as a', 'a.id', 'k.app_id')
-    .leftJoinLateral(refreshFamilyQuery(db.withoutPlugins(), sql.ref<string>('k.token_hash')).as('f'), (join) => join.onTrue())
+    .selectFrom(askedPairs(appIds, tokenHashes))
+    .innerJoin('apps as a', 'a.id', 'pair.app_id')
+    .leftJoinLateral(refreshFamilyQuery(db.withoutPlugins(), sql.ref<string>('pair.key')).as('f'), (join) => join.onTrue())
     .selectAll('a')
     .selectAll('f')
-    .select('k.i as k_i'),
+    .select('pair.i as pair_i'),
 );
 
 export async function findAppsWithRefreshFamilies(
@@ -325,9 +338,7 @@ export async function findAppsWithRefreshFamilies(
   asked: ReadonlyArray<{ appId: string; tokenHash: string }>,
 ): Promise<Array<AppWithRefreshFamily | undefined>> {
   const { rows } = await selectAppsWithRefreshFamilies(db, asked.map((a) => a.appId), asked.map((a) => a.tokenHash));
-  const answers = new Array<AppWithRefreshFamily | undefined>(asked.length);
-  for (const row of rows) answers[Number(row.k_i) - 1] = { ...toApp(row), refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined };
-  return answers;
+  return inAskedOrder(rows, asked.length, (row) => ({ ...toApp(row), refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined }));
 }
 
 /** Whether the outer join found the family (its columns are then as selectRefreshFamily reads them). */
@@ -446,7 +457,7 @@ const REDEMPTION_COLUMNS = [
 ] as const;
 
 /** The code `codeHash` with its redemption basis: read alone, or joined to the presenting app (as refreshFamilyQuery). */
-function codeRedemptionQuery(db: Kysely<Database>, codeHash: string) {
+function codeRedemptionQuery(db: Kysely<Database>, codeHash: string | Expression<string>) {
   return db
     .selectFrom('authorization_codes as c')
     .leftJoin('users as u', 'u.id', 'c.user_id')
@@ -503,6 +514,25 @@ export async function findAppWithCodeRedemption(db: Kysely<Database>, appId: str
   const row = (await selectAppWithCodeRedemption(db, appId, codeHash)).rows[0];
   if (!row) return undefined;
   return { ...toApp(row), codeRedemption: hasCodeRedemption(row) ? toCodeRedemption(row) : undefined };
+}
+
+/** findAppWithCodeRedemption for many (app, code hash) pairs in one statement: concurrent code grants share it (TokenService). */
+const selectAppsWithCodeRedemptions = precompiled((db, appIds: readonly string[], codeHashes: readonly string[]) =>
+  db
+    .selectFrom(askedPairs(appIds, codeHashes))
+    .innerJoin('apps as a', 'a.id', 'pair.app_id')
+    .leftJoinLateral(codeRedemptionQuery(db.withoutPlugins(), sql.ref<string>('pair.key')).as('r'), (join) => join.onTrue())
+    .selectAll('a')
+    .selectAll('r')
+    .select('pair.i as pair_i'),
+);
+
+export async function findAppsWithCodeRedemptions(
+  db: Kysely<Database>,
+  asked: ReadonlyArray<{ appId: string; codeHash: string }>,
+): Promise<Array<AppWithCodeRedemption | undefined>> {
+  const { rows } = await selectAppsWithCodeRedemptions(db, asked.map((a) => a.appId), asked.map((a) => a.codeHash));
+  return inAskedOrder(rows, asked.length, (row) => ({ ...toApp(row), codeRedemption: hasCodeRedemption(row) ? toCodeRedemption(row) : undefined }));
 }
 
 /** Whether the outer join found the code (its columns are then as selectCodeRedemption reads them). */
