@@ -1,4 +1,4 @@
-import { type Compilable, type Expression, type InferResult, type Insertable, type Kysely, sql } from 'kysely';
+import { type Compilable, type Expression, type InferResult, type Insertable, type Kysely, type SelectQueryBuilder, sql } from 'kysely';
 import type { Dialect } from '../connect.js';
 import { type App, type AppAccess, toApp, toAppAccess } from './apps.js';
 import { precompiled } from '../precompiled.js';
@@ -322,16 +322,24 @@ function inAskedOrder<R extends { pair_i: string }, A>(rows: readonly R[], count
   return answers;
 }
 
+/**
+ * A batched client read: for each (app, key) pair asked, the app and, joined laterally, what `joined`
+ * reads for the key (findAppsWithRefreshFamilies, findAppsWithCodeRedemptions). PostgreSQL only.
+ */
+function selectAppsWith<DB, TB extends keyof DB, O>(joined: (db: Kysely<Database>, key: Expression<string>) => SelectQueryBuilder<DB, TB, O>) {
+  return precompiled((db, appIds: readonly string[], keys: readonly string[]) =>
+    db
+      .selectFrom(askedPairs(appIds, keys))
+      .innerJoin('apps as a', 'a.id', 'pair.app_id')
+      .leftJoinLateral(joined(db.withoutPlugins(), sql.ref<string>('pair.key')).as('j'), (join) => join.onTrue())
+      .selectAll('a')
+      .selectAll('j')
+      .select('pair.i as pair_i'),
+  );
+}
+
 /** findAppWithRefreshFamily for many (app, token hash) pairs in one statement: concurrent refresh grants share it (TokenService). */
-const selectAppsWithRefreshFamilies = precompiled((db, appIds: readonly string[], tokenHashes: readonly string[]) =>
-  db
-    .selectFrom(askedPairs(appIds, tokenHashes))
-    .innerJoin('apps as a', 'a.id', 'pair.app_id')
-    .leftJoinLateral(refreshFamilyQuery(db.withoutPlugins(), sql.ref<string>('pair.key')).as('f'), (join) => join.onTrue())
-    .selectAll('a')
-    .selectAll('f')
-    .select('pair.i as pair_i'),
-);
+const selectAppsWithRefreshFamilies = selectAppsWith(refreshFamilyQuery);
 
 export async function findAppsWithRefreshFamilies(
   db: Kysely<Database>,
@@ -517,15 +525,7 @@ export async function findAppWithCodeRedemption(db: Kysely<Database>, appId: str
 }
 
 /** findAppWithCodeRedemption for many (app, code hash) pairs in one statement: concurrent code grants share it (TokenService). */
-const selectAppsWithCodeRedemptions = precompiled((db, appIds: readonly string[], codeHashes: readonly string[]) =>
-  db
-    .selectFrom(askedPairs(appIds, codeHashes))
-    .innerJoin('apps as a', 'a.id', 'pair.app_id')
-    .leftJoinLateral(codeRedemptionQuery(db.withoutPlugins(), sql.ref<string>('pair.key')).as('r'), (join) => join.onTrue())
-    .selectAll('a')
-    .selectAll('r')
-    .select('pair.i as pair_i'),
-);
+const selectAppsWithCodeRedemptions = selectAppsWith(codeRedemptionQuery);
 
 export async function findAppsWithCodeRedemptions(
   db: Kysely<Database>,
