@@ -2,7 +2,7 @@ import type { Compilable, CompiledQuery, Kysely, QueryResult } from 'kysely';
 import type { Database } from './schema.js';
 
 /** A statement parameter: a value, or an array that PostgreSQL takes as one array parameter (`= any($1)`, `unnest`). */
-type Param = string | number | null | readonly (string | number)[];
+type Param = string | number | null | readonly (string | number | null)[];
 
 /**
  * The SQL texts of hot statements, each with a statement name: on PostgreSQL the pool prepares a named

@@ -33,6 +33,10 @@ import {
   type AppWithCodeRedemption,
   findAppWithCodeRedemption,
   findAppsWithCodeRedemptions,
+  type CodeRedemption,
+  type Redemption,
+  redeemAuthorizationCode,
+  redeemAuthorizationCodes,
   type Rotation,
 } from '../storage/repos/grants.js';
 import type { UserRow } from '../storage/repos/users.js';
@@ -165,6 +169,7 @@ export class TokenService {
   private readonly coalescedCodeReads?: Coalescer<{ appId: string; codeHash: string }, AppWithCodeRedemption>;
   private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
   private readonly coalescedRotations?: Coalescer<Rotation, boolean>;
+  private readonly coalescedRedemptions?: Coalescer<Redemption, CodeRedemption>;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -177,7 +182,7 @@ export class TokenService {
     if (dialect === 'postgres') {
       this.coalescedCodeReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithCodeRedemptions(db, asked)), { maxBatch: MAX_COALESCED });
       this.coalescedRefreshReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithRefreshFamilies(db, asked)), { maxBatch: MAX_COALESCED });
-      // A failed rotation statement changed nothing, so its rotations may each run again alone.
+      // A rotation or redemption statement that failed changed nothing, so each of its calls may run again alone.
       this.coalescedRotations = new Coalescer(
         async (rotations) => {
           const won = await rotateRefreshTokens(db, rotations);
@@ -185,7 +190,25 @@ export class TokenService {
         },
         { maxBatch: MAX_COALESCED, isolateFailures: true },
       );
+      this.coalescedRedemptions = new Coalescer(
+        async (redemptions) => {
+          const won = await redeemAuthorizationCodes(db, redemptions);
+          return byKey(redemptions, redemptions.map((redemption) => won.get(redemption.grant.id)));
+        },
+        { maxBatch: MAX_COALESCED, isolateFailures: true },
+      );
     }
+  }
+
+  /**
+   * redeemAuthorizationCode: the code consumed, its grant and first refresh token stored, the basis
+   * returned as the consuming statement saw it; undefined when the code was consumed before. On
+   * PostgreSQL concurrent redemptions share one statement (redeemAuthorizationCodes), each answered
+   * once it is committed; a failed one changed nothing, so its redemptions run again one by one.
+   */
+  redeemCode(redemption: Redemption): Promise<CodeRedemption | undefined> {
+    if (!this.coalescedRedemptions) return redeemAuthorizationCode(this.db, redemption);
+    return this.coalescedRedemptions.submit(redemption);
   }
 
   /**

@@ -266,6 +266,28 @@ describe('POST /oauth/token', () => {
         r.clock.advance(120);
         expectOAuthError(await refresh(r.app, client, first.refresh_token), 'invalid_grant');
       });
+      it('concurrent redemptions: on PostgreSQL one read and one redemption for all; a code presented twice among them redeems once, and the replay revokes what it produced', async () => {
+        const codes: Array<{ code: string; verifier?: string }> = [];
+        // No openid: no RS256 ID token, whose signature (on the thread pool) would let the redemptions go in different turns.
+        for (let i = 0; i < 3; i++) codes.push(await authorizeAndGetCode(browser, client, { scope: 'profile email' }));
+        const presented = [...codes, codes[0]!];
+        let answers: Array<Awaited<ReturnType<typeof exchangeCode>>> = [];
+        const seen = await recorder.during(async () => {
+          answers = await Promise.all(presented.map(({ code, verifier }) => exchangeCode(r.app, client, code, verifier)));
+        });
+        // The code presented twice: one call redeemed it, the other is a replay.
+        const twice = [answers[0]!, answers[3]!];
+        expect(twice.map((a) => a.statusCode).sort()).toEqual([200, 400]);
+        expectOAuthError(twice.find((a) => a.statusCode === 400)!, 'invalid_grant');
+        expect([answers[1]!.statusCode, answers[2]!.statusCode]).toEqual([200, 200]);
+        const count = (statement: string) => seen.filter((s) => s === statement).length;
+        if (TEST_DIALECT === 'postgres') expect([count(clientRead), count('select consumed')]).toEqual([1, 1]);
+        else expect([count(clientRead), count('insert grants')]).toEqual([4, 3]);
+        // What the others stored works; what the twice-presented code produced was revoked by the replay.
+        for (const a of answers.slice(1, 3)) expect((await refresh(r.app, client, a.json().refresh_token)).statusCode).toBe(200);
+        expectOAuthError(await refresh(r.app, client, twice.find((a) => a.statusCode === 200)!.json().refresh_token), 'invalid_grant');
+      });
+
       it('concurrent refreshes: on PostgreSQL one read and one rotation for all; the same token twice among them rotates once, both answered alike', async () => {
         const tokens: string[] = [];
         for (let i = 0; i < 3; i++) {

@@ -12,7 +12,6 @@ import {
   findAuthorizationCode,
   type AppWithCodeRedemption,
   findGrant,
-  redeemAuthorizationCode,
   revokeGrant,
 } from '../../storage/repos/grants.js';
 import { required, type Params } from '../params.js';
@@ -51,7 +50,8 @@ function codeCheckFailure(row: Pick<AuthorizationCodeRow, 'expires_at' | 'redire
 export async function authorizationCodeGrant(app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator): Promise<TokenResponse> {
   const presented = params.code;
   const codeHash = presented !== undefined && presented !== '' && presented.length <= MAX_CODE_LENGTH ? hashSecret(presented) : undefined;
-  // The client and the presented code with its redemption basis, in one statement.
+  // The client and the presented code with its redemption basis, in one statement (on PostgreSQL, shared
+  // with the grants in flight). The token service reads the app's database, the one the authenticator offers.
   const client: AppWithCodeRedemption =
     codeHash === undefined ? { ...(await authenticate()), codeRedemption: undefined } : await authenticate((_db, clientId) => app.tokens.findAppWithCodeRedemption(clientId, codeHash));
   required(params, 'code');
@@ -83,7 +83,7 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
     // Tokens are signed before the redemption, so the database is never held while a JWT is signed;
     // the redemption decides whether they are stored and answered.
     const prepared = await app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce });
-    const redemption = await redeemAuthorizationCode(app.db, app.dialect, { codeHash, at: now, grant: prepared.grantRow, refreshToken: prepared.refreshRow });
+    const redemption = await app.tokens.redeemCode({ codeHash, at: now, grant: prepared.grantRow, refreshToken: prepared.refreshRow });
     if (redemption) {
       const changed = problem(redemption);
       if (!changed) return prepared.response;

@@ -22,7 +22,8 @@ export async function refreshTokenGrant(app: FastifyInstance, request: FastifyRe
     throw new AppError('invalid_grant', { detail: 'refresh token too long', reason: 'refresh_token_unknown' });
   }
   const tokenHash = hashSecret(presented);
-  // The client and the presented token's family, in one statement (the service's database: the app's).
+  // The client and the presented token's family, in one statement (on PostgreSQL, shared with the grants
+  // in flight). The token service reads the app's database, the one the authenticator offers.
   const client = await authenticate((_db, clientId) => app.tokens.findAppWithRefreshFamily(clientId, tokenHash));
   const scope = params.scope === undefined || params.scope.trim() === '' ? undefined : params.scope;
   if (scope !== undefined && unknownScopes(scope).length) throw new AppError('invalid_scope');

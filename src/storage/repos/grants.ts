@@ -1,5 +1,4 @@
-import { type Compilable, type Expression, type InferResult, type Insertable, type Kysely, type SelectQueryBuilder, sql } from 'kysely';
-import type { Dialect } from '../connect.js';
+import { type Expression, type InferResult, type Insertable, type Kysely, type SelectQueryBuilder, sql } from 'kysely';
 import { type App, type AppAccess, toApp, toAppAccess } from './apps.js';
 import { precompiled } from '../precompiled.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
@@ -97,15 +96,21 @@ const toLiveGrant = (row: LiveGrantRow): LiveGrant => ({ scope: row.g_scope, awa
 
 /**
  * The LiveGrantReader of a query built on liveGrantQuery, its rows mapped by `toGrant`: `one` compares
- * the grant id, `many` takes `= any($1)` over an array parameter (one statement text, so one named
- * statement, for any number of ids; PostgreSQL only).
+ * the grant id, `many` takes an array parameter (one statement text, so one named statement, for any
+ * number of ids; PostgreSQL only).
  */
-function liveGrantReader<R extends LiveGrantRow, G extends LiveGrant>(
-  query: (db: Kysely<Database>, id: string | Expression<string>, now: number) => Compilable<R>,
+function liveGrantReader<DB, TB extends keyof DB, R extends LiveGrantRow, G extends LiveGrant>(
+  query: (db: Kysely<Database>, id: string | Expression<string>, now: number) => SelectQueryBuilder<DB, TB, R>,
   toGrant: (row: R) => G,
 ): LiveGrantReader<G> {
   const selectOne = precompiled((db, id: string, now: number) => query(db, id, now));
-  const selectMany = precompiled((db, ids: readonly string[], now: number) => query(db, sql<string>`any(${ids})`, now));
+  // Each id looked up on its own in a lateral join, by the primary key as `one` does: with `g.id = any($1)`
+  // the planner may instead reach the grants through their users, every grant of a user read per batch
+  // (bench/RESULTS.md, finding 57). (Kysely embeds the subquery in parentheses.)
+  const selectMany = precompiled((db, ids: readonly string[], now: number) => ({
+    compile: () =>
+      sql<R>`select live.* from unnest(${ids}::text[]) as asked(id) cross join lateral ${query(db.withoutPlugins(), sql.ref<string>('asked.id'), now)} as live`.compile(db),
+  }));
   return {
     async one(db, id, now) {
       const row = (await selectOne(db, id, now)).rows[0];
@@ -555,36 +560,62 @@ const updateCodeGrant = precompiled((db, codeHash: string, grantId: string) =>
   db.updateTable('authorization_codes').set({ grant_id: grantId }).where('code_hash', '=', codeHash),
 );
 
+/** One redemption of a code: the code, when, and the grant and first refresh token it stores if it wins. */
+export interface Redemption {
+  codeHash: string;
+  at: number;
+  grant: Insertable<GrantsTable>;
+  refreshToken: Insertable<RefreshTokensTable>;
+}
+
+/** A consumed code as redeemInOneStatement's `consumed` holds it: the code's columns and what its redemption stores. */
+type ConsumedCode = AuthorizationCodesTable & {
+  g_app_id: string; g_user_id: string; g_scope: string; g_auth_time: number; g_amr: string | null; g_nonce: string | null; g_created_at: number;
+  g_expires_at: number; g_revoked_at: number | null; g_revoked_reason: string | null; g_awaiting: number;
+  t_hash: string; t_grant_id: string; t_app_id: string; t_scope: string; t_created_at: number; t_expires_at: number;
+};
+
 /**
- * PostgreSQL's redemption (redeemAuthorizationCode) as one data-modifying statement: the code consumed
- * and linked to the new grant, the grant and its first refresh token stored only if the code was
- * consumed here, and the redemption basis as this statement saw it (its joins see the users,
- * memberships and consents committed before it). The inserts select from the consumed row, so their
- * numbers are cast: a parameter in a select list would otherwise be text.
+ * PostgreSQL's redemptions (redeemAuthorizationCodes) as one data-modifying statement over `unnest` of
+ * the redemptions: each code consumed (`consumed_at is null` re-checked on the row it locks: exactly
+ * one redemption or burn wins; a code asked twice in one statement is taken once, `distinct on`) and
+ * linked to its new grant, the grant and its first refresh token stored only for the codes consumed
+ * here, and each one's redemption basis as this statement saw it (its joins see the users,
+ * memberships and consents committed before it), the grant id naming the redemption.
  */
 const redeemInOneStatement = precompiled(
   (
-    db, at: number, codeHash: string,
-    id: string, appId: string, userId: string, scope: string, authTime: number, amr: string | null, nonce: string | null, createdAt: number, expiresAt: number,
-    revokedAt: number | null, revokedReason: string | null, awaiting: number,
-    tokenHash: string, tokenGrantId: string, tokenAppId: string, tokenScope: string, tokenCreatedAt: number, tokenExpiresAt: number,
-    consumedAt: number | null, successorResponse: string | null, successorHash: string | null,
+    db, codeHashes: readonly string[], ats: readonly number[],
+    ids: readonly string[], appIds: readonly string[], userIds: readonly string[], scopes: readonly string[], authTimes: readonly number[],
+    amrs: readonly (string | null)[], nonces: readonly (string | null)[], createdAts: readonly number[], expiresAts: readonly number[],
+    revokedAts: readonly (number | null)[], revokedReasons: readonly (string | null)[], awaitings: readonly number[],
+    tokenHashes: readonly string[], tokenGrantIds: readonly string[], tokenAppIds: readonly string[], tokenScopes: readonly string[],
+    tokenCreatedAts: readonly number[], tokenExpiresAts: readonly number[],
   ) =>
     db
-      .with('consumed', (db) =>
-        db.updateTable('authorization_codes').set({ consumed_at: at, grant_id: id }).where('code_hash', '=', codeHash).where('consumed_at', 'is', null).returningAll(),
-      )
       // Raw SQL is not parenthesised by Kysely as a CTE's body: the parentheses are part of the text.
+      .with('consumed', () => sql<ConsumedCode>`(
+        with asked as (
+          select distinct on (code_hash) * from unnest(
+            ${codeHashes}::text[], ${ats}::bigint[], ${ids}::text[], ${appIds}::text[], ${userIds}::text[], ${scopes}::text[], ${authTimes}::bigint[],
+            ${amrs}::text[], ${nonces}::text[], ${createdAts}::bigint[], ${expiresAts}::bigint[], ${revokedAts}::bigint[], ${revokedReasons}::text[],
+            ${awaitings}::integer[], ${tokenHashes}::text[], ${tokenGrantIds}::text[], ${tokenAppIds}::text[], ${tokenScopes}::text[],
+            ${tokenCreatedAts}::bigint[], ${tokenExpiresAts}::bigint[]
+          ) as r(code_hash, at, g_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at,
+                 g_revoked_reason, g_awaiting, t_hash, t_grant_id, t_app_id, t_scope, t_created_at, t_expires_at)
+        )
+        update authorization_codes c set consumed_at = r.at, grant_id = r.g_id
+        from asked r
+        where c.code_hash = r.code_hash and c.consumed_at is null
+        returning c.*, r.g_app_id, r.g_user_id, r.g_scope, r.g_auth_time, r.g_amr, r.g_nonce, r.g_created_at, r.g_expires_at, r.g_revoked_at,
+          r.g_revoked_reason, r.g_awaiting, r.t_hash, r.t_grant_id, r.t_app_id, r.t_scope, r.t_created_at, r.t_expires_at)`)
       .with('g', () => sql`(
         insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion)
-        select ${id}, ${appId}, ${userId}, ${scope}, cast(${authTime} as bigint), ${amr}, ${nonce}, cast(${createdAt} as bigint), cast(${expiresAt} as bigint),
-          cast(${revokedAt} as bigint), ${revokedReason}, cast(${awaiting} as integer)
+        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting
         from consumed)`)
       .with('t', () => sql`(
-        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at, consumed_at, successor_response, successor_hash)
-        select ${tokenHash}, ${tokenGrantId}, ${tokenAppId}, ${tokenScope}, cast(${tokenCreatedAt} as bigint), cast(${tokenExpiresAt} as bigint),
-          cast(${consumedAt} as bigint), ${successorResponse}, ${successorHash}
-        from consumed)`)
+        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
+        select t_hash, t_grant_id, t_app_id, t_scope, t_created_at, t_expires_at from consumed)`)
       .selectFrom('consumed as c')
       .leftJoin('users as u', 'u.id', 'c.user_id')
       .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
@@ -593,35 +624,38 @@ const redeemInOneStatement = precompiled(
 );
 
 /**
- * Redeems a code: consumes it (exactly one redemption or burn wins), links it to `grant` and stores the
- * grant with its first refresh token, atomically, and returns the redemption basis as the consuming
- * statement saw it, for the caller to judge again (what it judged before may have changed since).
- * Undefined, with nothing stored, when the code was already consumed. One statement on PostgreSQL; one
- * transaction on SQLite (no data-modifying WITH there), where a statement costs no round trip.
+ * Redeems codes in one statement (redeemInOneStatement; PostgreSQL only): concurrent code grants share
+ * it (TokenService). Returns, by grant id, the redemption basis of each redemption that consumed its
+ * code; the others consumed nothing and stored nothing.
  */
-export async function redeemAuthorizationCode(
-  db: Kysely<Database>,
-  dialect: Dialect,
-  input: { codeHash: string; at: number; grant: Insertable<GrantsTable>; refreshToken: Insertable<RefreshTokensTable> },
-): Promise<CodeRedemption | undefined> {
-  const { codeHash, at, grant: g, refreshToken: t } = input;
-  if (dialect === 'postgres') {
-    const row = (
-      await redeemInOneStatement(
-        db, at, codeHash,
-        g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null, g.revoked_reason ?? null,
-        g.awaiting_completion ?? AWAITING.nothing,
-        t.token_hash, t.grant_id, t.app_id, t.scope, t.created_at, t.expires_at, t.consumed_at ?? null, t.successor_response ?? null, t.successor_hash ?? null,
-      )
-    ).rows[0];
-    return row && toCodeRedemption(row);
-  }
+export async function redeemAuthorizationCodes(db: Kysely<Database>, redemptions: readonly Redemption[]): Promise<Map<string, CodeRedemption>> {
+  const column = <T>(pick: (r: Redemption) => T) => redemptions.map(pick);
+  const { rows } = await redeemInOneStatement(
+    db, column((r) => r.codeHash), column((r) => r.at),
+    column((r) => r.grant.id), column((r) => r.grant.app_id), column((r) => r.grant.user_id), column((r) => r.grant.scope), column((r) => r.grant.auth_time),
+    column((r) => r.grant.amr ?? null), column((r) => r.grant.nonce ?? null), column((r) => r.grant.created_at), column((r) => r.grant.expires_at),
+    column((r) => r.grant.revoked_at ?? null), column((r) => r.grant.revoked_reason ?? null), column((r) => r.grant.awaiting_completion ?? AWAITING.nothing),
+    column((r) => r.refreshToken.token_hash), column((r) => r.refreshToken.grant_id), column((r) => r.refreshToken.app_id), column((r) => r.refreshToken.scope),
+    column((r) => r.refreshToken.created_at), column((r) => r.refreshToken.expires_at),
+  );
+  return new Map(rows.map((row) => [row.c_grant_id!, toCodeRedemption(row)]));
+}
+
+/**
+ * Redeems a code: consumes it (exactly one redemption or burn wins), links it to its grant and stores
+ * the grant with its first refresh token, atomically, and returns the redemption basis as the consuming
+ * statement saw it, for the caller to judge again (what it judged before may have changed since).
+ * Undefined, with nothing stored, when the code was already consumed. One transaction (SQLite, where a
+ * statement costs no round trip); PostgreSQL runs redeemAuthorizationCodes instead.
+ */
+export async function redeemAuthorizationCode(db: Kysely<Database>, redemption: Redemption): Promise<CodeRedemption | undefined> {
+  const { codeHash, at, grant, refreshToken } = redemption;
   return db.transaction().execute(async (trx) => {
     if ((await updateCodeConsumed(trx, codeHash, at)).numAffectedRows !== 1n) return undefined;
-    const redemption = await findCodeRedemption(trx, codeHash);
-    await insertGrant(trx, g);
-    await insertRefreshToken(trx, t);
-    await updateCodeGrant(trx, codeHash, g.id);
-    return redemption;
+    const basis = await findCodeRedemption(trx, codeHash);
+    await insertGrant(trx, grant);
+    await insertRefreshToken(trx, refreshToken);
+    await updateCodeGrant(trx, codeHash, grant.id);
+    return basis;
   });
 }
