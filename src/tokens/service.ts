@@ -151,7 +151,7 @@ function bearerToken(request: FastifyRequest, allowFormBody: boolean): string {
 /** The most calls one coalesced statement carries (PostgreSQL); more go in the next. */
 const MAX_COALESCED = 64;
 
-/** A batched read's answers (in the order asked) by the key each was asked with, for a Coalescer. */
+/** A batch's answers (in the order asked) by the key each was asked with, for a Coalescer. */
 function byKey<K, V>(asked: readonly K[], answers: ReadonlyArray<V | undefined>): Map<K, V> {
   const found = new Map<K, V>();
   asked.forEach((key, i) => {
@@ -165,7 +165,7 @@ export class TokenService {
   private readonly box: SecretBox;
   /** Per grant reader, on PostgreSQL: the coalesced reads of concurrent bearer checks (readLiveGrant). */
   private readonly coalescedGrantReads = new Map<LiveGrantReader<LiveGrant>, Coalescer<string, LiveGrant>>();
-  /** On PostgreSQL: the grants' reads of their client and code or token, and the refresh grants' rotations, coalesced. */
+  /** On PostgreSQL: the grants' reads of their client and code or token, their rotations and redemptions, coalesced. */
   private readonly coalescedCodeReads?: Coalescer<{ appId: string; codeHash: string }, AppWithCodeRedemption>;
   private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
   private readonly coalescedRotations?: Coalescer<Rotation, boolean>;
@@ -186,7 +186,7 @@ export class TokenService {
       this.coalescedRotations = new Coalescer(
         async (rotations) => {
           const won = await rotateRefreshTokens(db, rotations);
-          return new Map(rotations.map((rotation) => [rotation, won.has(rotation.successor.token_hash)]));
+          return byKey(rotations, rotations.map((rotation) => won.has(rotation.successor.token_hash)));
         },
         { maxBatch: MAX_COALESCED, isolateFailures: true },
       );

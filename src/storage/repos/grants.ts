@@ -359,6 +359,11 @@ function hasRefreshFamily<R extends { t_token_hash: string | null }>(row: R): ro
   return row.t_token_hash !== null;
 }
 
+/** The columns of `rows`, one array per pick: the parameters of a statement over `unnest` of the rows. */
+function columnsOf<R, P extends Array<(row: R) => unknown>>(rows: readonly R[], ...picks: P): { [K in keyof P]: Array<ReturnType<P[K]>> } {
+  return picks.map((pick) => rows.map(pick)) as { [K in keyof P]: Array<ReturnType<P[K]>> };
+}
+
 /** One rotation of a refresh token: the token, when, the response replayed in the grace window (sealed), its successor's row. */
 export interface Rotation {
   tokenHash: string;
@@ -425,12 +430,20 @@ const rotateInOneStatement = precompiled(
 );
 
 export async function rotateRefreshTokens(db: Kysely<Database>, rotations: readonly Rotation[]): Promise<Set<string>> {
-  const column = <T>(pick: (r: Rotation) => T) => rotations.map(pick);
   const { rows } = await rotateInOneStatement(
     db,
-    column((r) => r.tokenHash), column((r) => r.at), column((r) => r.sealedResponse), column((r) => r.successor.token_hash),
-    column((r) => r.successor.grant_id), column((r) => r.successor.app_id), column((r) => r.successor.scope),
-    column((r) => r.successor.created_at), column((r) => r.successor.expires_at),
+    ...columnsOf(
+      rotations,
+      (r) => r.tokenHash,
+      (r) => r.at,
+      (r) => r.sealedResponse,
+      (r) => r.successor.token_hash,
+      (r) => r.successor.grant_id,
+      (r) => r.successor.app_id,
+      (r) => r.successor.scope,
+      (r) => r.successor.created_at,
+      (r) => r.successor.expires_at,
+    ),
   );
   return new Set(rows.map((row) => row.token_hash));
 }
@@ -629,14 +642,31 @@ const redeemInOneStatement = precompiled(
  * code; the others consumed nothing and stored nothing.
  */
 export async function redeemAuthorizationCodes(db: Kysely<Database>, redemptions: readonly Redemption[]): Promise<Map<string, CodeRedemption>> {
-  const column = <T>(pick: (r: Redemption) => T) => redemptions.map(pick);
   const { rows } = await redeemInOneStatement(
-    db, column((r) => r.codeHash), column((r) => r.at),
-    column((r) => r.grant.id), column((r) => r.grant.app_id), column((r) => r.grant.user_id), column((r) => r.grant.scope), column((r) => r.grant.auth_time),
-    column((r) => r.grant.amr ?? null), column((r) => r.grant.nonce ?? null), column((r) => r.grant.created_at), column((r) => r.grant.expires_at),
-    column((r) => r.grant.revoked_at ?? null), column((r) => r.grant.revoked_reason ?? null), column((r) => r.grant.awaiting_completion ?? AWAITING.nothing),
-    column((r) => r.refreshToken.token_hash), column((r) => r.refreshToken.grant_id), column((r) => r.refreshToken.app_id), column((r) => r.refreshToken.scope),
-    column((r) => r.refreshToken.created_at), column((r) => r.refreshToken.expires_at),
+    db,
+    ...columnsOf(
+      redemptions,
+      (r) => r.codeHash,
+      (r) => r.at,
+      (r) => r.grant.id,
+      (r) => r.grant.app_id,
+      (r) => r.grant.user_id,
+      (r) => r.grant.scope,
+      (r) => r.grant.auth_time,
+      (r) => r.grant.amr ?? null,
+      (r) => r.grant.nonce ?? null,
+      (r) => r.grant.created_at,
+      (r) => r.grant.expires_at,
+      (r) => r.grant.revoked_at ?? null,
+      (r) => r.grant.revoked_reason ?? null,
+      (r) => r.grant.awaiting_completion ?? AWAITING.nothing,
+      (r) => r.refreshToken.token_hash,
+      (r) => r.refreshToken.grant_id,
+      (r) => r.refreshToken.app_id,
+      (r) => r.refreshToken.scope,
+      (r) => r.refreshToken.created_at,
+      (r) => r.refreshToken.expires_at,
+    ),
   );
   return new Map(rows.map((row) => [row.c_grant_id!, toCodeRedemption(row)]));
 }
