@@ -10,8 +10,9 @@ interface Batch<K, V> {
  * (setImmediate) form a batch, run then or as soon as it holds `maxBatch` keys. A key given twice in a
  * batch is run once (keys are compared as Map keys: objects by identity). Every batch runs after each of
  * its calls was made, so what it answers is never older than what a call of its own would have.
- * If a batch fails, every call of it fails with its error; with `isolateFailures`, each of its keys is
- * first run again alone, so one key's failure is its own (for runs that change nothing when they fail).
+ * If a batch of several keys fails, each key is run again alone, so one call's failure is its own: a
+ * value the database refuses (a NUL byte in a client id) must not fail the other requests it was
+ * batched with. So `run` must change nothing when it fails (one statement, or one transaction).
  */
 export class Coalescer<K, V> {
   private pending: Batch<K, V> | undefined;
@@ -19,7 +20,7 @@ export class Coalescer<K, V> {
   constructor(
     /** Runs every key of a batch; a key absent from the answer is answered undefined. */
     private readonly run: (keys: K[]) => Promise<Map<K, V>>,
-    private readonly options: { maxBatch: number; isolateFailures?: boolean },
+    private readonly options: { maxBatch: number },
   ) {
     if (!(options.maxBatch >= 1)) throw new Error('maxBatch must be at least 1');
   }
@@ -50,7 +51,7 @@ export class Coalescer<K, V> {
         for (const [key, waiters] of batch.waiting) for (const waiter of waiters) waiter.resolve(found.get(key));
       },
       (error: unknown) => {
-        if (this.options.isolateFailures && keys.length > 1) {
+        if (keys.length > 1) {
           for (const [key, waiters] of batch.waiting) this.send({ waiting: new Map([[key, waiters]]), sent: false });
           return;
         }

@@ -164,7 +164,7 @@ function byKey<K, V>(asked: readonly K[], answers: ReadonlyArray<V | undefined>)
 export class TokenService {
   private readonly box: SecretBox;
   /** Per grant reader, on PostgreSQL: the coalesced reads of concurrent bearer checks (readLiveGrant). */
-  private readonly coalescedGrantReads = new Map<LiveGrantReader<LiveGrant>, Coalescer<string, LiveGrant>>();
+  private readonly coalescedGrantReads?: Map<LiveGrantReader<LiveGrant>, Coalescer<string, LiveGrant>>;
   /** On PostgreSQL: the grants' reads of their client and code or token, their rotations and redemptions, coalesced. */
   private readonly coalescedCodeReads?: Coalescer<{ appId: string; codeHash: string }, AppWithCodeRedemption>;
   private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
@@ -173,29 +173,29 @@ export class TokenService {
 
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly dialect: Dialect,
+    dialect: Dialect,
     private readonly keys: KeyStore,
     private readonly config: ResolvedConfig,
     private readonly clock: Clock,
   ) {
     this.box = new SecretBox(config.secretKey, 'refresh-replay');
     if (dialect === 'postgres') {
+      this.coalescedGrantReads = new Map();
       this.coalescedCodeReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithCodeRedemptions(db, asked)), { maxBatch: MAX_COALESCED });
       this.coalescedRefreshReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithRefreshFamilies(db, asked)), { maxBatch: MAX_COALESCED });
-      // A rotation or redemption statement that failed changed nothing, so each of its calls may run again alone.
       this.coalescedRotations = new Coalescer(
         async (rotations) => {
           const won = await rotateRefreshTokens(db, rotations);
           return byKey(rotations, rotations.map((rotation) => won.has(rotation.successor.token_hash)));
         },
-        { maxBatch: MAX_COALESCED, isolateFailures: true },
+        { maxBatch: MAX_COALESCED },
       );
       this.coalescedRedemptions = new Coalescer(
         async (redemptions) => {
           const won = await redeemAuthorizationCodes(db, redemptions);
           return byKey(redemptions, redemptions.map((redemption) => won.get(redemption.grant.id)));
         },
-        { maxBatch: MAX_COALESCED, isolateFailures: true },
+        { maxBatch: MAX_COALESCED },
       );
     }
   }
@@ -204,7 +204,7 @@ export class TokenService {
    * redeemAuthorizationCode: the code consumed, its grant and first refresh token stored, the basis
    * returned as the consuming statement saw it; undefined when the code was consumed before. On
    * PostgreSQL concurrent redemptions share one statement (redeemAuthorizationCodes), each answered
-   * once it is committed; a failed one changed nothing, so its redemptions run again one by one.
+   * once it is committed (a failed statement changed nothing; Coalescer runs its calls again alone).
    */
   redeemCode(redemption: Redemption): Promise<CodeRedemption | undefined> {
     if (!this.coalescedRedemptions) return redeemAuthorizationCode(this.db, redemption);
@@ -539,7 +539,7 @@ export class TokenService {
    * runs in process, so each read is its own statement, at once.
    */
   private readLiveGrant<G extends LiveGrant>(reader: LiveGrantReader<G>, id: string): Promise<G | undefined> {
-    if (this.dialect !== 'postgres') return reader.one(this.db, id, this.clock.now());
+    if (!this.coalescedGrantReads) return reader.one(this.db, id, this.clock.now());
     let reads = this.coalescedGrantReads.get(reader) as Coalescer<string, G> | undefined;
     if (!reads) {
       reads = new Coalescer((ids) => reader.many(this.db, ids, this.clock.now()), { maxBatch: MAX_COALESCED });

@@ -50,7 +50,7 @@ describe('Coalescer', () => {
     expect(await Promise.all([first, second])).toEqual([1, 1]);
   });
 
-  it('a failed batched read fails every read of its batch, and only those', async () => {
+  it('a failed run fails its calls (each run again alone first), and only those', async () => {
     let fail: 'reject' | 'throw' | undefined = 'reject';
     const reads = new Coalescer<string, number>((keys) => {
       if (fail === 'throw') throw new Error('thrown');
@@ -66,7 +66,7 @@ describe('Coalescer', () => {
     expect(await reads.submit('a')).toBe(1);
   });
 
-  it('isolateFailures: a failed batch runs each of its keys alone, so only the failing key fails', async () => {
+  it('a failed batch runs each of its keys alone, so only the failing key fails', async () => {
     const batches: string[][] = [];
     const reads = new Coalescer<string, number>(
       async (keys) => {
@@ -74,7 +74,7 @@ describe('Coalescer', () => {
         if (keys.includes('bad')) throw new Error('bad key');
         return new Map(keys.map((k) => [k, k.length]));
       },
-      { maxBatch: 64, isolateFailures: true },
+      { maxBatch: 64 },
     );
     const settled = await Promise.allSettled(['a', 'bad', 'bb', 'a'].map((k) => reads.submit(k)));
     expect(settled.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([1, 'bad key', 2, 1]);

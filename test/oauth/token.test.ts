@@ -266,6 +266,14 @@ describe('POST /oauth/token', () => {
         r.clock.advance(120);
         expectOAuthError(await refresh(r.app, client, first.refresh_token), 'invalid_grant');
       });
+      it('a client id the database refuses (a NUL byte) fails only its own request, not the grants it was batched with', async () => {
+        const { code, verifier } = await authorizeAndGetCode(browser, client, { scope: 'profile email' });
+        const token = (await exchangeCode(r.app, client, code, verifier)).json().refresh_token;
+        const [good, bad] = await Promise.all([refresh(r.app, client, token), refresh(r.app, client, token, { client_id: 'app_\u0000x', client_secret: 'x' })]);
+        expect(good.statusCode).toBe(200);
+        expect([400, 401]).toContain(bad.statusCode);
+      });
+
       it('concurrent redemptions: on PostgreSQL one read and one redemption for all; a code presented twice among them redeems once, and the replay revokes what it produced', async () => {
         const codes: Array<{ code: string; verifier?: string }> = [];
         // No openid: no RS256 ID token, whose signature (on the thread pool) would let the redemptions go in different turns.

@@ -73,10 +73,11 @@ export interface LiveGrantReader<G extends LiveGrant> {
 }
 
 /**
- * The grants `id` names (one id, or `any` of an array) with their user and app, if live (isGrantLive's
- * rule), selecting what a LiveGrant holds: what every LiveGrantReader selects from. Only AppAccess's
- * four app columns: a bearer read runs this on every request, and reading the whole app row, its JSON
- * columns parsed, made the SQLite bearer read 15% slower (bench/RESULTS.md, finding 47).
+ * The grant `id` names (a value, or the lateral lookup's column in `many`) with its user and app, if
+ * live (isGrantLive's rule), selecting what a LiveGrant holds: what every LiveGrantReader selects
+ * from. Only AppAccess's four app columns: a bearer read runs this on every request, and reading the
+ * whole app row, its JSON columns parsed, made the SQLite bearer read 15% slower (finding 47 of
+ * bench/RESULTS.md).
  */
 function liveGrantQuery(db: Kysely<Database>, id: string | Expression<string>, now: number) {
   return db
