@@ -1,23 +1,20 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import {
-  type CryptoKey,
   type JWK,
   type JWTPayload,
   type JWTVerifyResult,
-  SignJWT,
   calculateJwkThumbprint,
   createLocalJWKSet,
   errors as joseErrors,
   exportJWK,
   generateKeyPair,
-  importJWK,
   jwtVerify,
 } from 'jose';
 import type { Kysely } from 'kysely';
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { SecretBox } from '../shared/crypto.js';
-import { CheckedSignatures, signEs256, verifyEs256 } from './jwt-es256.js';
+import { CheckedSignatures, signEs256, signRs256, verifyEs256 } from './jwt-node-crypto.js';
 import type { Clock } from '../shared/time.js';
 import type { Database } from '../storage/schema.js';
 import { insertFirstSigningKeys, insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
@@ -39,9 +36,10 @@ interface LoadedKey {
   kid: string;
   alg: SigningAlg;
   publicJwk: JWK;
-  privateKey: CryptoKey;
-  /** ES256 keys as node:crypto KeyObjects too: the hot paths sign and verify with them (jwt-es256.ts). */
-  nodeKeys?: { privateKey: KeyObject; publicKey: KeyObject };
+  /** The private key every token is signed with (jwt-node-crypto.ts). */
+  privateKey: KeyObject;
+  /** ES256 keys only: our access tokens and session JWTs are verified with it (jwt-node-crypto.ts). */
+  es256PublicKey?: KeyObject;
   createdAt: number;
   retiredAt: number | null;
 }
@@ -97,24 +95,19 @@ export class KeyStore {
 
   async reload(): Promise<void> {
     const rows = await listSigningKeys(this.db);
-    this.keys = await Promise.all(
-      rows.map(async (row) => {
-        const publicJwk = JSON.parse(row.public_jwk) as JWK;
-        const privateJwk = JSON.parse(this.box.open(row.private_jwk)) as JWK;
-        return {
-          kid: row.kid,
-          alg: row.alg,
-          publicJwk,
-          privateKey: (await importJWK(privateJwk, row.alg)) as CryptoKey,
-          nodeKeys:
-            row.alg === 'ES256'
-              ? { privateKey: createPrivateKey({ key: privateJwk as never, format: 'jwk' }), publicKey: createPublicKey({ key: publicJwk as never, format: 'jwk' }) }
-              : undefined,
-          createdAt: row.created_at,
-          retiredAt: row.retired_at,
-        };
-      }),
-    );
+    this.keys = rows.map((row) => {
+      const publicJwk = JSON.parse(row.public_jwk) as JWK;
+      const privateJwk = JSON.parse(this.box.open(row.private_jwk)) as JWK;
+      return {
+        kid: row.kid,
+        alg: row.alg,
+        publicJwk,
+        privateKey: createPrivateKey({ key: privateJwk as never, format: 'jwk' }),
+        es256PublicKey: row.alg === 'ES256' ? createPublicKey({ key: publicJwk as never, format: 'jwk' }) : undefined,
+        createdAt: row.created_at,
+        retiredAt: row.retired_at,
+      };
+    });
     this.loadedAt = this.clock.now();
     this.generation += 1;
   }
@@ -177,15 +170,9 @@ export class KeyStore {
     const key = this.keys.find((k) => k.alg === options.alg && k.retiredAt === null);
     if (!key) throw new Error(`no active ${options.alg} signing key`);
     const now = this.clock.now();
-    if (key.nodeKeys) {
-      return signEs256({ ...payload, iss: this.issuer, iat: now, exp: now + options.expiresIn }, { kid: key.kid, typ: options.typ }, key.nodeKeys.privateKey);
-    }
-    return new SignJWT(payload)
-      .setProtectedHeader({ alg: key.alg, typ: options.typ, kid: key.kid })
-      .setIssuer(this.issuer)
-      .setIssuedAt(now)
-      .setExpirationTime(now + options.expiresIn)
-      .sign(key.privateKey);
+    const claims = { ...payload, iss: this.issuer, iat: now, exp: now + options.expiresIn };
+    const header = { kid: key.kid, typ: options.typ };
+    return key.alg === 'ES256' ? signEs256(claims, header, key.privateKey) : signRs256(claims, header, key.privateKey);
   }
 
   /**
@@ -197,7 +184,7 @@ export class KeyStore {
     const attempt = async () => {
       if (options.algorithms.length === 1 && options.algorithms[0] === 'ES256') {
         return verifyEs256(token, {
-          keyFor: (kid) => this.publishedKey(kid, 'ES256')?.nodeKeys?.publicKey,
+          keyFor: (kid) => this.publishedKey(kid, 'ES256')?.es256PublicKey,
           issuer: this.issuer,
           typ: options.typ,
           audience: options.audience,

@@ -2,29 +2,50 @@ import { type KeyObject, sign, verify } from 'node:crypto';
 import { errors, type JWTPayload } from 'jose';
 
 /**
- * ES256 JWTs through node:crypto (issue 13): the access tokens and session JWTs that every bearer
- * request verifies and every grant signs. jose goes through WebCrypto, whose per-call overhead
- * (algorithm normalisation) cost more than the P-256 arithmetic itself. Both use an imported KeyObject.
- * A verify (about three times a sign's work) runs as a `crypto.verify` job on the libuv thread pool: a
- * synchronous verify was half of a bearer read's main-thread time. A sign runs on the main thread: it
- * costs about 30 µs there, and handing it to the pool cost more, measured under load (waking a pool
- * thread and being woken back: refresh 2.4k → 3.1k req/s on SQLite when signing inline, bench/RESULTS.md).
+ * Our own JWTs through node:crypto KeyObjects (issue 13): ES256 access tokens and session JWTs, which
+ * every bearer request verifies and every grant signs, and the signature of RS256 ID tokens. jose goes
+ * through WebCrypto, whose per-call overhead (algorithm normalisation, a job object per call) cost the
+ * main thread more than the arithmetic itself.
  *
- * Only our own tokens pass here, so the rules are narrow and fixed: compact JWS, `alg` exactly ES256,
- * `typ` as expected, a `kid` naming one of our published keys, no `crit`, a 64-byte signature; then
- * `iss`, `sub`, `iat` and `exp` required, `exp`/`nbf` with a tolerance, `aud` when asked. Failures
- * throw jose's error classes, so callers treat them exactly as jose's (any JOSEError = invalid).
- * RS256 (ID tokens) stays with jose.
+ * An ES256 verify (about three times a sign's work) runs as a `crypto.verify` job on the libuv thread
+ * pool: a synchronous verify was half of a bearer read's main-thread time. An ES256 sign runs on the main
+ * thread: it costs about 30 µs there, and handing it to the pool cost more, measured under load (waking
+ * a pool thread and being woken back: refresh 2.4k → 3.1k req/s on SQLite when signing inline). An RS256
+ * sign (about 0.8 ms of CPU for a 2048-bit key) runs as a `crypto.sign` job on the pool; through WebCrypto
+ * the same job cost the main thread several times what it costs here (bench/RESULTS.md, finding 60).
+ *
+ * Only our own tokens are verified here, so the rules are narrow and fixed: compact JWS, `alg` exactly
+ * ES256, `typ` as expected, a `kid` naming one of our published keys, no `crit`, a 64-byte signature;
+ * then `iss`, `sub`, `iat` and `exp` required, `exp`/`nbf` with a tolerance, `aud` when asked. Failures
+ * throw jose's error classes, so callers treat them exactly as jose's (any JOSEError = invalid). RS256
+ * tokens (ID tokens coming back as `id_token_hint`) are verified by jose.
  */
 
 const encode = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const P1363 = 'ieee-p1363' as const;
 
-export function signEs256(payload: JWTPayload, header: { kid: string; typ: string }, key: KeyObject): string {
-  const input = `${encode({ alg: 'ES256', typ: header.typ, kid: header.kid })}.${encode(payload)}`;
+export interface JwtHeader {
+  kid: string;
+  typ: string;
+}
+
+/** The JWS signing input: the encoded protected header and payload. */
+const signingInput = (alg: 'ES256' | 'RS256', header: JwtHeader, payload: JWTPayload) =>
+  `${encode({ alg, typ: header.typ, kid: header.kid })}.${encode(payload)}`;
+
+export function signEs256(payload: JWTPayload, header: JwtHeader, key: KeyObject): string {
+  const input = signingInput('ES256', header, payload);
   const signature = sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 });
   return `${input}.${signature.toString('base64url')}`;
+}
+
+/** RS256 (RSASSA-PKCS1-v1_5 with SHA-256, node:crypto's default padding for an RSA key), on the thread pool. */
+export function signRs256(payload: JWTPayload, header: JwtHeader, key: KeyObject): Promise<string> {
+  const input = signingInput('RS256', header, payload);
+  return new Promise((resolve, reject) =>
+    sign('sha256', Buffer.from(input), key, (error, signature) => (error ? reject(error) : resolve(`${input}.${signature.toString('base64url')}`))),
+  );
 }
 
 /** Whether `signature` is `key`'s over `input`, checked on the thread pool; any failure to check is a no. */

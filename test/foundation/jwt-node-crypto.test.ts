@@ -1,11 +1,11 @@
 import { createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { errors, importJWK, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { CheckedSignatures, signEs256, verifyEs256 } from '../../src/plugins/jwt-es256.js';
+import { CheckedSignatures, signEs256, signRs256, verifyEs256 } from '../../src/plugins/jwt-node-crypto.js';
 
-// The node:crypto ES256 path for our own access tokens and session JWTs (src/plugins/jwt-es256.ts):
-// interchangeable with jose in both directions, and every malformed, forged or out-of-time token is a
-// jose error (callers treat any JOSEError as "invalid").
+// The node:crypto path for our own JWTs (src/plugins/jwt-node-crypto.ts). ES256 access tokens and
+// session JWTs: interchangeable with jose in both directions, and every malformed, forged or out-of-time
+// token is a jose error (callers treat any JOSEError as "invalid"). RS256 ID tokens: jose verifies them.
 
 const ISS = 'https://gatehouse.test';
 const NOW = 1_800_000_000;
@@ -138,5 +138,27 @@ describe('ES256 through node:crypto', () => {
       expect(checked.recall(tokens[0]!)).toBeUndefined();
       expect(checked.recall(tokens[3]!)?.payload.jti).toBe('d');
     });
+  });
+});
+
+describe('RS256 through node:crypto', () => {
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+
+  it('signs what jose verifies with the public key, with exactly our header and claims', async () => {
+    const token = await signRs256(claims({ aud: 'app_1', nonce: 'n-1' }), { kid: 'r1', typ: 'JWT' }, rsa.privateKey);
+    const joseKey = await importJWK({ ...rsa.publicKey.export({ format: 'jwk' }), alg: 'RS256' }, 'RS256');
+    const { payload, protectedHeader } = await jwtVerify(token, joseKey, { issuer: ISS, audience: 'app_1', algorithms: ['RS256'], currentDate: new Date(NOW * 1000) });
+    expect(protectedHeader).toEqual({ alg: 'RS256', typ: 'JWT', kid: 'r1' });
+    expect(payload).toEqual(claims({ aud: 'app_1', nonce: 'n-1' }));
+    // The same bytes jose would sign (PKCS#1 v1.5 is deterministic): the padding is RS256's, not PSS.
+    const joseSigned = await new SignJWT(claims({ aud: 'app_1', nonce: 'n-1' })).setProtectedHeader({ alg: 'RS256', typ: 'JWT', kid: 'r1' }).sign(rsa.privateKey);
+    expect(token).toBe(joseSigned);
+  });
+
+  it('is refused by another key', async () => {
+    const token = await signRs256(claims(), { kid: 'r1', typ: 'JWT' }, rsa.privateKey);
+    const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const joseKey = await importJWK({ ...stranger.publicKey.export({ format: 'jwk' }), alg: 'RS256' }, 'RS256');
+    await expect(jwtVerify(token, joseKey, { currentDate: new Date(NOW * 1000) })).rejects.toBeInstanceOf(errors.JWSSignatureVerificationFailed);
   });
 });
