@@ -11,8 +11,8 @@ import { errors, type JWTPayload } from 'jose';
  * pool: a synchronous verify was half of a bearer read's main-thread time. An ES256 sign runs on the main
  * thread: it costs about 30 µs there, and handing it to the pool cost more, measured under load (waking
  * a pool thread and being woken back: refresh 2.4k → 3.1k req/s on SQLite when signing inline). An RS256
- * sign (about 0.8 ms of CPU for a 2048-bit key) runs as a `crypto.sign` job on the pool; through WebCrypto
- * the same job cost the main thread several times what it costs here (bench/RESULTS.md, finding 60).
+ * sign (about 0.8 ms of CPU for a 2048-bit key) runs as a `crypto.sign` job on the pool; started through
+ * WebCrypto, the same job cost the main thread about twice as much (bench/RESULTS.md, finding 60).
  *
  * Only our own tokens are verified here, so the rules are narrow and fixed: compact JWS, `alg` exactly
  * ES256, `typ` as expected, a `kid` naming one of our published keys, no `crit`, a 64-byte signature;
@@ -34,17 +34,19 @@ export interface JwtHeader {
 const signingInput = (alg: 'ES256' | 'RS256', header: JwtHeader, payload: JWTPayload) =>
   `${encode({ alg, typ: header.typ, kid: header.kid })}.${encode(payload)}`;
 
+/** The compact JWS: the signing input and its signature. */
+const compact = (input: string, signature: Buffer) => `${input}.${signature.toString('base64url')}`;
+
 export function signEs256(payload: JWTPayload, header: JwtHeader, key: KeyObject): string {
   const input = signingInput('ES256', header, payload);
-  const signature = sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 });
-  return `${input}.${signature.toString('base64url')}`;
+  return compact(input, sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 }));
 }
 
 /** RS256 (RSASSA-PKCS1-v1_5 with SHA-256, node:crypto's default padding for an RSA key), on the thread pool. */
 export function signRs256(payload: JWTPayload, header: JwtHeader, key: KeyObject): Promise<string> {
   const input = signingInput('RS256', header, payload);
   return new Promise((resolve, reject) =>
-    sign('sha256', Buffer.from(input), key, (error, signature) => (error ? reject(error) : resolve(`${input}.${signature.toString('base64url')}`))),
+    sign('sha256', Buffer.from(input), key, (error, signature) => (error ? reject(error) : resolve(compact(input, signature)))),
   );
 }
 
