@@ -11,8 +11,9 @@ import { errors, type JWTPayload } from 'jose';
  * pool: a synchronous verify was half of a bearer read's main-thread time. An ES256 sign runs on the main
  * thread: it costs about 30 µs there, and handing it to the pool cost more, measured under load (waking
  * a pool thread and being woken back: refresh 2.4k → 3.1k req/s on SQLite when signing inline). An RS256
- * sign (about 0.8 ms of CPU for a 2048-bit key) runs as a `crypto.sign` job on the pool; started through
- * WebCrypto, the same job cost the main thread about twice as much (bench/RESULTS.md, finding 60).
+ * sign (0.5–0.8 ms of CPU for a 2048-bit key, by host) runs as a `crypto.sign` job on the pool;
+ * started through WebCrypto, the same job cost the main thread about twice as much (bench/RESULTS.md,
+ * finding 60).
  *
  * Only our own tokens are verified here, so the rules are narrow and fixed: compact JWS, `alg` exactly
  * ES256, `typ` as expected, a `kid` naming one of our published keys, no `crit`, a 64-byte signature;
