@@ -21,7 +21,7 @@ import {
   withRetry,
 } from './gatehouse.js';
 import { SERVER_NODE_FLAGS } from '../../src/node-flags.js';
-import type { LoadJob, LoadResult } from './load.js';
+import type { LoadJob, LoadResult, LoadSummary } from './load.js';
 import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, type RssSummary, sampleRss, type ServerProcess, startServer } from './proc.js';
 import { formatSummary, summarizeProfile, windowFileOf } from './profile-summary.js';
 
@@ -34,7 +34,8 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
   --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1)
   --connections N    autocannon connections (default 16)
   --only sqlite|postgres|refs   run one target only (refs = the references)
-  --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, healthz
+  --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, healthz, burst (bearer reads
+                     at a fixed rate, alone and then during a login run on the same server)
   --no-refs          skip the references
   --pool N           largest pool of one-use codes/refresh tokens per run (default 60000); after
                      round 1, pools are sized from the best rate seen (1.6 × rate × (warm-up + run) + 2000)
@@ -55,7 +56,7 @@ PostgreSQL: a fresh database next to BENCH_DATABASE_URL or TEST_DATABASE_URL, dr
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const LOAD_SCRIPT = join(ROOT, 'bench', 'http', 'load.ts');
 
-type ScenarioKey = 'refresh' | 'refresh-id' | 'code' | 'profile' | 'login' | 'healthz';
+type ScenarioKey = 'refresh' | 'refresh-id' | 'code' | 'profile' | 'login' | 'healthz' | 'burst';
 type Target = 'sqlite' | 'postgres' | 'ref';
 
 const SCENARIOS: Array<{ key: ScenarioKey; label: string; ref: string }> = [
@@ -66,6 +67,14 @@ const SCENARIOS: Array<{ key: ScenarioKey; label: string; ref: string }> = [
   { key: 'login', label: 'password login (argon2id)', ref: 'bare Fastify + `argon2.verify`, same parameters' },
   { key: 'healthz', label: '`GET /healthz`', ref: 'bare Fastify hello' },
 ];
+
+/**
+ * Token checks during a login burst (issue 13): bearer reads at a fixed rate on few connections, the way
+ * apps check tokens, measured alone and then while the login scenario runs against the same server.
+ * What counts is that every one is answered, and how fast: argon2 keeps the cores busy during the burst,
+ * and a token check must not wait for it.
+ */
+const BURST = { rate: 200, connections: 4 };
 
 interface Options {
   duration: number;
@@ -97,14 +106,14 @@ function parseOptions(args: string[]): Options {
     if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a number`);
     return n;
   };
-  const known = new Set(SCENARIOS.map((s) => s.key));
+  const known = new Set<ScenarioKey>([...SCENARIOS.map((s) => s.key), 'burst']);
   const scenarios = (value('scenarios')?.split(',').map((s) => s.trim()).filter(Boolean) ?? [...known]) as ScenarioKey[];
   for (const s of scenarios) if (!known.has(s)) throw new Error(`unknown scenario ${s} (${[...known].join(', ')})`);
   let only = value('only') as Options['only'];
   if (only === ('refs' as string)) only = 'ref';
   if (only && !['sqlite', 'postgres', 'ref'].includes(only)) throw new Error('--only must be sqlite, postgres or refs');
   const profile = value('profile') as ScenarioKey | undefined;
-  if (profile && !known.has(profile)) throw new Error(`--profile: unknown scenario ${profile}`);
+  if (profile && !SCENARIOS.some((s) => s.key === profile)) throw new Error(`--profile: unknown scenario ${profile} (${SCENARIOS.map((s) => s.key).join(', ')})`);
   return {
     duration: num('duration', 10),
     rounds: Math.max(1, Math.floor(num('rounds', 3))),
@@ -153,6 +162,21 @@ interface RunRecord {
 }
 
 const results = new Map<string, RunRecord[]>();
+
+/** One round of the burst scenario: bearer reads alone, then beside the login load. */
+interface BurstRecord {
+  round: number;
+  alone: LoadSummary;
+  during: LoadSummary;
+  login: LoadSummary;
+  rssMax: number;
+}
+const burstResults = new Map<Target, BurstRecord[]>();
+function recordBurst(target: Target, run: BurstRecord): void {
+  burstResults.set(target, [...(burstResults.get(target) ?? []), run]);
+  const l = (x: LoadSummary) => `p50 ${x.latency.p50} ms, p99 ${x.latency.p99} ms (${x.rps.toFixed(0)} 2xx/s, non-2xx ${x.non2xx})`;
+  console.log(`  [round ${run.round}] burst @ ${target}: bearer alone ${l(run.alone)}; during logins ${l(run.during)}; logins ${run.login.rps.toFixed(0)} 2xx/s, p99 ${run.login.latency.p99} ms; RSS max ${(run.rssMax / 2 ** 20).toFixed(0)} MB`);
+}
 const keyOf = (scenario: ScenarioKey, target: Target) => `${scenario}|${target}`;
 function record(scenario: ScenarioKey, target: Target, run: RunRecord): void {
   const k = keyOf(scenario, target);
@@ -190,14 +214,14 @@ async function stop(server: ServerProcess): Promise<void> {
   live.delete(server);
 }
 
-type JobSpec = Omit<LoadJob, 'url' | 'resultFile' | 'connections' | 'duration' | 'warmup' | 'poolFile'> & { pool?: string[] };
+type JobSpec = Omit<LoadJob, 'url' | 'resultFile' | 'connections' | 'duration' | 'warmup' | 'poolFile'> & { pool?: string[]; connections?: number };
 
 /** Runs autocannon in its own process against `server`, sampling the server's RSS meanwhile. */
 type Driven = { result: LoadResult; rss: RssSummary; logBytes: number; cpu: CpuShare; serverErrors: { count: number; kinds: string[] } };
 
 async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promise<Driven> {
   const id = ++jobCounter;
-  const { pool, ...rest } = spec;
+  const { pool, connections, ...rest } = spec;
   let poolFile: string | undefined;
   if (pool) {
     poolFile = join(workDir, `pool-${id}.txt`);
@@ -206,7 +230,7 @@ async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promi
   const job: LoadJob = {
     ...rest,
     url: server.url,
-    connections: opts.connections,
+    connections: connections ?? opts.connections,
     duration: opts.duration,
     warmup: opts.warmup,
     poolFile,
@@ -359,8 +383,9 @@ async function gatehouseRound(opts: Options, t: GatehouseTarget, round: number):
   const tokenHeaders = { authorization: setup.basic, 'content-type': 'application/x-www-form-urlencoded' };
   const pools: Partial<Record<ScenarioKey, { items: string[]; stats: MintStats }>> = {};
 
-  // Pools of refresh tokens (and fresh access tokens for the profile read), minted by a prep server.
-  if (want('refresh') || want('refresh-id') || want('profile')) {
+  // Pools of refresh tokens (and fresh access tokens for the bearer reads), minted by a prep server.
+  const wantTokens = want('profile') || want('burst');
+  if (want('refresh') || want('refresh-id') || wantTokens) {
     const prep = await gatehouse(t, `r${round}-prep`);
     try {
       for (const [key, scope] of [['refresh', 'profile email'], ['refresh-id', 'openid profile email']] as const) {
@@ -377,7 +402,7 @@ async function gatehouseRound(opts: Options, t: GatehouseTarget, round: number):
         const s = minted.stats;
         console.log(`${s.made} in ${s.seconds.toFixed(1)} s (${s.seconds > 0 ? (s.made / s.seconds).toFixed(0) : '–'}/s)${s.stoppedBy === 'time' ? ' [time box]' : ''}${s.failures ? ` — ${s.failures} server errors retried, first: ${s.firstFailure}` : ''}`);
       }
-      if (want('profile')) {
+      if (wantTokens) {
         t.accessTokens = await parallel(setup.users.length, 8, (i) => withRetry('access token', async () => {
           const user = setup.users[i]!;
           const tokens = await exchangeCode(prep.url, setup, await mintCode(prep.url, setup, user, 'openid profile email'));
@@ -425,23 +450,29 @@ async function gatehouseRound(opts: Options, t: GatehouseTarget, round: number):
     if (!want(key)) continue;
     await runOne(key, { method: 'POST', path: '/oauth/token', headers: tokenHeaders, pool: pools[key]!.items }, pools[key]!.stats);
   }
-  if (want('profile')) {
-    await runOne('profile', {
-      method: 'GET',
-      path: `/v1/profile/${setup.users[0]!.id}`,
-      headers: {},
-      variants: setup.users.map((u, i) => ({ path: `/v1/profile/${u.id}`, headers: { authorization: `Bearer ${t.accessTokens[i]}`, 'x-client-id': setup.clientId } })),
-    });
-  }
-  if (want('login')) {
-    await runOne('login', {
-      method: 'POST',
-      path: '/v1/auth/login',
-      headers: { authorization: setup.basic, 'content-type': 'application/json' },
-      variants: setup.users.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password, client_id: setup.clientId }) })),
-    });
-  }
+  const profileSpec: JobSpec = {
+    method: 'GET',
+    path: `/v1/profile/${setup.users[0]!.id}`,
+    headers: {},
+    variants: setup.users.map((u, i) => ({ path: `/v1/profile/${u.id}`, headers: { authorization: `Bearer ${t.accessTokens[i]}`, 'x-client-id': setup.clientId } })),
+  };
+  const loginSpec: JobSpec = {
+    method: 'POST',
+    path: '/v1/auth/login',
+    headers: { authorization: setup.basic, 'content-type': 'application/json' },
+    variants: setup.users.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password, client_id: setup.clientId }) })),
+  };
+  if (want('profile')) await runOne('profile', profileSpec);
+  if (want('login')) await runOne('login', loginSpec);
   if (want('healthz')) await runOne('healthz', { method: 'GET', path: '/healthz', headers: {} });
+  if (want('burst')) {
+    const server = await gatehouse(t, `r${round}-burst`);
+    try {
+      recordBurst(t.target, await burstRun(opts, round, server, profileSpec, loginSpec));
+    } finally {
+      await stop(server);
+    }
+  }
 
   // Codes live 60 s: minted right before their run, time-boxed so that every code is still valid at the end.
   if (want('code')) {
@@ -465,9 +496,17 @@ async function gatehouseRound(opts: Options, t: GatehouseTarget, round: number):
   }
 }
 
+/** Bearer reads at BURST's rate alone, then the same beside `login` (which runs at full connections). */
+async function burstRun(opts: Options, round: number, server: ServerProcess, bearer: JobSpec, login: JobSpec): Promise<BurstRecord> {
+  const paced: JobSpec = { ...bearer, ...BURST };
+  const alone = await drive(opts, server, paced);
+  const [burst, during] = await Promise.all([drive(opts, server, login), drive(opts, server, paced)]);
+  return { round, alone: alone.result.run, during: during.result.run, login: burst.result.run, rssMax: Math.max(alone.rss.max, burst.rss.max) };
+}
+
 // References ------------------------------------------------------------------------------------------
 
-async function startRef(kind: 'oidc-provider' | 'hello' | 'jose' | 'argon2', round: number): Promise<ServerProcess> {
+async function startRef(kind: 'oidc-provider' | 'hello' | 'jose' | 'argon2' | 'jose+argon2', round: number): Promise<ServerProcess> {
   const port = await freePort();
   const name = `ref-${kind}-${++serverCounter}-r${round}`;
   const dataDir = join(workDir, 'data-ref');
@@ -521,20 +560,19 @@ async function refRound(opts: Options, round: number): Promise<void> {
       await stop(server);
     }
   }
-  const fastifyRefs: Array<[ScenarioKey, 'jose' | 'argon2' | 'hello']> = [['profile', 'jose'], ['login', 'argon2'], ['healthz', 'hello']];
+  const fastifyRefs: Array<[ScenarioKey, 'jose' | 'argon2' | 'hello' | 'jose+argon2']> = [['profile', 'jose'], ['login', 'argon2'], ['healthz', 'hello'], ['burst', 'jose+argon2']];
   for (const [key, kind] of fastifyRefs) {
     if (!want(key)) continue;
     const server = await startRef(kind, round);
     try {
-      const info = (await (await fetch(`${server.url}/__bench/setup`)).json()) as { users?: Array<{ userId?: string; token?: string; email?: string; password?: string }> };
-      let spec: JobSpec;
-      if (kind === 'jose') {
-        spec = { method: 'GET', path: '/profile/x', headers: {}, variants: info.users!.map((u) => ({ path: `/profile/${u.userId}`, headers: { authorization: `Bearer ${u.token}` } })) };
-      } else if (kind === 'argon2') {
-        spec = { method: 'POST', path: '/login', headers: { 'content-type': 'application/json' }, variants: info.users!.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password }) })) };
-      } else {
-        spec = { method: 'GET', path: '/hello', headers: {} };
+      const info = (await (await fetch(`${server.url}/__bench/setup`)).json()) as { tokens?: Array<{ userId: string; token: string }>; logins?: Array<{ email: string; password: string }> };
+      const bearer: JobSpec = { method: 'GET', path: '/profile/x', headers: {}, variants: (info.tokens ?? []).map((u) => ({ path: `/profile/${u.userId}`, headers: { authorization: `Bearer ${u.token}` } })) };
+      const login: JobSpec = { method: 'POST', path: '/login', headers: { 'content-type': 'application/json' }, variants: (info.logins ?? []).map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password }) })) };
+      if (key === 'burst') {
+        recordBurst('ref', await burstRun(opts, round, server, bearer, login));
+        continue;
       }
+      const spec: JobSpec = kind === 'jose' ? bearer : kind === 'argon2' ? login : { method: 'GET', path: '/hello', headers: {} };
       const rec = toRecord(round, await drive(opts, server, spec));
       record(key, 'ref', rec);
       console.log(describe(key, 'ref', rec));
@@ -580,6 +618,29 @@ function mainTable(opts: Options): string {
     const b = stat('login', 'postgres');
     const r = stat('login', 'ref');
     lines.push('', `Password login p99 latency (median of rounds): SQLite ${fmt(a.p99)} ms, PostgreSQL ${fmt(b.p99)} ms, reference ${fmt(r.p99)} ms.`);
+  }
+  return lines.join('\n');
+}
+
+/** Bearer-read latency alone and during a login burst, per target (medians of rounds). */
+function burstTable(): string {
+  const names: Record<Target, string> = { sqlite: 'Gatehouse SQLite', postgres: 'Gatehouse PostgreSQL', ref: 'reference (bare Fastify: jose + SELECT, argon2.verify)' };
+  const lines = [
+    `Token checks during a login burst: bearer reads at ${BURST.rate}/s on ${BURST.connections} connections, alone and then beside the login load on the same server (medians of rounds; latency corrected for coordinated omission).`,
+    '',
+    `| target | bearer p50 / p99 ms alone | bearer p50 / p99 ms during logins | bearer p99 during / alone | bearer 2xx/s during (${BURST.rate}/s offered) | logins/s during | max RSS MB |`,
+    '|---|---|---|---:|---:|---:|---:|',
+  ];
+  for (const target of ['sqlite', 'postgres', 'ref'] as const) {
+    const runs = burstResults.get(target) ?? [];
+    if (!runs.length) continue;
+    const m = (f: (r: BurstRecord) => number) => median(runs.map(f));
+    const aloneP99 = m((r) => r.alone.latency.p99);
+    const duringP99 = m((r) => r.during.latency.p99);
+    const non2xx = runs.reduce((n, r) => n + r.alone.non2xx + r.during.non2xx, 0);
+    lines.push(
+      `| ${names[target]} | ${m((r) => r.alone.latency.p50)} / ${aloneP99} | ${m((r) => r.during.latency.p50)} / ${duringP99}${non2xx ? ` (${non2xx} non-2xx)` : ''} | ${ratio(duringP99, aloneP99)} | ${fmt(m((r) => r.during.rps))} | ${fmt(m((r) => r.login.rps))} | ${fmt(Math.max(...runs.map((r) => r.rssMax)) / 2 ** 20)} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -707,7 +768,7 @@ before each run through the server's own flows (hosted sign-in once per user, th
 \`oidc-provider\` ${providerVersion()} (its memory adapter over a larger LRU, ES256 JWT access tokens via a
 default resource, RS256 ID tokens, rotation on, PKCE, client_secret_basic; pools minted through its models),
 and bare Fastify routes (hello; jose ES256 verify + one better-sqlite3 SELECT by primary key; argon2.verify
-with Gatehouse's \`ARGON2_OPTIONS\`).
+with Gatehouse's \`ARGON2_OPTIONS\`; for the login burst, the last two in one process).
 
 ${table}
 ${disturbanceNote()}
@@ -828,8 +889,9 @@ export async function main(args: string[]): Promise<void> {
     }
 
     const minutes = (Date.now() - startedAt) / 60_000;
-    const table = mainTable(opts);
-    const details = detailTable(opts);
+    const throughput = SCENARIOS.some((s) => opts.scenarios.includes(s.key));
+    const table = [...(throughput ? [mainTable(opts)] : []), ...(burstResults.size ? [burstTable()] : [])].join('\n\n');
+    const details = throughput ? detailTable(opts) : '';
     console.log(`\n${table}\n\n${details}\n\nErrors the servers logged during the runs:\n${errorNotes()}\n\nPool minting:\n${mintNotes()}\n\nmachine: ${machine().text}; total ${minutes.toFixed(1)} min`);
     const dry = [...results.values()].flat().filter((r) => r.dryAt !== undefined).length;
     if (dry) console.log(`\nWARNING: ${dry} run(s) ran out of pool (marked dry, left out of the medians): raise --pool or --mint-seconds.`);
@@ -848,7 +910,10 @@ export async function main(args: string[]): Promise<void> {
       console.log('(measured run only, from the .window.json beside it; --all includes start-up, warm-up and shutdown; the .cpuprofile also opens in Chrome DevTools or speedscope)');
     }
 
-    const everything = SCENARIOS.every((sc) => (['sqlite', 'postgres', 'ref'] as const).every((tg) => (results.get(keyOf(sc.key, tg))?.length ?? 0) >= opts.rounds));
+    const targetsAll = ['sqlite', 'postgres', 'ref'] as const;
+    const everything =
+      SCENARIOS.every((sc) => targetsAll.every((tg) => (results.get(keyOf(sc.key, tg))?.length ?? 0) >= opts.rounds)) &&
+      targetsAll.every((tg) => (burstResults.get(tg)?.length ?? 0) >= opts.rounds);
     const full = !opts.profile && opts.duration >= 10 && opts.rounds >= 3 && everything && dry === 0;
     const write = opts.write ?? full;
     if (write) writeResults(opts, args, minutes, load, table, details);

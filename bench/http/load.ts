@@ -15,6 +15,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 export interface LoadJob {
   url: string;
   connections: number;
+  /** Requests per second over all connections (autocannon's overallRate); unset = as fast as answered. */
+  rate?: number;
   /** Seconds of the measured run. */
   duration: number;
   /** Seconds of warm-up before it (same pool), not counted. 0 = none. */
@@ -129,7 +131,7 @@ async function main(): Promise<void> {
 
   const run = (duration: number) =>
     new Promise<autocannon.Result>((resolve, reject) => {
-      current = autocannon({ url: job.url, connections: job.connections, duration, timeout: 30, requests }, (err, result) => (err ? reject(err) : resolve(result)));
+      current = autocannon({ url: job.url, connections: job.connections, ...(job.rate ? { overallRate: job.rate } : {}), duration, timeout: 30, requests }, (err, result) => (err ? reject(err) : resolve(result)));
     });
 
   /** Removes the answers to pool-dry filler requests (404s) from a summary. */
