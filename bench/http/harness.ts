@@ -58,6 +58,8 @@ const LOAD_SCRIPT = join(ROOT, 'bench', 'http', 'load.ts');
 
 type ScenarioKey = 'refresh' | 'refresh-id' | 'code' | 'profile' | 'login' | 'healthz' | 'burst';
 type Target = 'sqlite' | 'postgres' | 'ref';
+const TARGETS: readonly Target[] = ['sqlite', 'postgres', 'ref'];
+const TARGET_NAMES: Record<Target, string> = { sqlite: 'Gatehouse SQLite', postgres: 'Gatehouse PostgreSQL', ref: 'reference' };
 
 const SCENARIOS: Array<{ key: ScenarioKey; label: string; ref: string }> = [
   { key: 'refresh', label: '`refresh_token` grant, rotation, no id_token', ref: '`oidc-provider`' },
@@ -111,7 +113,7 @@ function parseOptions(args: string[]): Options {
   for (const s of scenarios) if (!known.has(s)) throw new Error(`unknown scenario ${s} (${[...known].join(', ')})`);
   let only = value('only') as Options['only'];
   if (only === ('refs' as string)) only = 'ref';
-  if (only && !['sqlite', 'postgres', 'ref'].includes(only)) throw new Error('--only must be sqlite, postgres or refs');
+  if (only && !TARGETS.includes(only as Target)) throw new Error('--only must be sqlite, postgres or refs');
   const profile = value('profile') as ScenarioKey | undefined;
   if (profile && !SCENARIOS.some((s) => s.key === profile)) throw new Error(`--profile: unknown scenario ${profile} (${SCENARIOS.map((s) => s.key).join(', ')})`);
   return {
@@ -501,6 +503,7 @@ async function burstRun(opts: Options, round: number, server: ServerProcess, bea
   const paced: JobSpec = { ...bearer, ...BURST };
   const alone = await drive(opts, server, paced);
   const [burst, during] = await Promise.all([drive(opts, server, login), drive(opts, server, paced)]);
+  // Both concurrent drives sample the same server's RSS; the login drive's covers the whole burst.
   return { round, alone: alone.result.run, during: during.result.run, login: burst.result.run, rssMax: Math.max(alone.rss.max, burst.rss.max) };
 }
 
@@ -624,22 +627,22 @@ function mainTable(opts: Options): string {
 
 /** Bearer-read latency alone and during a login burst, per target (medians of rounds). */
 function burstTable(): string {
-  const names: Record<Target, string> = { sqlite: 'Gatehouse SQLite', postgres: 'Gatehouse PostgreSQL', ref: 'reference (bare Fastify: jose + SELECT, argon2.verify)' };
   const lines = [
-    `Token checks during a login burst: bearer reads at ${BURST.rate}/s on ${BURST.connections} connections, alone and then beside the login load on the same server (medians of rounds; latency corrected for coordinated omission).`,
+    `Token checks during a login burst: bearer reads at ${BURST.rate}/s on ${BURST.connections} connections, alone and then beside the login load on the same server; the reference is bare Fastify with its jose + SELECT and argon2.verify routes in one process (medians of rounds; latency corrected for coordinated omission).`,
     '',
     `| target | bearer p50 / p99 ms alone | bearer p50 / p99 ms during logins | bearer p99 during / alone | bearer 2xx/s during (${BURST.rate}/s offered) | logins/s during | max RSS MB |`,
     '|---|---|---|---:|---:|---:|---:|',
   ];
-  for (const target of ['sqlite', 'postgres', 'ref'] as const) {
+  for (const target of TARGETS) {
     const runs = burstResults.get(target) ?? [];
     if (!runs.length) continue;
     const m = (f: (r: BurstRecord) => number) => median(runs.map(f));
     const aloneP99 = m((r) => r.alone.latency.p99);
     const duringP99 = m((r) => r.during.latency.p99);
-    const non2xx = runs.reduce((n, r) => n + r.alone.non2xx + r.during.non2xx, 0);
+    const failed = (x: LoadSummary) => x.non2xx + x.errors + x.timeouts;
+    const unanswered = runs.reduce((n, r) => n + failed(r.alone) + failed(r.during), 0);
     lines.push(
-      `| ${names[target]} | ${m((r) => r.alone.latency.p50)} / ${aloneP99} | ${m((r) => r.during.latency.p50)} / ${duringP99}${non2xx ? ` (${non2xx} non-2xx)` : ''} | ${ratio(duringP99, aloneP99)} | ${fmt(m((r) => r.during.rps))} | ${fmt(m((r) => r.login.rps))} | ${fmt(Math.max(...runs.map((r) => r.rssMax)) / 2 ** 20)} |`,
+      `| ${TARGET_NAMES[target]} | ${m((r) => r.alone.latency.p50)} / ${aloneP99} | ${m((r) => r.during.latency.p50)} / ${duringP99}${unanswered ? ` (${unanswered} non-2xx, errors or timeouts)` : ''} | ${ratio(duringP99, aloneP99)} | ${fmt(m((r) => r.during.rps))} | ${fmt(m((r) => r.login.rps))} | ${fmt(Math.max(...runs.map((r) => r.rssMax)) / 2 ** 20)} |`,
     );
   }
   return lines.join('\n');
@@ -650,9 +653,8 @@ function detailTable(opts: Options): string {
     '| scenario | target | 2xx req/s per round | p99 ms (median) | max RSS MB | non-2xx (all rounds, incl. warm-up) | pool used / size per round | log MB per run | CPU cores: server / db / load gen. (median) | other CPU, cores (max) |',
     '|---|---|---|---:|---:|---:|---|---:|---|---:|',
   ];
-  const names: Record<Target, string> = { sqlite: 'Gatehouse SQLite', postgres: 'Gatehouse PostgreSQL', ref: 'reference' };
   for (const s of SCENARIOS.filter((x) => opts.scenarios.includes(x.key))) {
-    for (const target of ['sqlite', 'postgres', 'ref'] as const) {
+    for (const target of TARGETS) {
       const st = stat(s.key, target);
       if (!st.runs.length) continue;
       const codes: Record<string, number> = {};
@@ -665,7 +667,7 @@ function detailTable(opts: Options): string {
       const logged = st.runs.reduce((n, r) => n + r.serverErrors.count, 0);
       const loggedText = logged ? `; server logged ${logged} errors` : '';
       lines.push(
-        `| ${s.key} | ${names[target]} | ${st.runs.map((r) => fmt(r.rps)).join(', ')} | ${fmt(st.p99)} | ${fmt(st.rss / 2 ** 20)} | ${st.non2xx}${codeText}${errs}${loggedText} | ${pools} | ${(median(st.runs.map((r) => r.logBytes)) / 2 ** 20).toFixed(1)} | ${(['server', 'database', 'loadGenerator'] as const).map((k) => median(st.runs.map((r) => r.cpu[k])).toFixed(2)).join(' / ')} | ${Math.max(...st.runs.map((r) => r.cpu.foreign)).toFixed(2)} |`,
+        `| ${s.key} | ${TARGET_NAMES[target]} | ${st.runs.map((r) => fmt(r.rps)).join(', ')} | ${fmt(st.p99)} | ${fmt(st.rss / 2 ** 20)} | ${st.non2xx}${codeText}${errs}${loggedText} | ${pools} | ${(median(st.runs.map((r) => r.logBytes)) / 2 ** 20).toFixed(1)} | ${(['server', 'database', 'loadGenerator'] as const).map((k) => median(st.runs.map((r) => r.cpu[k])).toFixed(2)).join(' / ')} | ${Math.max(...st.runs.map((r) => r.cpu.foreign)).toFixed(2)} |`,
       );
     }
   }
@@ -675,7 +677,7 @@ function detailTable(opts: Options): string {
 function errorNotes(): string {
   const notes: string[] = [];
   for (const s of SCENARIOS) {
-    for (const target of ['sqlite', 'postgres', 'ref'] as const) {
+    for (const target of TARGETS) {
       const runs = results.get(keyOf(s.key, target)) ?? [];
       const kinds = new Map<string, number>();
       for (const r of runs) for (const k of r.serverErrors.kinds) {
@@ -691,7 +693,7 @@ function errorNotes(): string {
 function mintNotes(): string {
   const notes: string[] = [];
   for (const s of SCENARIOS) {
-    for (const target of ['sqlite', 'postgres', 'ref'] as const) {
+    for (const target of TARGETS) {
       const mints = (results.get(keyOf(s.key, target)) ?? []).map((r) => r.mint).filter((m): m is MintStats => !!m);
       if (!mints.length) continue;
       const text = mints.map((m) => `${fmt(m.made)} in ${m.seconds.toFixed(1)} s${m.stoppedBy === 'time' ? ' (time box)' : ''}${m.failures ? `, ${m.failures} server errors retried` : ''}`).join('; ');
@@ -910,10 +912,9 @@ export async function main(args: string[]): Promise<void> {
       console.log('(measured run only, from the .window.json beside it; --all includes start-up, warm-up and shutdown; the .cpuprofile also opens in Chrome DevTools or speedscope)');
     }
 
-    const targetsAll = ['sqlite', 'postgres', 'ref'] as const;
     const everything =
-      SCENARIOS.every((sc) => targetsAll.every((tg) => (results.get(keyOf(sc.key, tg))?.length ?? 0) >= opts.rounds)) &&
-      targetsAll.every((tg) => (burstResults.get(tg)?.length ?? 0) >= opts.rounds);
+      SCENARIOS.every((sc) => TARGETS.every((tg) => (results.get(keyOf(sc.key, tg))?.length ?? 0) >= opts.rounds)) &&
+      TARGETS.every((tg) => (burstResults.get(tg)?.length ?? 0) >= opts.rounds);
     const full = !opts.profile && opts.duration >= 10 && opts.rounds >= 3 && everything && dry === 0;
     const write = opts.write ?? full;
     if (write) writeResults(opts, args, minutes, load, table, details);
