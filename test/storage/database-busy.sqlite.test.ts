@@ -87,6 +87,11 @@ describe('SQLite write lock held by another connection', () => {
     }
     // Released after ~1 s, well inside the 5 s budget: the waiting write goes through.
     expect((await waiting).statusCode).toBe(201);
-    expect(Math.max(...healthTimes)).toBeLessThan(100);
+    // A probe waits at most for one BUSY_SLICE_MS attempt; waiting with the write would hold it for
+    // seconds. The median, not the maximum: one probe caught by a GC pause or a stall of a busy CI
+    // host is not the lock's doing.
+    const sorted = [...healthTimes].sort((a, b) => a - b);
+    expect(sorted[sorted.length >> 1]).toBeLessThan(25);
+    expect(sorted.at(-1)).toBeLessThan(1000);
   }, 30_000);
 });
