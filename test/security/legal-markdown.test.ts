@@ -39,7 +39,11 @@ describe('legal Markdown rendering is bounded', () => {
   const adminPut = (content: string, docType = 'terms') =>
     t.app.inject({ method: 'PUT', url: `/v1/admin/legal/${docType}?lang=en`, headers: bearer(TEST_ADMIN_TOKEN), payload: { title: 'Terms', content } });
 
-  /** Sends the PUT over a real socket and measures /healthz every 25 ms until it answers. */
+  /**
+   * Sends the PUT over a real socket and probes /healthz every 25 ms until it answers. Each probe is
+   * timed from before its pause, so a loop blocked during the pause (the timer firing late) counts as
+   * much as a blocked answer.
+   */
   async function healthWhile(url: string, headers: Record<string, string>, content: string) {
     await (await fetch(`${base}/healthz`)).arrayBuffer(); // warm the client and the route first
     const started = Date.now();
@@ -48,15 +52,28 @@ describe('legal Markdown rendering is bounded', () => {
       async (res) => ({ status: res.status, body: (await res.json()) as { code: string; message: string }, ms: Date.now() - started }),
     ).finally(() => (finished = true));
     const latencies: number[] = [];
+    const pauseMs = 25;
     while (!finished) {
       const t0 = performance.now();
+      await new Promise((resolve) => setTimeout(resolve, pauseMs));
       const res = await fetch(`${base}/healthz`);
       await res.arrayBuffer();
-      latencies.push(performance.now() - t0);
+      latencies.push(performance.now() - t0 - pauseMs);
       expect(res.status).toBe(200);
-      await new Promise((resolve) => setTimeout(resolve, 25));
     }
     return { put: await put, latencies };
+  }
+
+  /**
+   * A render on the event loop would hold every probe for its whole run (~40 s, at least the 2 s
+   * limit). The median, not the maximum, must be small: one probe caught by a GC pause or a stall of
+   * a busy CI host (381 ms once, beside the page tests) is not the render's doing.
+   */
+  function expectLoopFree(latencies: number[]) {
+    expect(latencies.length).toBeGreaterThan(10);
+    const sorted = [...latencies].sort((a, b) => a - b);
+    expect(sorted[sorted.length >> 1]).toBeLessThan(50);
+    expect(sorted.at(-1)).toBeLessThan(1000);
   }
 
   it('a developer publishing pathological emphasis: /healthz stays fast and the PUT ends in 400 within the time limit', { timeout: 90_000 }, async () => {
@@ -66,8 +83,7 @@ describe('legal Markdown rendering is bounded', () => {
     expect(put.body.message).toMatch(/took longer than 2 s to render/);
     // A worker start (under tsx, in the test) plus the 2 s limit; without a worker this took ~40 s.
     expect(put.ms).toBeLessThan(10_000);
-    expect(latencies.length).toBeGreaterThan(10);
-    expect(Math.max(...latencies)).toBeLessThan(250);
+    expectLoopFree(latencies);
     // The killed worker is replaced: the next document renders.
     const next = await devPut('# Terms\n\nPlain *text*.');
     expect(next.statusCode).toBe(201);
@@ -79,7 +95,7 @@ describe('legal Markdown rendering is bounded', () => {
     expect(put.status).toBe(400);
     expect(put.body.message).toMatch(/took longer than 2 s to render/);
     expect(put.ms).toBeLessThan(10_000);
-    expect(Math.max(...latencies)).toBeLessThan(250);
+    expectLoopFree(latencies);
     expect((await t.app.inject('/v1/legal/platform/privacy')).statusCode).toBe(404);
   });
 
