@@ -30,7 +30,9 @@ const USAGE = `\`npm run bench -- http [options]\` (issue 13): the hot paths of 
 against references measured in the same run. See bench/RESULTS.md ("http") for what it prints.
 
   --duration S       seconds of each measured run (default 10)
-  --rounds N         rounds, each with fresh server processes; the median is quoted (default 3)
+  --rounds N         rounds, each with fresh server processes; the median is quoted, and each ratio is
+                     the median of the rounds' ratios (a round runs a scenario's targets back to back)
+                     (default 3)
   --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1)
   --connections N    autocannon connections (default 16)
   --only sqlite|postgres|refs   run one target only (refs = the references)
@@ -109,8 +111,9 @@ function parseOptions(args: string[]): Options {
     return n;
   };
   const known = new Set<ScenarioKey>([...SCENARIOS.map((s) => s.key), 'burst']);
-  const scenarios = (value('scenarios')?.split(',').map((s) => s.trim()).filter(Boolean) ?? [...known]) as ScenarioKey[];
-  for (const s of scenarios) if (!known.has(s)) throw new Error(`unknown scenario ${s} (${[...known].join(', ')})`);
+  const asked = (value('scenarios')?.split(',').map((s) => s.trim()).filter(Boolean) ?? [...known]) as ScenarioKey[];
+  for (const s of asked) if (!known.has(s)) throw new Error(`unknown scenario ${s} (${[...known].join(', ')})`);
+  const scenarios = [...known].filter((s) => asked.includes(s)); // always run in the same order
   let only = value('only') as Options['only'];
   if (only === ('refs' as string)) only = 'ref';
   if (only && !TARGETS.includes(only as Target)) throw new Error('--only must be sqlite, postgres or refs');
@@ -303,6 +306,8 @@ interface GatehouseTarget {
   setup: GatehouseSetup;
   /** Per user: an access token (refreshed each round: they live 15 minutes). */
   accessTokens: string[];
+  /** The round whose prep minted `accessTokens` (undefined: none yet). */
+  accessTokensRound?: number;
   /** Refresh-token request bodies minted but never taken by a run: still one-use, carried to the next round. */
   leftover: Partial<Record<ScenarioKey, string[]>>;
   cleanup(): Promise<void>;
@@ -379,53 +384,67 @@ function noteMintErrors(prep: ServerProcess, stats: Array<MintStats | undefined>
   for (const s of stats) if (s?.failures) s.serverErrors = kinds;
 }
 
-async function gatehouseRound(opts: Options, t: GatehouseTarget, round: number): Promise<void> {
+type Pool = { items: string[]; stats: MintStats };
+
+const mintLine = (s: MintStats) =>
+  `${s.made} in ${s.seconds.toFixed(1)} s (${s.seconds > 0 ? (s.made / s.seconds).toFixed(0) : '–'}/s)${s.stoppedBy === 'time' ? ' [time box]' : ''}${s.failures ? ` — ${s.failures} server errors retried, first: ${s.firstFailure}` : ''}`;
+
+/**
+ * What a scenario's run on a Gatehouse target needs minted beforehand, by a prep server: the refresh
+ * grants a pool of one-use refresh-token bodies (returned); the bearer reads and the burst an access
+ * token per user, minted once a round (they live 15 minutes). Codes live 60 s, so the code scenario
+ * mints its pool right before its run instead (runGatehouseScenario).
+ */
+async function prepareGatehouseScenario(opts: Options, t: GatehouseTarget, round: number, key: ScenarioKey): Promise<Pool | undefined> {
   const { setup } = t;
-  const want = (s: ScenarioKey) => opts.scenarios.includes(s);
-  const tokenHeaders = { authorization: setup.basic, 'content-type': 'application/x-www-form-urlencoded' };
-  const pools: Partial<Record<ScenarioKey, { items: string[]; stats: MintStats }>> = {};
-
-  // Pools of refresh tokens (and fresh access tokens for the bearer reads), minted by a prep server.
-  const wantTokens = want('profile') || want('burst');
-  if (want('refresh') || want('refresh-id') || wantTokens) {
-    const prep = await gatehouse(t, `r${round}-prep`);
-    try {
-      for (const [key, scope] of [['refresh', 'profile email'], ['refresh-id', 'openid profile email']] as const) {
-        if (!want(key)) continue;
-        const n = poolTarget(opts, key, t.target);
-        const carried = t.leftover[key] ?? [];
-        process.stdout.write(`  ${key} pool on ${t.target}: target ${n}, ${carried.length} never used from the last round; minting ${Math.max(0, n - carried.length)} (${scope})… `);
-        const minted = await mintPool(Math.max(0, n - carried.length), opts.mintSeconds, mintConcurrency, setup.users, async (user) => {
-          const tokens = await exchangeCode(prep.url, setup, await mintCode(prep.url, setup, user, scope));
-          return refreshBody(tokens.refresh_token);
-        });
-        pools[key] = { items: [...carried, ...minted.items], stats: minted.stats };
-        t.leftover[key] = [];
-        const s = minted.stats;
-        console.log(`${s.made} in ${s.seconds.toFixed(1)} s (${s.seconds > 0 ? (s.made / s.seconds).toFixed(0) : '–'}/s)${s.stoppedBy === 'time' ? ' [time box]' : ''}${s.failures ? ` — ${s.failures} server errors retried, first: ${s.firstFailure}` : ''}`);
-      }
-      if (wantTokens) {
-        t.accessTokens = await parallel(setup.users.length, 8, (i) => withRetry('access token', async () => {
-          const user = setup.users[i]!;
-          const tokens = await exchangeCode(prep.url, setup, await mintCode(prep.url, setup, user, 'openid profile email'));
-          if (round === 1) {
-            const res = await fetch(`${prep.url}/v1/profile/${user.id}`, {
-              method: 'PUT',
-              headers: { authorization: `Bearer ${tokens.access_token}`, 'x-client-id': setup.clientId, 'content-type': 'application/json' },
-              body: JSON.stringify({ data: { theme: 'dark', favourites: [3, 14], n: i } }),
-            });
-            if (res.status !== 200) throw new Error(`PUT profile → ${res.status} ${await res.text()}`);
-          }
-          return tokens.access_token;
-        }));
-      }
-    } finally {
-      await stop(prep);
-      noteMintErrors(prep, [pools.refresh?.stats, pools['refresh-id']?.stats]);
+  const refreshScope = key === 'refresh' ? 'profile email' : key === 'refresh-id' ? 'openid profile email' : undefined;
+  const needsAccessTokens = (key === 'profile' || key === 'burst') && t.accessTokensRound !== round;
+  if (!refreshScope && !needsAccessTokens) return undefined;
+  const prep = await gatehouse(t, `r${round}-prep-${key}`);
+  let pool: Pool | undefined;
+  try {
+    if (refreshScope) {
+      const n = poolTarget(opts, key, t.target);
+      const carried = t.leftover[key] ?? [];
+      process.stdout.write(`  ${key} pool on ${t.target}: target ${n}, ${carried.length} never used from the last round; minting ${Math.max(0, n - carried.length)} (${refreshScope})… `);
+      const minted = await mintPool(Math.max(0, n - carried.length), opts.mintSeconds, mintConcurrency, setup.users, async (user) => {
+        const tokens = await exchangeCode(prep.url, setup, await mintCode(prep.url, setup, user, refreshScope));
+        return refreshBody(tokens.refresh_token);
+      });
+      pool = { items: [...carried, ...minted.items], stats: minted.stats };
+      t.leftover[key] = [];
+      console.log(mintLine(minted.stats));
     }
+    if (needsAccessTokens) {
+      const firstMint = t.accessTokensRound === undefined;
+      t.accessTokens = await parallel(setup.users.length, 8, (i) => withRetry('access token', async () => {
+        const user = setup.users[i]!;
+        const tokens = await exchangeCode(prep.url, setup, await mintCode(prep.url, setup, user, 'openid profile email'));
+        if (firstMint) {
+          const res = await fetch(`${prep.url}/v1/profile/${user.id}`, {
+            method: 'PUT',
+            headers: { authorization: `Bearer ${tokens.access_token}`, 'x-client-id': setup.clientId, 'content-type': 'application/json' },
+            body: JSON.stringify({ data: { theme: 'dark', favourites: [3, 14], n: i } }),
+          });
+          if (res.status !== 200) throw new Error(`PUT profile → ${res.status} ${await res.text()}`);
+        }
+        return tokens.access_token;
+      }));
+      t.accessTokensRound = round;
+    }
+  } finally {
+    await stop(prep);
+    noteMintErrors(prep, [pool?.stats]);
   }
+  return pool;
+}
 
-  const runOne = async (key: ScenarioKey, spec: JobSpec, mint?: MintStats) => {
+/** One scenario's run on a Gatehouse target, on a fresh server; `pool` from prepareGatehouseScenario. */
+async function runGatehouseScenario(opts: Options, t: GatehouseTarget, round: number, key: ScenarioKey, pool: Pool | undefined): Promise<void> {
+  const { setup } = t;
+  const tokenHeaders = { authorization: setup.basic, 'content-type': 'application/x-www-form-urlencoded' };
+
+  const runOne = async (spec: JobSpec, mint?: MintStats) => {
     const cpuProfDir = opts.profile === key ? profileDir(opts, t.target) : undefined;
     const server = await gatehouse(t, `r${round}-${key}`, cpuProfDir);
     let r: Awaited<ReturnType<typeof drive>>;
@@ -448,10 +467,6 @@ async function gatehouseRound(opts: Options, t: GatehouseTarget, round: number):
     }
   };
 
-  for (const key of ['refresh', 'refresh-id'] as const) {
-    if (!want(key)) continue;
-    await runOne(key, { method: 'POST', path: '/oauth/token', headers: tokenHeaders, pool: pools[key]!.items }, pools[key]!.stats);
-  }
   const profileSpec: JobSpec = {
     method: 'GET',
     path: `/v1/profile/${setup.users[0]!.id}`,
@@ -464,37 +479,46 @@ async function gatehouseRound(opts: Options, t: GatehouseTarget, round: number):
     headers: { authorization: setup.basic, 'content-type': 'application/json' },
     variants: setup.users.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password, client_id: setup.clientId }) })),
   };
-  if (want('profile')) await runOne('profile', profileSpec);
-  if (want('login')) await runOne('login', loginSpec);
-  if (want('healthz')) await runOne('healthz', { method: 'GET', path: '/healthz', headers: {} });
-  if (want('burst')) {
-    const server = await gatehouse(t, `r${round}-burst`);
-    try {
-      recordBurst(t.target, await burstRun(opts, round, server, profileSpec, loginSpec));
-    } finally {
-      await stop(server);
-    }
-  }
 
-  // Codes live 60 s: minted right before their run, time-boxed so that every code is still valid at the end.
-  if (want('code')) {
-    const box = Math.min(40, 60 - opts.warmup - opts.duration - 12);
-    if (box < 5) {
-      console.log('  code scenario skipped: codes live 60 s, so it needs warm-up + duration ≤ 43 s');
+  switch (key) {
+    case 'refresh':
+    case 'refresh-id':
+      return runOne({ method: 'POST', path: '/oauth/token', headers: tokenHeaders, pool: pool!.items }, pool!.stats);
+    case 'profile':
+      return runOne(profileSpec);
+    case 'login':
+      return runOne(loginSpec);
+    case 'healthz':
+      return runOne({ method: 'GET', path: '/healthz', headers: {} });
+    case 'burst': {
+      const server = await gatehouse(t, `r${round}-burst`);
+      try {
+        recordBurst(t.target, await burstRun(opts, round, server, profileSpec, loginSpec));
+      } finally {
+        await stop(server);
+      }
       return;
     }
-    const prep = await gatehouse(t, `r${round}-prep-code`);
-    let pool: { items: string[]; stats: MintStats } | undefined;
-    try {
-      const n = poolTarget(opts, 'code', t.target);
-      process.stdout.write(`  minting ${n} codes on ${t.target} (time box ${box} s)… `);
-      pool = await mintPool(n, box, mintConcurrency, setup.users, async (user) => codeBody(await mintCode(prep.url, setup, user, 'openid profile email')));
-      console.log(`${pool.stats.made} in ${pool.stats.seconds.toFixed(1)} s (${(pool.stats.made / pool.stats.seconds).toFixed(0)}/s)${pool.stats.stoppedBy === 'time' ? ' [time box]' : ''}${pool.stats.failures ? ` — ${pool.stats.failures} server errors retried, first: ${pool.stats.firstFailure}` : ''}`);
-    } finally {
-      await stop(prep);
-      noteMintErrors(prep, [pool?.stats]);
+    case 'code': {
+      // Codes live 60 s: minted right before their run, time-boxed so that every code is still valid at the end.
+      const box = Math.min(40, 60 - opts.warmup - opts.duration - 12);
+      if (box < 5) {
+        console.log('  code scenario skipped: codes live 60 s, so it needs warm-up + duration ≤ 43 s');
+        return;
+      }
+      const prep = await gatehouse(t, `r${round}-prep-code`);
+      let codes: Pool | undefined;
+      try {
+        const n = poolTarget(opts, 'code', t.target);
+        process.stdout.write(`  minting ${n} codes on ${t.target} (time box ${box} s)… `);
+        codes = await mintPool(n, box, mintConcurrency, setup.users, async (user) => codeBody(await mintCode(prep.url, setup, user, 'openid profile email')));
+        console.log(mintLine(codes.stats));
+      } finally {
+        await stop(prep);
+        noteMintErrors(prep, [codes?.stats]);
+      }
+      return runOne({ method: 'POST', path: '/oauth/token', headers: tokenHeaders, pool: codes.items }, codes.stats);
     }
-    await runOne('code', { method: 'POST', path: '/oauth/token', headers: tokenHeaders, pool: pool!.items }, pool!.stats);
   }
 }
 
@@ -530,18 +554,21 @@ async function startRef(kind: 'oidc-provider' | 'hello' | 'jose' | 'argon2' | 'j
   );
 }
 
-async function refRound(opts: Options, round: number): Promise<void> {
-  const want = (s: ScenarioKey) => opts.scenarios.includes(s);
-  const opKinds: Array<[ScenarioKey, string]> = [['refresh', 'refresh'], ['refresh-id', 'refresh-openid'], ['code', 'code']];
-  for (const [key, kind] of opKinds) {
-    if (!want(key)) continue;
-    if (key === 'code' && opts.warmup + opts.duration > 43) continue; // as for Gatehouse: codes live 60 s
+/** The reference of each scenario: `oidc-provider` for the grants (its `/__bench/mint` kind), bare Fastify routes for the rest. */
+const GRANT_REFS: Partial<Record<ScenarioKey, string>> = { refresh: 'refresh', 'refresh-id': 'refresh-openid', code: 'code' };
+const FASTIFY_REFS: Partial<Record<ScenarioKey, 'jose' | 'argon2' | 'hello' | 'jose+argon2'>> = { profile: 'jose', login: 'argon2', healthz: 'hello', burst: 'jose+argon2' };
+
+/** One scenario's run on its reference, on a fresh server. */
+async function refScenario(opts: Options, round: number, key: ScenarioKey): Promise<void> {
+  const grantKind = GRANT_REFS[key];
+  if (grantKind) {
+    if (key === 'code' && opts.warmup + opts.duration > 43) return; // as for Gatehouse: codes live 60 s
     const server = await startRef('oidc-provider', round);
     try {
       const setupInfo = (await (await fetch(`${server.url}/__bench/setup`)).json()) as { client: { id: string; secret: string; redirectUri: string }; pkce: { verifier: string } };
       const n = poolTarget(opts, key, 'ref');
       const started = Date.now();
-      const items = (await (await fetch(`${server.url}/__bench/mint?kind=${kind}&n=${n}`, { method: 'POST' })).json()) as string[];
+      const items = (await (await fetch(`${server.url}/__bench/mint?kind=${grantKind}&n=${n}`, { method: 'POST' })).json()) as string[];
       const mint: MintStats = { made: items.length, seconds: (Date.now() - started) / 1000, stoppedBy: 'count' };
       const basic = `Basic ${Buffer.from(`${encodeURIComponent(setupInfo.client.id)}:${encodeURIComponent(setupInfo.client.secret)}`).toString('base64')}`;
       const pool =
@@ -562,26 +589,24 @@ async function refRound(opts: Options, round: number): Promise<void> {
     } finally {
       await stop(server);
     }
+    return;
   }
-  const fastifyRefs: Array<[ScenarioKey, 'jose' | 'argon2' | 'hello' | 'jose+argon2']> = [['profile', 'jose'], ['login', 'argon2'], ['healthz', 'hello'], ['burst', 'jose+argon2']];
-  for (const [key, kind] of fastifyRefs) {
-    if (!want(key)) continue;
-    const server = await startRef(kind, round);
-    try {
-      const info = (await (await fetch(`${server.url}/__bench/setup`)).json()) as { tokens?: Array<{ userId: string; token: string }>; logins?: Array<{ email: string; password: string }> };
-      const bearer: JobSpec = { method: 'GET', path: '/profile/x', headers: {}, variants: (info.tokens ?? []).map((u) => ({ path: `/profile/${u.userId}`, headers: { authorization: `Bearer ${u.token}` } })) };
-      const login: JobSpec = { method: 'POST', path: '/login', headers: { 'content-type': 'application/json' }, variants: (info.logins ?? []).map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password }) })) };
-      if (key === 'burst') {
-        recordBurst('ref', await burstRun(opts, round, server, bearer, login));
-        continue;
-      }
-      const spec: JobSpec = kind === 'jose' ? bearer : kind === 'argon2' ? login : { method: 'GET', path: '/hello', headers: {} };
-      const rec = toRecord(round, await drive(opts, server, spec));
-      record(key, 'ref', rec);
-      console.log(describe(key, 'ref', rec));
-    } finally {
-      await stop(server);
+  const kind = FASTIFY_REFS[key]!;
+  const server = await startRef(kind, round);
+  try {
+    const info = (await (await fetch(`${server.url}/__bench/setup`)).json()) as { tokens?: Array<{ userId: string; token: string }>; logins?: Array<{ email: string; password: string }> };
+    const bearer: JobSpec = { method: 'GET', path: '/profile/x', headers: {}, variants: (info.tokens ?? []).map((u) => ({ path: `/profile/${u.userId}`, headers: { authorization: `Bearer ${u.token}` } })) };
+    const login: JobSpec = { method: 'POST', path: '/login', headers: { 'content-type': 'application/json' }, variants: (info.logins ?? []).map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password }) })) };
+    if (key === 'burst') {
+      recordBurst('ref', await burstRun(opts, round, server, bearer, login));
+      return;
     }
+    const spec: JobSpec = kind === 'jose' ? bearer : kind === 'argon2' ? login : { method: 'GET', path: '/hello', headers: {} };
+    const rec = toRecord(round, await drive(opts, server, spec));
+    record(key, 'ref', rec);
+    console.log(describe(key, 'ref', rec));
+  } finally {
+    await stop(server);
   }
 }
 
@@ -605,16 +630,28 @@ function stat(scenario: ScenarioKey, target: Target) {
   };
 }
 
+/**
+ * Gatehouse's req/s over the reference's: the median over rounds of each round's ratio (a round runs the
+ * targets of a scenario back to back), leaving out rounds where either run's pool ran dry. A ratio of
+ * the medians would pair runs made minutes apart, when the host may have sped up or slowed down.
+ */
+function pairedRatio(scenario: ScenarioKey, target: 'sqlite' | 'postgres'): number {
+  const full = (t: Target) => (results.get(keyOf(scenario, t)) ?? []).filter((r) => r.dryAt === undefined);
+  const ours = new Map(full(target).map((r) => [r.round, r.rps]));
+  return median(full('ref').filter((r) => ours.has(r.round) && r.rps > 0).map((r) => ours.get(r.round)! / r.rps));
+}
+const times = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}×` : '–');
+
 function mainTable(opts: Options): string {
   const lines = [
-    '| scenario | Gatehouse SQLite req/s | Gatehouse PostgreSQL req/s | reference req/s | ratio SQLite / PostgreSQL |',
+    '| scenario | Gatehouse SQLite req/s | Gatehouse PostgreSQL req/s | reference req/s | ratio SQLite / PostgreSQL (median of the rounds\' ratios) |',
     '|---|---:|---:|---|---|',
   ];
   for (const s of SCENARIOS.filter((x) => opts.scenarios.includes(x.key))) {
     const a = stat(s.key, 'sqlite');
     const b = stat(s.key, 'postgres');
     const r = stat(s.key, 'ref');
-    lines.push(`| ${s.label} | ${fmt(a.rps)} | ${fmt(b.rps)} | ${s.ref} ${fmt(r.rps)} | ${ratio(a.rps, r.rps)} / ${ratio(b.rps, r.rps)} |`);
+    lines.push(`| ${s.label} | ${fmt(a.rps)} | ${fmt(b.rps)} | ${s.ref} ${fmt(r.rps)} | ${times(pairedRatio(s.key, 'sqlite'))} / ${times(pairedRatio(s.key, 'postgres'))} |`);
   }
   if (opts.scenarios.includes('login')) {
     const a = stat('login', 'sqlite');
@@ -763,7 +800,9 @@ Setup: the production build as the Docker image starts it (\`node ${SERVER_NODE_
 \`IP_AUTH_PER_MINUTE\` raised and a fixed \`SECRET_KEY\`/\`ADMIN_TOKEN\`; logs at the default level to a file),
 on a fresh SQLite file and a fresh PostgreSQL database. autocannon in its own process, ${opts.connections}
 connections, ${opts.warmup} s warm-up then ${opts.duration} s measured, ${opts.rounds} rounds, a fresh server
-process for every run; the median of the rounds is quoted (req/s = 2xx answers per second). One confidential
+process for every run; the median of the rounds is quoted (req/s = 2xx answers per second). Within a round
+the targets of one scenario run back to back (their pools minted first), and a ratio is the median of the
+rounds' ratios, each comparing runs made within a minute or two of each other. One confidential
 app (client_secret_basic), ${opts.users} users; one-use codes and refresh tokens come from pools minted
 before each run through the server's own flows (hosted sign-in once per user, then \`/oauth/authorize\` and
 \`/oauth/token\`), never sent twice. References, each in its own process with \`NODE_ENV=production\`:
@@ -886,8 +925,15 @@ export async function main(args: string[]): Promise<void> {
     const runRefs = opts.refs && (opts.only === undefined || opts.only === 'ref');
     for (let round = 1; round <= opts.rounds; round++) {
       console.log(`\n== round ${round}/${opts.rounds}`);
-      for (const t of targets) await gatehouseRound(opts, t, round);
-      if (runRefs) await refRound(opts, round);
+      // Scenario by scenario, every target's pool minted first and then the targets run back to back:
+      // this host's speed drifts within minutes, and a ratio must compare runs made under the same
+      // conditions (bench/RESULTS.md, finding 74).
+      for (const key of opts.scenarios) {
+        const pools: Array<Pool | undefined> = [];
+        for (const t of targets) pools.push(await prepareGatehouseScenario(opts, t, round, key));
+        for (const [i, t] of targets.entries()) await runGatehouseScenario(opts, t, round, key, pools[i]);
+        if (runRefs) await refScenario(opts, round, key);
+      }
     }
 
     const minutes = (Date.now() - startedAt) / 60_000;
