@@ -439,6 +439,15 @@ async function prepareGatehouseScenario(opts: Options, t: GatehouseTarget, round
   return pool;
 }
 
+/**
+ * Seconds to mint codes for a run: they live 60 s, so every code must still be valid at the end of the
+ * warm-up and the run (12 s of slack for start-ups). Undefined when that leaves under 5 s.
+ */
+function codeTimeBox(opts: Options): number | undefined {
+  const box = Math.min(40, 60 - opts.warmup - opts.duration - 12);
+  return box < 5 ? undefined : box;
+}
+
 /** One scenario's run on a Gatehouse target, on a fresh server; `pool` from prepareGatehouseScenario. */
 async function runGatehouseScenario(opts: Options, t: GatehouseTarget, round: number, key: ScenarioKey, pool: Pool | undefined): Promise<void> {
   const { setup } = t;
@@ -500,9 +509,9 @@ async function runGatehouseScenario(opts: Options, t: GatehouseTarget, round: nu
       return;
     }
     case 'code': {
-      // Codes live 60 s: minted right before their run, time-boxed so that every code is still valid at the end.
-      const box = Math.min(40, 60 - opts.warmup - opts.duration - 12);
-      if (box < 5) {
+      // Codes live 60 s: minted right before their run, within codeTimeBox.
+      const box = codeTimeBox(opts);
+      if (box === undefined) {
         console.log('  code scenario skipped: codes live 60 s, so it needs warm-up + duration ≤ 43 s');
         return;
       }
@@ -562,7 +571,7 @@ const FASTIFY_REFS: Partial<Record<ScenarioKey, 'jose' | 'argon2' | 'hello' | 'j
 async function refScenario(opts: Options, round: number, key: ScenarioKey): Promise<void> {
   const grantKind = GRANT_REFS[key];
   if (grantKind) {
-    if (key === 'code' && opts.warmup + opts.duration > 43) return; // as for Gatehouse: codes live 60 s
+    if (key === 'code' && codeTimeBox(opts) === undefined) return; // as for Gatehouse: codes live 60 s
     const server = await startRef('oidc-provider', round);
     try {
       const setupInfo = (await (await fetch(`${server.url}/__bench/setup`)).json()) as { client: { id: string; secret: string; redirectUri: string }; pkce: { verifier: string } };
@@ -613,7 +622,8 @@ async function refScenario(opts: Options, round: number, key: ScenarioKey): Prom
 // Report ----------------------------------------------------------------------------------------------
 
 const fmt = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en') : '–');
-const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(2)}×` : '–');
+const times = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}×` : '–');
+const ratio = (a: number, b: number) => times(b > 0 ? a / b : NaN);
 
 function stat(scenario: ScenarioKey, target: Target) {
   const runs = results.get(keyOf(scenario, target)) ?? [];
@@ -640,7 +650,6 @@ function pairedRatio(scenario: ScenarioKey, target: 'sqlite' | 'postgres'): numb
   const ours = new Map(full(target).map((r) => [r.round, r.rps]));
   return median(full('ref').filter((r) => ours.has(r.round) && r.rps > 0).map((r) => ours.get(r.round)! / r.rps));
 }
-const times = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}×` : '–');
 
 function mainTable(opts: Options): string {
   const lines = [

@@ -3,6 +3,7 @@ import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 
 /** Concurrency helpers for tests that must show what happens while work is in flight. */
 
@@ -36,4 +37,27 @@ export async function eventually(check: () => Promise<boolean>, ms = 5000): Prom
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   return check();
+}
+
+/**
+ * Waits `pauseMs`, then runs `probe`; returns how long it took beyond the pause. Timed from before the
+ * pause, so an event loop blocked during the pause (the timer firing late) counts as much as a slow answer.
+ */
+export async function timeProbeAfterPause(pauseMs: number, probe: () => Promise<void>): Promise<number> {
+  const started = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, pauseMs));
+  await probe();
+  return performance.now() - started - pauseMs;
+}
+
+/**
+ * Probe latencies taken while work that must not hold the event loop runs: the median under
+ * `medianUnderMs`, every one under a second. Held by the work, every probe would wait for it (seconds);
+ * the median, not the maximum, is what must be small, since one probe caught by a GC pause or a stall
+ * of a busy CI host (88–381 ms seen) is not the work's doing.
+ */
+export function expectAnsweredAtOnce(latenciesMs: readonly number[], medianUnderMs: number): void {
+  const sorted = [...latenciesMs].sort((a, b) => a - b);
+  expect(sorted[sorted.length >> 1]).toBeLessThan(medianUnderMs);
+  expect(sorted.at(-1)).toBeLessThan(1000);
 }
