@@ -31,7 +31,8 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
 
   --duration S       seconds of each measured run (default 10)
   --rounds N         rounds, each with fresh server processes; the median is quoted, and each ratio is
-                     the median of the rounds' ratios (a round runs a scenario's targets back to back)
+                     the median of the rounds' ratios (a round runs a scenario's targets back to back,
+                     in an order that turns by one each round)
                      (default 3)
   --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1)
   --connections N    autocannon connections (default 16)
@@ -448,6 +449,12 @@ function codeTimeBox(opts: Options): number | undefined {
   return box < 5 ? undefined : box;
 }
 
+/** `items` turned left by `by` places: [a, b, c] by 1 is [b, c, a]. */
+function rotated<T>(items: readonly T[], by: number): T[] {
+  const k = items.length ? by % items.length : 0;
+  return [...items.slice(k), ...items.slice(0, k)];
+}
+
 /** One scenario's run on a Gatehouse target, on a fresh server; `pool` from prepareGatehouseScenario. */
 async function runGatehouseScenario(opts: Options, t: GatehouseTarget, round: number, key: ScenarioKey, pool: Pool | undefined): Promise<void> {
   const { setup } = t;
@@ -810,7 +817,7 @@ Setup: the production build as the Docker image starts it (\`node ${SERVER_NODE_
 on a fresh SQLite file and a fresh PostgreSQL database. autocannon in its own process, ${opts.connections}
 connections, ${opts.warmup} s warm-up then ${opts.duration} s measured, ${opts.rounds} rounds, a fresh server
 process for every run; the median of the rounds is quoted (req/s = 2xx answers per second). Within a round
-the targets of one scenario run back to back (their pools minted first), and a ratio is the median of the
+the targets of one scenario run back to back (their pools minted first; the order turns by one each round), and a ratio is the median of the
 rounds' ratios, each comparing runs made within a minute or two of each other. One confidential
 app (client_secret_basic), ${opts.users} users; one-use codes and refresh tokens come from pools minted
 before each run through the server's own flows (hosted sign-in once per user, then \`/oauth/authorize\` and
@@ -937,11 +944,16 @@ export async function main(args: string[]): Promise<void> {
       // Scenario by scenario, every target's pool minted first and then the targets run back to back:
       // this host's speed drifts within minutes, and a ratio must compare runs made under the same
       // conditions (bench/RESULTS.md, finding 74).
+      // The order of the runs turns by one each round, so that no target always runs first (just
+      // after the pools were minted) or last (finding 75).
       for (const key of opts.scenarios) {
         const pools: Array<Pool | undefined> = [];
         for (const t of targets) pools.push(await prepareGatehouseScenario(opts, t, round, key));
-        for (const [i, t] of targets.entries()) await runGatehouseScenario(opts, t, round, key, pools[i]);
-        if (runRefs) await refScenario(opts, round, key);
+        const runs = [
+          ...targets.map((t, i) => () => runGatehouseScenario(opts, t, round, key, pools[i])),
+          ...(runRefs ? [() => refScenario(opts, round, key)] : []),
+        ];
+        for (const run of rotated(runs, round - 1)) await run();
       }
     }
 
