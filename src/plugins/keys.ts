@@ -170,7 +170,8 @@ export class KeyStore {
     const key = this.keys.find((k) => k.alg === options.alg && k.retiredAt === null);
     if (!key) throw new Error(`no active ${options.alg} signing key`);
     const now = this.clock.now();
-    const claims = { ...payload, iss: this.issuer, iat: now, exp: now + options.expiresIn };
+    // Object.assign, not a spread followed by claims: each such object would get a map of its own (finding 76, see toApp).
+    const claims = Object.assign({}, payload, { iss: this.issuer, iat: now, exp: now + options.expiresIn });
     const header = { kid: key.kid, typ: options.typ };
     return key.alg === 'ES256' ? signEs256(claims, header, key.privateKey) : signRs256(claims, header, key.privateKey);
   }

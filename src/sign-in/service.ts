@@ -124,7 +124,7 @@ export class SignIn {
   }
 
   private stepOn(basis: SignInBasis, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope' | 'enrolled'>): NextStep {
-    return nextStep(user, app, { ...grant, consentedScope: basis.consentedScope, enrolled: secondFactorsOf(basis.factors) });
+    return nextStep(user, app, Object.assign({}, grant, { consentedScope: basis.consentedScope, enrolled: secondFactorsOf(basis.factors) })); // finding 76, see toApp
   }
 
   /**

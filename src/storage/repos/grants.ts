@@ -2,7 +2,7 @@ import { type Expression, type InferResult, type Insertable, type Kysely, type S
 import { type App, type AppAccess, toApp, toAppAccess } from './apps.js';
 import { precompiled } from '../precompiled.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
-import type { AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
+import type { AppRow, AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
 
 export type { GrantRow, RefreshTokenRow };
 
@@ -153,7 +153,7 @@ function toLiveGrantWithProfile(row: InferResult<ReturnType<typeof liveGrantWith
     row.p_user_id === null
       ? undefined
       : toProfileRecord({ app_id: row.id, user_id: row.p_user_id, data: row.p_data!, version: row.p_version!, created_at: row.p_created_at!, updated_at: row.p_updated_at! });
-  return { ...toLiveGrant(row), profile };
+  return Object.assign(toLiveGrant(row), { profile }); // not a spread: finding 76, see toApp
 }
 
 /** liveGrants, each with its user's profile document (liveGrantWithProfileQuery). */
@@ -309,7 +309,7 @@ const selectAppWithRefreshFamily = precompiled((db, appId: string, tokenHash: st
 export async function findAppWithRefreshFamily(db: Kysely<Database>, appId: string, tokenHash: string): Promise<AppWithRefreshFamily | undefined> {
   const row = (await selectAppWithRefreshFamily(db, appId, tokenHash)).rows[0];
   if (!row) return undefined;
-  return { ...toApp(row), refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined };
+  return withRefreshFamily(row);
 }
 
 /**
@@ -352,7 +352,12 @@ export async function findAppsWithRefreshFamilies(
   asked: ReadonlyArray<{ appId: string; tokenHash: string }>,
 ): Promise<Array<AppWithRefreshFamily | undefined>> {
   const { rows } = await selectAppsWithRefreshFamilies(db, asked.map((a) => a.appId), asked.map((a) => a.tokenHash));
-  return inAskedOrder(rows, asked.length, (row) => ({ ...toApp(row), refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined }));
+  return inAskedOrder(rows, asked.length, withRefreshFamily);
+}
+
+/** The app of a joined client read with the family it found (Object.assign, not a spread: finding 76, see toApp). */
+function withRefreshFamily<R extends AppRow & { t_token_hash: string | null }>(row: R): AppWithRefreshFamily {
+  return Object.assign(toApp(row), { refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined });
 }
 
 /** Whether the outer join found the family (its columns are then as selectRefreshFamily reads them). */
@@ -540,7 +545,7 @@ const selectAppWithCodeRedemption = precompiled((db, appId: string, codeHash: st
 export async function findAppWithCodeRedemption(db: Kysely<Database>, appId: string, codeHash: string): Promise<AppWithCodeRedemption | undefined> {
   const row = (await selectAppWithCodeRedemption(db, appId, codeHash)).rows[0];
   if (!row) return undefined;
-  return { ...toApp(row), codeRedemption: hasCodeRedemption(row) ? toCodeRedemption(row) : undefined };
+  return withCodeRedemption(row);
 }
 
 /** findAppWithCodeRedemption for many (app, code hash) pairs in one statement: concurrent code grants share it (TokenService). */
@@ -551,7 +556,12 @@ export async function findAppsWithCodeRedemptions(
   asked: ReadonlyArray<{ appId: string; codeHash: string }>,
 ): Promise<Array<AppWithCodeRedemption | undefined>> {
   const { rows } = await selectAppsWithCodeRedemptions(db, asked.map((a) => a.appId), asked.map((a) => a.codeHash));
-  return inAskedOrder(rows, asked.length, (row) => ({ ...toApp(row), codeRedemption: hasCodeRedemption(row) ? toCodeRedemption(row) : undefined }));
+  return inAskedOrder(rows, asked.length, withCodeRedemption);
+}
+
+/** The app of a joined client read with the code it found (as withRefreshFamily). */
+function withCodeRedemption<R extends AppRow & { c_code_hash: string | null }>(row: R): AppWithCodeRedemption {
+  return Object.assign(toApp(row), { codeRedemption: hasCodeRedemption(row) ? toCodeRedemption(row) : undefined });
 }
 
 /** Whether the outer join found the code (its columns are then as selectCodeRedemption reads them). */

@@ -1,0 +1,37 @@
+import { setFlagsFromString } from 'node:v8';
+import { describe, expect, it } from 'vitest';
+import { toApp } from '../../src/storage/repos/apps.js';
+import type { AppRow } from '../../src/storage/schema.js';
+
+// Issue 13, bench/RESULTS.md finding 76: on Node 20 an object whose properties follow an object spread
+// gets a hidden class (map) of its own on every call once the spread's inline cache has warmed up,
+// which cost ~14 µs per app row and left every reader of apps megamorphic. The app a grant reads must
+// keep one map however many are built.
+setFlagsFromString('--allow-natives-syntax');
+const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+
+const row = (i: number): AppRow => ({
+  id: `app_${i}`,
+  developer_id: 'dev_1',
+  name: `App ${i}`,
+  type: 'confidential',
+  client_secret_hash: null,
+  redirect_uris: '["https://app.example/cb"]',
+  allowed_origins: '[]',
+  feature_auth: 1,
+  feature_profile: i % 2,
+  required_fields: '[]',
+  mfa: 'off',
+  logo_url: null,
+  accent_color: null,
+  disabled: 0,
+  created_at: i,
+  updated_at: i,
+});
+
+describe('objects built on hot paths', () => {
+  it('toApp gives every app the same hidden class, after its callers have warmed up', () => {
+    for (let i = 0; i < 5000; i += 1) toApp(row(i));
+    expect(sameMap(toApp(row(1)), toApp(row(2)))).toBe(true);
+  });
+});
