@@ -201,8 +201,9 @@ class NonBlockingSqliteDriver implements Driver {
   }
 
   *stream(sql: string, parameters: readonly unknown[]): IterableIterator<unknown> {
+    // Only a statement that returns rows has a toRow; better-sqlite3 refuses to iterate any other.
     const { statement, toRow } = this.prepare(sql);
-    for (const values of statement.iterate(parameters) as IterableIterator<unknown[]>) yield toRow ? toRow(values) : values;
+    for (const values of statement.iterate(parameters) as IterableIterator<unknown[]>) yield toRow!(values);
   }
 
   private async joinBatch(lease: Lease): Promise<void> {
@@ -289,8 +290,10 @@ class NonBlockingSqliteDriver implements Driver {
 /** A cached statement; for one that returns rows, the function that makes a row of its values (rowBuilder). */
 interface Prepared {
   statement: Statement;
-  toRow: ((values: unknown[]) => Record<string, unknown>) | undefined;
+  toRow: RowBuilder | undefined;
 }
+
+type RowBuilder = (values: unknown[]) => Record<string, unknown>;
 
 /**
  * A function making a statement's row object from its values (the statement in raw mode), as one
@@ -301,10 +304,10 @@ interface Prepared {
  * own rows do. A literal would take a `__proto__` column for the prototype: such a row is built by
  * defining its fields instead.
  */
-function rowBuilder(columns: readonly string[]): (values: unknown[]) => Record<string, unknown> {
+function rowBuilder(columns: readonly string[]): RowBuilder {
   if (columns.includes('__proto__')) return (values) => Object.fromEntries(columns.map((name, i) => [name, values[i]]));
   const fields = columns.map((name, i) => `${JSON.stringify(name)}: values[${i}]`).join(', ');
-  return new Function('values', `return { ${fields} };`) as (values: unknown[]) => Record<string, unknown>;
+  return new Function('values', `return { ${fields} };`) as RowBuilder;
 }
 
 /** One caller's turn with the connection (a query, a transaction, or `db.connection()`). */

@@ -1,15 +1,12 @@
-import { setFlagsFromString } from 'node:v8';
 import { describe, expect, it } from 'vitest';
 import { toApp } from '../../src/storage/repos/apps.js';
 import type { AppRow } from '../../src/storage/schema.js';
+import { sameMap } from '../helpers/v8-natives.js';
 
 // Issue 13, bench/RESULTS.md finding 76: on Node 20 an object whose properties follow an object spread
 // gets a hidden class (map) of its own on every call once the spread's inline cache has warmed up,
 // which cost ~14 µs per app row and left every reader of apps megamorphic. The app a grant reads must
 // keep one map however many are built.
-setFlagsFromString('--allow-natives-syntax');
-const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
-
 const row = (i: number): AppRow => ({
   id: `app_${i}`,
   developer_id: 'dev_1',

@@ -1,14 +1,11 @@
 import { sql } from 'kysely';
-import { setFlagsFromString } from 'node:v8';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
+import { hasFastProperties } from '../helpers/v8-natives.js';
 
 // SQLite only. The driver makes each row from the statement's values as one object literal
 // (rowBuilder in src/storage/sqlite-driver.ts, bench/RESULTS.md finding 78): rows must hold exactly
 // what better-sqlite3's own row objects held, and a wide row must keep fast properties.
-setFlagsFromString('--allow-natives-syntax');
-const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
-
 describe('SQLite rows', () => {
   let storage: Storage;
   const columns = Array.from({ length: 40 }, (_, i) => `c${i}`);

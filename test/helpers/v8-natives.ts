@@ -1,0 +1,11 @@
+import { setFlagsFromString } from 'node:v8';
+
+// V8's own view of an object, for tests of how hot paths build theirs (bench/RESULTS.md, findings 76
+// and 78). The flag only lets functions compiled after it use `%` natives.
+setFlagsFromString('--allow-natives-syntax');
+
+/** Whether two objects share one hidden class (map). */
+export const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+
+/** Whether an object keeps fast (in-map) properties rather than V8's dictionary mode. */
+export const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
