@@ -27,7 +27,7 @@ export interface CorePluginOptions {
 /** The shared decorators every feature reads: config, database, clock. */
 async function corePlugin(app: FastifyInstance, options: CorePluginOptions) {
   app.decorate('config', options.config);
-  app.decorate('storage', options.storage);
+  app.decorate<Storage>('storage', options.storage);
   app.decorate('db', options.storage.db);
   app.decorate('dialect', options.storage.dialect);
   app.decorate('clock', options.clock);

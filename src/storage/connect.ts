@@ -5,17 +5,19 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { withNamedStatements } from './named-statements.js';
-import { NonBlockingSqliteDialect } from './sqlite-driver.js';
+import { NonBlockingSqliteDialect, type SyncTransactions } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
-export interface Storage {
+interface StorageBase {
   db: Kysely<Database>;
-  dialect: Dialect;
   /** True when the database answers a trivial query within a second. */
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
+
+/** An open database; on SQLite, with the connection's synchronous transactions (for the grants' writes). */
+export type Storage = StorageBase & ({ dialect: 'sqlite'; syncTransactions: SyncTransactions } | { dialect: 'postgres' });
 
 // Stored times are bigint epoch seconds and counts come back as int8: read both as JS numbers.
 pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
@@ -33,8 +35,9 @@ export function createStorage(url: string): Storage {
     database.pragma('journal_mode = WAL');
     database.pragma('synchronous = FULL');
     database.pragma('foreign_keys = ON');
-    const db = new Kysely<Database>({ dialect: new NonBlockingSqliteDialect({ database, busyBudgetMs: SQLITE_BUSY_BUDGET_MS }) });
-    return { db, dialect: 'sqlite', ping: () => ping(db), close: () => db.destroy() };
+    const dialect = new NonBlockingSqliteDialect({ database, busyBudgetMs: SQLITE_BUSY_BUDGET_MS });
+    const db = new Kysely<Database>({ dialect });
+    return { db, dialect: 'sqlite', syncTransactions: dialect.syncTransactions, ping: () => ping(db), close: () => db.destroy() };
   }
   const pool = new pg.Pool({
     connectionString: url,

@@ -57,10 +57,32 @@ export interface SqliteDialectOptions {
   busyBudgetMs: number;
 }
 
+/** One statement of a synchronous transaction, run at once: rows for a statement that returns rows, else the changes. */
+export type RunStatement = <R>(query: CompiledQuery<R>) => QueryResult<R>;
+
+/**
+ * Transactions whose statements run synchronously on the SQLite connection, without Kysely's
+ * per-transaction objects and promises (a Kysely transaction of two statements costs ~15 µs against
+ * ~4 µs so: bench/RESULTS.md, findings 78 and 79). For the grants' writes, which are a few statements
+ * with no other work between them. A transaction is a savepoint of the group commit's batch, as any
+ * other: `run` resolves once that batch is committed, and when `work` throws, nothing it wrote is kept
+ * and the error is the promise's. Statements are compiled by the caller (`precompiled(…).compile`);
+ * the Kysely plugins that compiled them saw them, their results do not go through plugins.
+ */
+export interface SyncTransactions {
+  run<T>(work: (statement: RunStatement) => T): Promise<T>;
+}
+
 export class NonBlockingSqliteDialect implements Dialect {
-  constructor(private readonly options: SqliteDialectOptions) {}
+  private readonly driver: NonBlockingSqliteDriver;
+  /** The synchronous transactions of the one connection the Kysely instances over this dialect share. */
+  readonly syncTransactions: SyncTransactions;
+  constructor(options: SqliteDialectOptions) {
+    this.driver = new NonBlockingSqliteDriver(options);
+    this.syncTransactions = this.driver;
+  }
   createDriver(): Driver {
-    return new NonBlockingSqliteDriver(this.options);
+    return this.driver;
   }
   createQueryCompiler() {
     return new SqliteQueryCompiler();
@@ -96,7 +118,7 @@ class Batch {
   }
 }
 
-class NonBlockingSqliteDriver implements Driver {
+class NonBlockingSqliteDriver implements Driver, SyncTransactions {
   private readonly statements = new Map<string, Prepared>();
   private holder: Lease | null = null;
   /** Leases queued for the connection, each with the function that hands it over. */
@@ -105,6 +127,8 @@ class NonBlockingSqliteDriver implements Driver {
   private commitScheduled = false;
   /** When SQLite first answered busy since this process last got the write lock (another process holds it). */
   private busySince: number | null = null;
+  /** True while a synchronous transaction's work runs (the only time its RunStatement may be called). */
+  private inSyncWork = false;
 
   constructor(private readonly options: SqliteDialectOptions) {
     options.database.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
@@ -179,6 +203,28 @@ class NonBlockingSqliteDriver implements Driver {
     if (batch) await batch.durable;
   }
 
+  /** SyncTransactions: a savepoint of the current batch, like a Kysely transaction, with `work` run synchronously in it. */
+  async run<T>(work: (statement: RunStatement) => T): Promise<T> {
+    const lease = (await this.acquireConnection()) as Lease;
+    try {
+      await this.beginTransaction(lease);
+      let result: T;
+      try {
+        this.inSyncWork = true;
+        result = work(this.runStatement);
+      } catch (error) {
+        this.inSyncWork = false;
+        await this.rollbackTransaction(lease);
+        throw error;
+      }
+      this.inSyncWork = false;
+      await this.commitTransaction(lease);
+      return result;
+    } finally {
+      await this.releaseConnection(lease);
+    }
+  }
+
   async destroy(): Promise<void> {
     if (this.batch) this.commit();
     this.options.database.close();
@@ -193,12 +239,16 @@ class NonBlockingSqliteDriver implements Driver {
     if (this.holder !== lease) throw new Error('a statement on a connection lease that is not the holder');
     const { statement, toRow } = this.prepare(sql);
     if (!lease.batch && (this.batch || !statement.readonly)) await this.joinBatch(lease);
-    return this.retryingBusy(lease.deadline, () => {
-      if (toRow) return { rows: (statement.all(parameters) as unknown[][]).map(toRow) as R[] };
-      const { changes, lastInsertRowid } = statement.run(parameters);
-      return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
-    });
+    return this.retryingBusy(lease.deadline, () => resultOf<R>(statement, toRow, parameters));
   }
+
+  /** RunStatement for a synchronous transaction, which holds the connection and its batch already. */
+  private readonly runStatement: RunStatement = <R>({ sql, parameters }: CompiledQuery<R>) => {
+    // Kept and called after its transaction, it would write into whatever holds the connection then.
+    if (!this.inSyncWork) throw new Error('a statement of a synchronous transaction run outside its work');
+    const { statement, toRow } = this.prepare(sql);
+    return resultOf<R>(statement, toRow, parameters);
+  };
 
   *stream(sql: string, parameters: readonly unknown[]): IterableIterator<unknown> {
     // Only a statement that returns rows has a toRow; better-sqlite3 refuses to iterate any other.
@@ -285,6 +335,13 @@ class NonBlockingSqliteDriver implements Driver {
     }
     return prepared;
   }
+}
+
+/** Runs a statement: its rows (made by toRow) when it returns rows, else its changes. */
+function resultOf<R>(statement: Statement, toRow: RowBuilder | undefined, parameters: readonly unknown[]): QueryResult<R> {
+  if (toRow) return { rows: (statement.all(parameters) as unknown[][]).map(toRow) as R[] };
+  const { changes, lastInsertRowid } = statement.run(parameters);
+  return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
 }
 
 /** A cached statement; for one that returns rows, the function that makes a row of its values (rowBuilder). */

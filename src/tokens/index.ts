@@ -10,7 +10,7 @@ declare module 'fastify' {
 
 /** `app.tokens`: grants, JWTs, refresh rotation and codes, shared by every door that signs users in. */
 async function tokensPlugin(app: FastifyInstance) {
-  app.decorate('tokens', new TokenService(app.db, app.storage.dialect, app.keys, app.config, app.clock));
+  app.decorate('tokens', new TokenService(app.db, app.storage, app.keys, app.config, app.clock));
 }
 
 export default fp(tokensPlugin, { name: 'tokens', dependencies: ['db', 'keys'] });

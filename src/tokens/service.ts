@@ -43,7 +43,7 @@ import type { UserRow } from '../storage/repos/users.js';
 import type { Database, GrantsTable, RefreshTokensTable } from '../storage/schema.js';
 import type { Insertable } from 'kysely';
 import type { KeyStore } from '../plugins/keys.js';
-import type { Dialect } from '../storage/connect.js';
+import type { Storage } from '../storage/connect.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { Coalescer } from '../shared/coalescer.js';
 
@@ -165,38 +165,55 @@ export class TokenService {
   private readonly box: SecretBox;
   /** Per grant reader, on PostgreSQL: the coalesced reads of concurrent bearer checks (readLiveGrant). */
   private readonly coalescedGrantReads?: Map<LiveGrantReader<LiveGrant>, Coalescer<string, LiveGrant>>;
-  /** On PostgreSQL: the grants' reads of their client and code or token, their rotations and redemptions, coalesced. */
+  /** On PostgreSQL: the grants' reads of their client and code or token, coalesced. */
   private readonly coalescedCodeReads?: Coalescer<{ appId: string; codeHash: string }, AppWithCodeRedemption>;
   private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
-  private readonly coalescedRotations?: Coalescer<Rotation, boolean>;
-  private readonly coalescedRedemptions?: Coalescer<Redemption, CodeRedemption>;
+  /**
+   * How this database takes a grant's writes: on PostgreSQL concurrent rotations (redemptions) share one
+   * statement; on SQLite each is a synchronous transaction in the group commit.
+   */
+  private readonly grantWrites: {
+    rotate(rotation: Rotation): Promise<boolean>;
+    redeem(redemption: Redemption): Promise<CodeRedemption | undefined>;
+  };
 
+  /** `db` is the database to ask (a test may give it plugins); `storage` says which one it is. */
   constructor(
     private readonly db: Kysely<Database>,
-    dialect: Dialect,
+    storage: Storage,
     private readonly keys: KeyStore,
     private readonly config: ResolvedConfig,
     private readonly clock: Clock,
   ) {
     this.box = new SecretBox(config.secretKey, 'refresh-replay');
-    if (dialect === 'postgres') {
+    if (storage.dialect === 'postgres') {
       this.coalescedGrantReads = new Map();
       this.coalescedCodeReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithCodeRedemptions(db, asked)), { maxBatch: MAX_COALESCED });
       this.coalescedRefreshReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithRefreshFamilies(db, asked)), { maxBatch: MAX_COALESCED });
-      this.coalescedRotations = new Coalescer(
-        async (rotations) => {
-          const won = await rotateRefreshTokens(db, rotations);
-          return byKey(rotations, rotations.map((rotation) => won.has(rotation.successor.token_hash)));
+      const rotations = new Coalescer<Rotation, boolean>(
+        async (asked) => {
+          const won = await rotateRefreshTokens(db, asked);
+          return byKey(asked, asked.map((rotation) => won.has(rotation.successor.token_hash)));
         },
         { maxBatch: MAX_COALESCED },
       );
-      this.coalescedRedemptions = new Coalescer(
-        async (redemptions) => {
-          const won = await redeemAuthorizationCodes(db, redemptions);
-          return byKey(redemptions, redemptions.map((redemption) => won.get(redemption.grant.id)));
+      const redemptions = new Coalescer<Redemption, CodeRedemption>(
+        async (asked) => {
+          const won = await redeemAuthorizationCodes(db, asked);
+          return byKey(asked, asked.map((redemption) => won.get(redemption.grant.id)));
         },
         { maxBatch: MAX_COALESCED },
       );
+      this.grantWrites = {
+        rotate: async (rotation) => (await rotations.submit(rotation)) === true,
+        redeem: (redemption) => redemptions.submit(redemption),
+      };
+    } else {
+      const transactions = storage.syncTransactions;
+      this.grantWrites = {
+        rotate: (rotation) => rotateRefreshToken(transactions, db, rotation),
+        redeem: (redemption) => redeemAuthorizationCode(transactions, db, redemption),
+      };
     }
   }
 
@@ -207,8 +224,7 @@ export class TokenService {
    * once it is committed (a failed statement changed nothing; Coalescer runs its calls again alone).
    */
   redeemCode(redemption: Redemption): Promise<CodeRedemption | undefined> {
-    if (!this.coalescedRedemptions) return redeemAuthorizationCode(this.db, redemption);
-    return this.coalescedRedemptions.submit(redemption);
+    return this.grantWrites.redeem(redemption);
   }
 
   /**
@@ -223,18 +239,12 @@ export class TokenService {
   /**
    * The app `appId` and the family of the refresh token `tokenHash` (findAppWithRefreshFamily): what a
    * refresh grant reads first. On PostgreSQL the reads of concurrent grants share one statement, as
-   * their rotations do (rotate): a grant is then two round trips shared with the others in flight
+   * their rotations do (grantWrites): a grant is then two round trips shared with the others in flight
    * instead of two of its own (bench/RESULTS.md, finding 55).
    */
   findAppWithRefreshFamily(appId: string, tokenHash: string): Promise<AppWithRefreshFamily | undefined> {
     if (!this.coalescedRefreshReads) return findAppWithRefreshFamily(this.db, appId, tokenHash);
     return this.coalescedRefreshReads.submit({ appId, tokenHash });
-  }
-
-  /** rotateRefreshToken; on PostgreSQL, concurrent rotations in one statement (rotateRefreshTokens), each answered once it is committed. */
-  private async rotate(rotation: Rotation): Promise<boolean> {
-    if (!this.coalescedRotations) return rotateRefreshToken(this.db, rotation);
-    return (await this.coalescedRotations.submit(rotation)) === true;
   }
 
   /**
@@ -409,7 +419,7 @@ export class TokenService {
         nonce: null,
       });
       const json = JSON.stringify(response);
-      if (await this.rotate({ tokenHash: hash, at: now, sealedResponse: this.box.seal(json), successor: refreshRow })) return json;
+      if (await this.grantWrites.rotate({ tokenHash: hash, at: now, sealedResponse: this.box.seal(json), successor: refreshRow })) return json;
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
     const settled = await findRefreshToken(this.db, hash);

@@ -1,6 +1,7 @@
 import { type Expression, type InferResult, type Insertable, type Kysely, type SelectQueryBuilder, sql } from 'kysely';
 import { type App, type AppAccess, toApp, toAppAccess } from './apps.js';
 import { precompiled } from '../precompiled.js';
+import type { SyncTransactions } from '../sqlite-driver.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
 import type { AppRow, AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
 
@@ -16,11 +17,15 @@ const insertGrantRow = precompiled(
     }),
 );
 
-export async function insertGrant(db: Kysely<Database>, g: Insertable<GrantsTable>): Promise<void> {
-  await insertGrantRow(
+/** The INSERT of a grant's row, its values bound. */
+const insertGrantStatement = (db: Kysely<Database>, g: Insertable<GrantsTable>) =>
+  insertGrantRow.compile(
     db, g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null,
     g.revoked_reason ?? null, g.awaiting_completion ?? AWAITING.nothing,
   );
+
+export async function insertGrant(db: Kysely<Database>, g: Insertable<GrantsTable>): Promise<void> {
+  await db.executeQuery(insertGrantStatement(db, g));
 }
 
 export async function findGrant(db: Kysely<Database>, id: string): Promise<GrantRow | undefined> {
@@ -214,10 +219,14 @@ const insertRefreshTokenRow = precompiled(
     }),
 );
 
-export async function insertRefreshToken(db: Kysely<Database>, t: Insertable<RefreshTokensTable>): Promise<void> {
-  await insertRefreshTokenRow(
+/** The INSERT of a refresh token's row, its values bound. */
+const insertRefreshTokenStatement = (db: Kysely<Database>, t: Insertable<RefreshTokensTable>) =>
+  insertRefreshTokenRow.compile(
     db, t.token_hash, t.grant_id, t.app_id, t.scope, t.created_at, t.expires_at, t.consumed_at ?? null, t.successor_response ?? null, t.successor_hash ?? null,
   );
+
+export async function insertRefreshToken(db: Kysely<Database>, t: Insertable<RefreshTokensTable>): Promise<void> {
+  await db.executeQuery(insertRefreshTokenStatement(db, t));
 }
 
 export async function findRefreshToken(db: Kysely<Database>, tokenHash: string): Promise<RefreshTokenRow | undefined> {
@@ -389,14 +398,14 @@ const updateRotation = precompiled((db, tokenHash: string, at: number, sealedRes
 /**
  * Rotates a refresh token: marks it consumed, records its successor (and the sealed response replayed
  * inside the grace window), and stores the successor's row, atomically. Exactly one caller wins;
- * returns whether it was this one. A transaction of two statements (on SQLite they join a group commit);
- * PostgreSQL runs rotateRefreshTokens instead.
+ * returns whether it was this one. SQLite: a synchronous transaction of two statements, in the group
+ * commit (`db` compiles them); PostgreSQL runs rotateRefreshTokens instead.
  */
-export async function rotateRefreshToken(db: Kysely<Database>, rotation: Rotation): Promise<boolean> {
+export function rotateRefreshToken(transactions: SyncTransactions, db: Kysely<Database>, rotation: Rotation): Promise<boolean> {
   const { tokenHash, at, sealedResponse, successor } = rotation;
-  return db.transaction().execute(async (trx) => {
-    if ((await updateRotation(trx, tokenHash, at, sealedResponse, successor.token_hash)).numAffectedRows !== 1n) return false;
-    await insertRefreshToken(trx, successor);
+  return transactions.run((statement) => {
+    if (statement(updateRotation.compile(db, tokenHash, at, sealedResponse, successor.token_hash)).numAffectedRows !== 1n) return false;
+    statement(insertRefreshTokenStatement(db, successor));
     return true;
   });
 }
@@ -518,11 +527,6 @@ function toCodeRedemption(row: RedemptionRow): CodeRedemption {
           created_at: row.u_created_at!, updated_at: row.u_updated_at!,
         };
   return { code, user, membership: row.m_status === null ? undefined : { status: row.m_status }, consentedScope: row.k_scope ?? '' };
-}
-
-async function findCodeRedemption(db: Kysely<Database>, codeHash: string): Promise<CodeRedemption | undefined> {
-  const row = (await selectCodeRedemption(db, codeHash)).rows[0];
-  return row && toCodeRedemption(row);
 }
 
 /** An app, and the redemption of the code it presented (undefined when no code has that hash). */
@@ -686,17 +690,17 @@ export async function redeemAuthorizationCodes(db: Kysely<Database>, redemptions
  * Redeems a code: consumes it (exactly one redemption or burn wins), links it to its grant and stores
  * the grant with its first refresh token, atomically, and returns the redemption basis as the consuming
  * statement saw it, for the caller to judge again (what it judged before may have changed since).
- * Undefined, with nothing stored, when the code was already consumed. One transaction (SQLite, where a
- * statement costs no round trip); PostgreSQL runs redeemAuthorizationCodes instead.
+ * Undefined, with nothing stored, when the code was already consumed. SQLite: a synchronous transaction
+ * in the group commit (`db` compiles its statements); PostgreSQL runs redeemAuthorizationCodes instead.
  */
-export async function redeemAuthorizationCode(db: Kysely<Database>, redemption: Redemption): Promise<CodeRedemption | undefined> {
+export function redeemAuthorizationCode(transactions: SyncTransactions, db: Kysely<Database>, redemption: Redemption): Promise<CodeRedemption | undefined> {
   const { codeHash, at, grant, refreshToken } = redemption;
-  return db.transaction().execute(async (trx) => {
-    if ((await updateCodeConsumed(trx, codeHash, at)).numAffectedRows !== 1n) return undefined;
-    const basis = await findCodeRedemption(trx, codeHash);
-    await insertGrant(trx, grant);
-    await insertRefreshToken(trx, refreshToken);
-    await updateCodeGrant(trx, codeHash, grant.id);
-    return basis;
+  return transactions.run((statement) => {
+    if (statement(updateCodeConsumed.compile(db, codeHash, at)).numAffectedRows !== 1n) return undefined;
+    const basis = statement(selectCodeRedemption.compile(db, codeHash)).rows[0];
+    statement(insertGrantStatement(db, grant));
+    statement(insertRefreshTokenStatement(db, refreshToken));
+    statement(updateCodeGrant.compile(db, codeHash, grant.id));
+    return basis && toCodeRedemption(basis);
   });
 }
