@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { decodeJwt } from 'jose';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -20,6 +20,7 @@ import { BrowserSessions } from '../plugins/browser-sessions.js';
 import { localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
 import { parseAmr } from '../shared/acr.js';
 import { requestContext } from '../shared/request-context.js';
+import { s256 } from '../sign-in/pkce.js';
 import type { Developer } from '../storage/repos/developers.js';
 import { findUserById } from '../storage/repos/users.js';
 import { viewChart } from './chart.js';
@@ -204,7 +205,7 @@ export default async function consolePages(app: FastifyInstance) {
       redirect_uri: consoleRedirectUri(config),
       scope: CONSOLE_SCOPE,
       state: login.state,
-      code_challenge: createHash('sha256').update(login.verifier).digest('base64url'),
+      code_challenge: s256(login.verifier),
       code_challenge_method: 'S256',
       ui_locales: localeOf(request),
     });

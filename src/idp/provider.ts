@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import { type JWK, type JWTPayload, type ProtectedHeaderParameters, decodeProtectedHeader, errors as joseErrors, importJWK, jwtVerify } from 'jose';
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import { SecretBox } from '../shared/crypto.js';
+import { sha256 } from '../shared/sha256.js';
 import { isHttpsOrLoopback } from '../shared/loopback.js';
 import { deleteSetting, getSetting, IDP_SECRET_PURPOSE, IDP_SETTING_KEY, type IdpSetting, putSetting } from '../storage/repos/settings.js';
 import type { Database } from '../storage/schema.js';
@@ -321,7 +321,7 @@ export function allowedAlgorithms(advertised: string[] | undefined): string[] {
   return list.filter((a) => ASYMMETRIC_ALGS.includes(a));
 }
 
-export const sha256Hex = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex');
+export const sha256Hex = (value: string): string => sha256(value, 'hex');
 
 /**
  * Verifies a provider id_token (OIDC Core §3.1.3.7): signature with the provider's JWKS only (the
@@ -390,7 +390,7 @@ export async function verifyIdToken(
   const [h, p] = token.split('.');
   return {
     claims: payload as VerifiedIdToken['claims'],
-    replayKey: createHash('sha256').update(`${h}.${p}`).digest('base64url'),
+    replayKey: sha256(`${h}.${p}`, 'base64url'),
   };
 }
 

@@ -1,4 +1,5 @@
-import { createHash, randomFillSync, randomInt, timingSafeEqual } from 'node:crypto';
+import { randomFillSync, randomInt, timingSafeEqual } from 'node:crypto';
+import { sha256, sha256Bytes } from './sha256.js';
 
 const RANDOM_POOL_BYTES = 4096;
 const randomPool = Buffer.alloc(RANDOM_POOL_BYTES);
@@ -48,7 +49,7 @@ const ORDERED_SECRET = /^[a-z]{2,3}_([0-9a-hjkmnp-tv-z]{10})[A-Za-z0-9_-]{43}$/;
  * of the plain layout, including those minted before the ordered one existed, keep their plain key.
  */
 export function hashSecret(value: string): string {
-  const digest = createHash('sha256').update(value, 'utf8').digest('base64url');
+  const digest = sha256(value, 'base64url');
   const ordered = ORDERED_SECRET.exec(value);
   return ordered ? `${ordered[1]}${digest}` : digest;
 }
@@ -89,7 +90,5 @@ export function newNumericCode(digits = 6): string {
 
 /** Constant-time string comparison (different lengths compare unequal without leaking where). */
 export function safeEqual(a: string, b: string): boolean {
-  const ha = createHash('sha256').update(a).digest();
-  const hb = createHash('sha256').update(b).digest();
-  return timingSafeEqual(ha, hb) && a.length === b.length;
+  return timingSafeEqual(sha256Bytes(a), sha256Bytes(b)) && a.length === b.length;
 }

@@ -1,4 +1,5 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { sha256 } from '../shared/sha256.js';
 
 /**
  * PKCE (RFC 7636), S256 only (SECURITY.md items 10–14). Pure functions.
@@ -13,7 +14,8 @@ export const isValidVerifier = (verifier: string): boolean => VERIFIER.test(veri
 export const isValidChallenge = (challenge: string): boolean => CHALLENGE.test(challenge);
 
 export function s256(verifier: string): string {
-  return createHash('sha256').update(verifier, 'ascii').digest('base64url');
+  // The verifier is ASCII (isValidVerifier), so its UTF-8 bytes are RFC 7636's ASCII ones.
+  return sha256(verifier, 'base64url');
 }
 
 /** True when `verifier` is well-formed and hashes to `challenge` (compared in constant time). */
