@@ -210,14 +210,11 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
       await this.beginTransaction(lease);
       let result: T;
       try {
-        this.inSyncWork = true;
-        result = work(this.runStatement);
+        result = this.runWork(work);
       } catch (error) {
-        this.inSyncWork = false;
         await this.rollbackTransaction(lease);
         throw error;
       }
-      this.inSyncWork = false;
       await this.commitTransaction(lease);
       return result;
     } finally {
@@ -240,6 +237,16 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
     const { statement, toRow } = this.prepare(sql);
     if (!lease.batch && (this.batch || !statement.readonly)) await this.joinBatch(lease);
     return this.retryingBusy(lease.deadline, () => resultOf<R>(statement, toRow, parameters));
+  }
+
+  /** Runs a synchronous transaction's work, its RunStatement valid only meanwhile. */
+  private runWork<T>(work: (statement: RunStatement) => T): T {
+    this.inSyncWork = true;
+    try {
+      return work(this.runStatement);
+    } finally {
+      this.inSyncWork = false;
+    }
   }
 
   /** RunStatement for a synchronous transaction, which holds the connection and its batch already. */
