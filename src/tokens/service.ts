@@ -120,9 +120,12 @@ export interface GrantInput {
   expiresAt?: number;
 }
 
-/** A token response ready to send, and the refresh-token row that must be committed before it is. */
+/**
+ * A token response being signed, and the refresh-token row that must be committed before it is sent: the
+ * row exists at once, so a caller may store it while the signatures are made.
+ */
 export interface PreparedTokens {
-  response: TokenResponse;
+  response: Promise<TokenResponse>;
   refreshRow: Insertable<RefreshTokensTable>;
 }
 
@@ -284,10 +287,10 @@ export class TokenService {
     input: { app: App; user: UserRow; scope: string; authTime: number; amr: readonly Amr[]; nonce?: string | null; grantId?: string },
   ): Promise<{ response: TokenResponse; grantId: string }> {
     if (input.grantId === undefined) {
-      const { response, grantRow, refreshRow } = await this.prepareGrantTokens(input);
+      const { response, grantRow, refreshRow } = this.prepareGrantTokens(input);
       await insertGrant(db, grantRow);
       await insertRefreshToken(db, refreshRow);
-      return { response, grantId: grantRow.id };
+      return { response: await response, grantId: grantRow.id };
     }
     const grant = await findGrant(db, input.grantId);
     if (!grant) throw new Error('grant vanished while issuing tokens');
@@ -306,19 +309,19 @@ export class TokenService {
   }
 
   /**
-   * Tokens for a new grant, signed now, without touching the database, with the rows to store
+   * Tokens for a new grant, their signing started, without touching the database, with the rows to store
    * (`grantRow`, `refreshRow`): store them inside the transaction that decides the sign-in, before answering.
    */
-  async prepareGrantTokens(input: {
+  prepareGrantTokens(input: {
     app: App;
     user: UserRow;
     scope: string;
     authTime: number;
     amr: readonly Amr[];
     nonce?: string | null;
-  }): Promise<PreparedTokens & { grantRow: Insertable<GrantsTable> }> {
+  }): PreparedTokens & { grantRow: Insertable<GrantsTable> } {
     const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce });
-    const { response, refreshRow } = await this.prepareTokens({
+    const { response, refreshRow } = this.prepareTokens({
       app: input.app,
       user: input.user,
       grantId: grantRow.id,
@@ -333,16 +336,17 @@ export class TokenService {
   }
 
   private async mint(db: Kysely<Database>, input: MintInput): Promise<{ response: TokenResponse; refreshHash: string }> {
-    const prepared = await this.prepareTokens(input);
+    const prepared = this.prepareTokens(input);
     await insertRefreshToken(db, prepared.refreshRow);
-    return { response: prepared.response, refreshHash: prepared.refreshRow.token_hash };
+    return { response: await prepared.response, refreshHash: prepared.refreshRow.token_hash };
   }
 
   /**
-   * Signs a token response without touching the database. Hot paths call it before their transaction,
-   * so the one SQLite connection is never held while a JWT is signed; they store `refreshRow` inside it.
+   * Starts signing a token response, without touching the database. Hot paths call it before their
+   * transaction, so no connection waits for a signature; they store `refreshRow` inside it, and answer
+   * `response` once both are done.
    */
-  async prepareTokens(input: MintInput): Promise<PreparedTokens> {
+  prepareTokens(input: MintInput): PreparedTokens {
     const now = this.clock.now();
     const ttl = this.config.ttl;
     const refreshToken = newOrderedSecret('rt');
@@ -376,14 +380,13 @@ export class TokenService {
           { alg: 'RS256', typ: 'JWT', expiresIn: ttl.accessToken },
         )
       : undefined;
-    const response: TokenResponse = {
-      access_token: await accessToken,
-      token_type: 'Bearer',
-      expires_in: ttl.accessToken,
-      refresh_token: refreshToken,
-      scope: input.scope,
-    };
-    if (idToken) response.id_token = await idToken;
+    const response = Promise.all([accessToken, idToken]).then(([access, id]) => {
+      const signed: TokenResponse = { access_token: access, token_type: 'Bearer', expires_in: ttl.accessToken, refresh_token: refreshToken, scope: input.scope };
+      if (id !== undefined) signed.id_token = id;
+      return signed;
+    });
+    // A caller whose statement failed no longer waits for the response: its failure must not go unhandled.
+    response.catch(() => undefined);
     return { response, refreshRow };
   }
 
@@ -407,7 +410,7 @@ export class TokenService {
       if (!isLiveGrant(grant, user, now)) throw new AppError('invalid_grant', { reason: 'refresh_token_revoked' });
       const scope = input.scope !== undefined ? joinScope(scopeList(input.scope)) : row.scope;
       // Signed before the transaction; the conditional UPDATE decides the one winner.
-      const { response, refreshRow } = await this.prepareTokens({
+      const { response, refreshRow } = this.prepareTokens({
         app: input.client,
         user,
         grantId: grant.id,
@@ -418,7 +421,7 @@ export class TokenService {
         amr: parseAmr(grant.amr),
         nonce: null,
       });
-      const json = JSON.stringify(response);
+      const json = JSON.stringify(await response);
       if (await this.grantWrites.rotate({ tokenHash: hash, at: now, sealedResponse: this.box.seal(json), successor: refreshRow })) return json;
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.

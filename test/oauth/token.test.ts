@@ -1,4 +1,5 @@
-import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryId, QueryResult, RootOperationNode, UnknownRow } from 'kysely';
+import { type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs, type QueryId, type QueryResult, type RootOperationNode, sql, type Transaction, type UnknownRow } from 'kysely';
+import type { Database } from '../../src/storage/schema.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
 import { hashSecret, newSecret } from '../../src/shared/ids.js';
@@ -511,5 +512,77 @@ describe('POST /oauth/token', () => {
       const evil = await t.app.inject({ method: 'OPTIONS', url: '/oauth/token', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } });
       expect(evil.headers['access-control-allow-origin']).toBeUndefined();
     });
+  });
+});
+
+// The code grant signs its tokens while its redemption runs (src/oauth/grants/authorization-code.ts):
+// the signed response must still wait for the redemption's commit, and be dropped if it lost.
+describe.runIf(TEST_DIALECT === 'postgres')('a code grant answers only once its redemption has committed (PostgreSQL)', () => {
+  let t: TestApp;
+  let client: TestClient;
+  let alice: Browser;
+
+  beforeAll(async () => {
+    t = await buildTestApp();
+    client = await makeClient(t, { redirectUris: ['https://a.example/cb'] });
+    alice = new Browser(t.app);
+    await alice.register();
+  });
+  afterAll(async () => t.close());
+
+  /**
+   * Exchanges `code` while another transaction holds its row (locked, then changed by `hold`); lets go
+   * once the redemption waits for the lock and has had time to answer if it did not wait for it.
+   */
+  async function exchangeWhileHeld(code: string, verifier: string | undefined, hold: (trx: Transaction<Database>) => Promise<void>) {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let held!: () => void;
+    const isHeld = new Promise<void>((resolve) => (held = resolve));
+    const holder = t.db.transaction().execute(async (trx) => {
+      await sql`select 1 from authorization_codes where code_hash = ${hashSecret(code)} for update`.execute(trx);
+      await hold(trx);
+      held();
+      await released;
+    });
+    await isHeld;
+    let answered = false;
+    const answer = exchangeCode(t.app, client, code, verifier).finally(() => (answered = true));
+    try {
+      let waiting = 0;
+      for (let i = 0; i < 250 && waiting === 0; i++) {
+        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db);
+        waiting = rows[0]!.n;
+        if (waiting === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(waiting, 'the redemption never waited for the held row').toBeGreaterThan(0);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(answered, 'answered before the redemption could commit').toBe(false);
+    } finally {
+      release();
+      await holder;
+    }
+    return answer;
+  }
+
+  it('answers its tokens after the redemption commits', async () => {
+    const { code, verifier } = await authorizeAndGetCode(alice, client, { scope: 'openid email' });
+    const res = await exchangeWhileHeld(code, verifier, async () => undefined);
+    expect(res.statusCode).toBe(200);
+    const stored = await t.db.selectFrom('refresh_tokens').select('grant_id').where('token_hash', '=', hashSecret(res.json().refresh_token)).executeTakeFirst();
+    expect(stored).toBeDefined();
+  });
+
+  it('answers no tokens when a concurrent redemption consumed the code first', async () => {
+    const { code, verifier } = await authorizeAndGetCode(alice, client, { scope: 'openid email' });
+    const grantsBefore = await t.db.selectFrom('grants').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const res = await exchangeWhileHeld(code, verifier, async (trx) => {
+      await trx.updateTable('authorization_codes').set({ consumed_at: t.clock.now() }).where('code_hash', '=', hashSecret(code)).execute();
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ error: 'invalid_grant' });
+    expect(res.body).not.toContain('access_token');
+    const grantsAfter = await t.db.selectFrom('grants').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    expect(Number(grantsAfter.n)).toBe(Number(grantsBefore.n));
   });
 });

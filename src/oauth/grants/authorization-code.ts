@@ -80,13 +80,13 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   if (refused || !found.user) {
     if (await burnAuthorizationCode(app.db, codeHash, now)) throw new AppError('invalid_grant', { reason: refused ?? 'user_gone' });
   } else {
-    // Tokens are signed before the redemption, so the database is never held while a JWT is signed;
-    // the redemption decides whether they are stored and answered.
-    const prepared = await app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce });
-    const redemption = await app.tokens.redeemCode({ codeHash, at: now, grant: prepared.grantRow, refreshToken: prepared.refreshRow });
+    // The tokens are signed while the redemption runs (its rows need no signature): the redemption
+    // decides whether they are stored, and they are answered only once it has committed.
+    const prepared = app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce });
+    const [redemption, response] = await Promise.all([app.tokens.redeemCode({ codeHash, at: now, grant: prepared.grantRow, refreshToken: prepared.refreshRow }), prepared.response]);
     if (redemption) {
       const changed = problem(redemption);
-      if (!changed) return prepared.response;
+      if (!changed) return response;
       await revokeGrant(app.db, prepared.grantRow.id, now, 'code_basis_changed');
       throw new AppError('invalid_grant', { reason: changed });
     }
