@@ -14,7 +14,7 @@ import {
 import type { Kysely } from 'kysely';
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { SecretBox } from '../shared/crypto.js';
-import { CheckedSignatures, signEs256, signRs256, verifyEs256 } from './jwt-node-crypto.js';
+import { CheckedSignatures, signEs256Input, signingInput, signRs256Input, verifyEs256 } from './jwt-node-crypto.js';
 import type { Clock } from '../shared/time.js';
 import type { Database } from '../storage/schema.js';
 import { insertFirstSigningKeys, insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
@@ -42,6 +42,12 @@ interface LoadedKey {
   es256PublicKey?: KeyObject;
   createdAt: number;
   retiredAt: number | null;
+}
+
+/** A JWT being signed (KeyStore.signing): its signing input, and the JWT once the signature is made. */
+export interface JwtSigning {
+  input: string;
+  jwt: Promise<string>;
 }
 
 export interface VerifyOptions {
@@ -165,6 +171,14 @@ export class KeyStore {
   }
 
   async sign(payload: JWTPayload, options: { alg: SigningAlg; typ: string; expiresIn: number }): Promise<string> {
+    return this.signing(payload, options).jwt;
+  }
+
+  /**
+   * Starts signing a JWT: its signing input (`header.payload`) at once, the JWT once signed (an ES256
+   * signature is made here, an RS256 one on the thread pool). Throws when no key is active.
+   */
+  signing(payload: JWTPayload, options: { alg: SigningAlg; typ: string; expiresIn: number }): JwtSigning {
     this.refreshSoon();
     // The oldest active key: every instance picks the same one.
     const key = this.keys.find((k) => k.alg === options.alg && k.retiredAt === null);
@@ -172,8 +186,21 @@ export class KeyStore {
     const now = this.clock.now();
     // Object.assign, not a spread followed by claims: each such object would get a map of its own (finding 76, see toApp).
     const claims = Object.assign({}, payload, { iss: this.issuer, iat: now, exp: now + options.expiresIn });
-    const header = { kid: key.kid, typ: options.typ };
-    return key.alg === 'ES256' ? signEs256(claims, header, key.privateKey) : signRs256(claims, header, key.privateKey);
+    const input = signingInput(key.alg, { kid: key.kid, typ: options.typ }, claims);
+    if (key.alg === 'ES256') return { input, jwt: Promise.resolve(signEs256Input(input, key.privateKey)) };
+    return { input, jwt: signRs256Input(input, key.privateKey) };
+  }
+
+  /**
+   * The RS256 JWT of a signing input from `signing`, signed again with the key its header names: the very
+   * JWT signed the first time (RS256 is deterministic). The key must still be published (a retired key
+   * is, for as long as what it signed can live).
+   */
+  async resignRs256(input: string): Promise<string> {
+    const header = JSON.parse(Buffer.from(input.slice(0, input.indexOf('.')), 'base64url').toString()) as { kid?: unknown };
+    const key = typeof header.kid === 'string' ? this.publishedKey(header.kid, 'RS256') : undefined;
+    if (!key) throw new Error('the key of a stored RS256 signing input is no longer published');
+    return signRs256Input(input, key.privateKey);
   }
 
   /**

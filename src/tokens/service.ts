@@ -126,6 +126,12 @@ export interface GrantInput {
  */
 export interface PreparedTokens {
   response: Promise<TokenResponse>;
+  /**
+   * The response's JSON text as a rotation stores it for replay, once the access token is signed: the
+   * ID token (if any) as its signing input with an empty signature, signed again when it is replayed
+   * (TokenService.replayed), so the rotation need not wait for the RSA signature.
+   */
+  replayText(): Promise<string>;
   refreshRow: Insertable<RefreshTokensTable>;
 }
 
@@ -321,7 +327,7 @@ export class TokenService {
     nonce?: string | null;
   }): PreparedTokens & { grantRow: Insertable<GrantsTable> } {
     const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce });
-    const { response, refreshRow } = this.prepareTokens({
+    const prepared = this.prepareTokens({
       app: input.app,
       user: input.user,
       grantId: grantRow.id,
@@ -332,7 +338,7 @@ export class TokenService {
       amr: input.amr,
       nonce: input.nonce ?? null,
     });
-    return { response, refreshRow, grantRow };
+    return Object.assign(prepared, { grantRow });
   }
 
   private async mint(db: Kysely<Database>, input: MintInput): Promise<{ response: TokenResponse; refreshHash: string }> {
@@ -361,12 +367,12 @@ export class TokenService {
       successor_response: null,
       successor_hash: null,
     };
-    const accessToken = this.keys.sign(
+    const accessToken = this.keys.signing(
       { sub: input.user.id, aud: input.app.id, client_id: input.app.id, scope: input.scope, jti: newId('at'), sid: input.grantId },
       { alg: 'ES256', typ: 'at+jwt', expiresIn: ttl.accessToken },
     );
     const idToken = hasScope(input.scope, 'openid')
-      ? this.keys.sign(
+      ? this.keys.signing(
           {
             sub: input.user.id,
             aud: input.app.id,
@@ -380,14 +386,28 @@ export class TokenService {
           { alg: 'RS256', typ: 'JWT', expiresIn: ttl.accessToken },
         )
       : undefined;
-    const response = Promise.all([accessToken, idToken]).then(([access, id]) => {
-      const signed: TokenResponse = { access_token: access, token_type: 'Bearer', expires_in: ttl.accessToken, refresh_token: refreshToken, scope: input.scope };
-      if (id !== undefined) signed.id_token = id;
-      return signed;
-    });
+    const withTokens = (access: string, id: string | undefined): TokenResponse => {
+      const tokens: TokenResponse = { access_token: access, token_type: 'Bearer', expires_in: ttl.accessToken, refresh_token: refreshToken, scope: input.scope };
+      if (id !== undefined) tokens.id_token = id;
+      return tokens;
+    };
+    const response = Promise.all([accessToken.jwt, idToken?.jwt]).then(([access, id]) => withTokens(access, id));
     // A caller whose statement failed no longer waits for the response: its failure must not go unhandled.
     response.catch(() => undefined);
-    return { response, refreshRow };
+    const replayText = async () => JSON.stringify(withTokens(await accessToken.jwt, idToken && `${idToken.input}.`));
+    return { response, replayText, refreshRow };
+  }
+
+  /**
+   * A response stored for replay (PreparedTokens.replayText) as it was first answered: its ID token signed
+   * again from its signing input, which gives the very same JWT (RS256 is deterministic). A response
+   * stored whole is returned as it is.
+   */
+  private async replayed(stored: string): Promise<string> {
+    const response = JSON.parse(stored) as TokenResponse;
+    if (response.id_token === undefined || !response.id_token.endsWith('.')) return stored;
+    response.id_token = await this.keys.resignRs256(response.id_token.slice(0, -1));
+    return JSON.stringify(response);
   }
 
   /**
@@ -409,8 +429,9 @@ export class TokenService {
       if (row.expires_at <= now) throw new AppError('invalid_grant', { reason: 'refresh_token_expired' });
       if (!isLiveGrant(grant, user, now)) throw new AppError('invalid_grant', { reason: 'refresh_token_revoked' });
       const scope = input.scope !== undefined ? joinScope(scopeList(input.scope)) : row.scope;
-      // Signed before the transaction; the conditional UPDATE decides the one winner.
-      const { response, refreshRow } = this.prepareTokens({
+      // The conditional UPDATE decides the one winner; the ID token is signed while it runs, and the
+      // response is answered only once the rotation has committed.
+      const prepared = this.prepareTokens({
         app: input.client,
         user,
         grantId: grant.id,
@@ -421,15 +442,16 @@ export class TokenService {
         amr: parseAmr(grant.amr),
         nonce: null,
       });
-      const json = JSON.stringify(await response);
-      if (await this.grantWrites.rotate({ tokenHash: hash, at: now, sealedResponse: this.box.seal(json), successor: refreshRow })) return json;
+      const sealedResponse = this.box.seal(await prepared.replayText());
+      const [won, response] = await Promise.all([this.grantWrites.rotate({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
+      if (won) return JSON.stringify(response);
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
     const settled = await findRefreshToken(this.db, hash);
     if (settled?.successor_response && settled.successor_hash && settled.consumed_at !== null && now - settled.consumed_at <= this.config.ttl.refreshReuseGrace) {
       const successor = await findRefreshToken(this.db, settled.successor_hash);
       if (successor && successor.consumed_at === null && (await isGrantLive(this.db, row.grant_id, now))) {
-        return this.box.open(settled.successor_response);
+        return this.replayed(this.box.open(settled.successor_response));
       }
     }
     await this.db.transaction().execute(async (trx) => {

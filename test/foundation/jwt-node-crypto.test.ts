@@ -1,7 +1,7 @@
 import { createPublicKey, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { errors, importJWK, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { CheckedSignatures, signEs256, signRs256, verifyEs256 } from '../../src/plugins/jwt-node-crypto.js';
+import { CheckedSignatures, signEs256, signingInput, signRs256, signRs256Input, verifyEs256 } from '../../src/plugins/jwt-node-crypto.js';
 
 // The node:crypto path for our own JWTs (src/plugins/jwt-node-crypto.ts). ES256 access tokens and
 // session JWTs: interchangeable with jose in both directions, and every malformed, forged or out-of-time
@@ -153,6 +153,14 @@ describe('RS256 through node:crypto', () => {
     // The same bytes jose would sign (PKCS#1 v1.5 is deterministic): the padding is RS256's, not PSS.
     const joseSigned = await new SignJWT(claims({ aud: 'app_1', nonce: 'n-1' })).setProtectedHeader({ alg: 'RS256', typ: 'JWT', kid: 'r1' }).sign(rsa.privateKey);
     expect(token).toBe(joseSigned);
+  });
+
+  it('signs a stored signing input again to the very same JWT (what a refresh replay relies on)', async () => {
+    const token = await signRs256(claims({ aud: 'app_1' }), { kid: 'r1', typ: 'JWT' }, rsa.privateKey);
+    const input = signingInput('RS256', { kid: 'r1', typ: 'JWT' }, claims({ aud: 'app_1' }));
+    expect(token.startsWith(`${input}.`)).toBe(true);
+    expect(await signRs256Input(input, rsa.privateKey)).toBe(token);
+    expect(await signRs256Input(input, generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey)).not.toBe(token);
   });
 
   it('is refused by another key', async () => {

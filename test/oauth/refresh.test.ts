@@ -2,6 +2,8 @@ import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeClient, refresh, signedInWithTokens, userinfo, type TestClient } from '../helpers/oauth-flows.js';
+import { SecretBox } from '../../src/shared/crypto.js';
+import { hashSecret } from '../../src/shared/ids.js';
 
 describe('grant_type=refresh_token (SECURITY.md D)', () => {
   let t: TestApp;
@@ -99,6 +101,39 @@ describe('grant_type=refresh_token (SECURITY.md D)', () => {
     expect(rows.filter((r) => r.consumed_at === null)).toHaveLength(1);
     // The successor stays valid.
     expect((await refresh(t.app, appA, results[0]!.json().refresh_token)).statusCode).toBe(200);
+  });
+
+  // A rotation stores the ID token of its response as a signing input and signs it again on a replay
+  // (src/tokens/service.ts, PreparedTokens.replayText): the replay must be the same text, and a valid token.
+  it('item 96: a replay in the grace window answers the first body, its ID token valid, across a key rotation', async () => {
+    const { tokens } = await signedInWithTokens(t, appA);
+    const first = await refresh(t.app, appA, tokens.refresh_token);
+    expect(first.statusCode).toBe(200);
+    expect(first.json().id_token).toMatch(/^[\w-]+\.[\w-]+\.[\w-]{300,}$/);
+    await t.app.keys.rotate();
+    t.clock.advance(5);
+    const replay = await refresh(t.app, appA, tokens.refresh_token);
+    expect(replay.statusCode).toBe(200);
+    expect(replay.body).toBe(first.body);
+    const stored = await t.db.selectFrom('refresh_tokens').select('successor_response').where('token_hash', '=', hashSecret(tokens.refresh_token)).executeTakeFirstOrThrow();
+    expect(stored.successor_response).not.toContain(first.json().id_token.split('.')[2]);
+    expect(await t.app.keys.verify(replay.json().id_token, { typ: 'JWT', algorithms: ['RS256'], audience: appA.app.id })).toMatchObject({ sub: decodeJwt(tokens.id_token!).sub });
+  });
+
+  it('item 96: a replay response stored whole (no ID token to sign again) is answered as stored', async () => {
+    const { tokens } = await signedInWithTokens(t, appA, { scope: 'profile' });
+    const first = await refresh(t.app, appA, tokens.refresh_token);
+    expect(first.statusCode).toBe(200);
+    expect(first.json().id_token).toBeUndefined();
+    const whole = JSON.stringify({ ...first.json(), id_token: 'e30.e30.c2ln' });
+    await t.db
+      .updateTable('refresh_tokens')
+      .set({ successor_response: new SecretBox(t.config.secretKey, 'refresh-replay').seal(whole) })
+      .where('token_hash', '=', hashSecret(tokens.refresh_token))
+      .execute();
+    const replay = await refresh(t.app, appA, tokens.refresh_token);
+    expect(replay.statusCode).toBe(200);
+    expect(replay.body).toBe(whole);
   });
 
   it('item 29: refresh tokens expire (absolute family lifetime)', async () => {
