@@ -40,7 +40,7 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
   --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, healthz, burst (bearer reads
                      at a fixed rate, alone and then during a login run on the same server)
   --no-refs          skip the references
-  --pool N           largest pool of one-use codes/refresh tokens per run (default 60000); after
+  --pool N           largest pool of one-use codes/refresh tokens per run (default 100000); after
                      round 1, pools are sized from the best rate seen (1.6 × rate × (warm-up + run) + 2000)
   --mint-seconds S   time box for minting one Gatehouse refresh-token pool (default 60); tokens a run
                      never took are carried to the next round, so later rounds mint little
@@ -128,7 +128,7 @@ function parseOptions(args: string[]): Options {
     only,
     scenarios: profile ? [profile] : scenarios,
     refs: !args.includes('--no-refs'),
-    pool: Math.max(100, Math.floor(num('pool', 60_000))),
+    pool: Math.max(100, Math.floor(num('pool', 100_000))),
     mintSeconds: num('mint-seconds', 60),
     users: Math.max(1, Math.floor(num('users', 16))),
     profile,
