@@ -38,25 +38,17 @@ export const signingInput = (alg: 'ES256' | 'RS256', header: JwtHeader, payload:
 /** The compact JWS: the signing input and its signature. */
 const compact = (input: string, signature: Buffer) => `${input}.${signature.toString('base64url')}`;
 
-export function signEs256(payload: JWTPayload, header: JwtHeader, key: KeyObject): string {
-  return signEs256Input(signingInput('ES256', header, payload), key);
-}
-
-/** signEs256 of a signing input already made. */
-export function signEs256Input(input: string, key: KeyObject): string {
+/** The ES256 JWT of a signing input (signingInput with 'ES256'), signed on the calling thread. */
+export function signEs256(input: string, key: KeyObject): string {
   return compact(input, sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 }));
 }
 
-/** RS256 (RSASSA-PKCS1-v1_5 with SHA-256, node:crypto's default padding for an RSA key), on the thread pool. */
-export function signRs256(payload: JWTPayload, header: JwtHeader, key: KeyObject): Promise<string> {
-  return signRs256Input(signingInput('RS256', header, payload), key);
-}
-
 /**
- * signRs256 of a signing input already made. RSASSA-PKCS1-v1_5 is deterministic: the same input and key
- * give the same JWT, so a JWT can be stored as its input and signed again when it is needed once more.
+ * The RS256 JWT of a signing input (signingInput with 'RS256'): RSASSA-PKCS1-v1_5 with SHA-256,
+ * node:crypto's default padding for an RSA key, on the thread pool. It is deterministic: the same input
+ * and key give the same JWT, so a JWT can be stored as its input and signed again when needed once more.
  */
-export function signRs256Input(input: string, key: KeyObject): Promise<string> {
+export function signRs256(input: string, key: KeyObject): Promise<string> {
   return new Promise((resolve, reject) =>
     sign('sha256', Buffer.from(input), key, (error, signature) => (error ? reject(error) : resolve(compact(input, signature)))),
   );

@@ -14,7 +14,7 @@ import {
 import type { Kysely } from 'kysely';
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { SecretBox } from '../shared/crypto.js';
-import { CheckedSignatures, signEs256Input, signingInput, signRs256Input, verifyEs256 } from './jwt-node-crypto.js';
+import { CheckedSignatures, signEs256, signingInput, signRs256, verifyEs256 } from './jwt-node-crypto.js';
 import type { Clock } from '../shared/time.js';
 import type { Database } from '../storage/schema.js';
 import { insertFirstSigningKeys, insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
@@ -187,8 +187,8 @@ export class KeyStore {
     // Object.assign, not a spread followed by claims: each such object would get a map of its own (finding 76, see toApp).
     const claims = Object.assign({}, payload, { iss: this.issuer, iat: now, exp: now + options.expiresIn });
     const input = signingInput(key.alg, { kid: key.kid, typ: options.typ }, claims);
-    if (key.alg === 'ES256') return { input, jwt: Promise.resolve(signEs256Input(input, key.privateKey)) };
-    return { input, jwt: signRs256Input(input, key.privateKey) };
+    if (key.alg === 'ES256') return { input, jwt: Promise.resolve(signEs256(input, key.privateKey)) };
+    return { input, jwt: signRs256(input, key.privateKey) };
   }
 
   /**
@@ -200,7 +200,7 @@ export class KeyStore {
     const header = JSON.parse(Buffer.from(input.slice(0, input.indexOf('.')), 'base64url').toString()) as { kid?: unknown };
     const key = typeof header.kid === 'string' ? this.publishedKey(header.kid, 'RS256') : undefined;
     if (!key) throw new Error('the key of a stored RS256 signing input is no longer published');
-    return signRs256Input(input, key.privateKey);
+    return signRs256(input, key.privateKey);
   }
 
   /**
