@@ -300,7 +300,7 @@ export class TokenService {
     }
     const grant = await findGrant(db, input.grantId);
     if (!grant) throw new Error('grant vanished while issuing tokens');
-    const { response } = await this.mint(db, {
+    const response = await this.mint(db, {
       app: input.app,
       user: input.user,
       grantId: grant.id,
@@ -341,10 +341,10 @@ export class TokenService {
     return Object.assign(prepared, { grantRow });
   }
 
-  private async mint(db: Kysely<Database>, input: MintInput): Promise<{ response: TokenResponse; refreshHash: string }> {
+  private async mint(db: Kysely<Database>, input: MintInput): Promise<TokenResponse> {
     const prepared = this.prepareTokens(input);
     await insertRefreshToken(db, prepared.refreshRow);
-    return { response: await prepared.response, refreshHash: prepared.refreshRow.token_hash };
+    return prepared.response;
   }
 
   /**

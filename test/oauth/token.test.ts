@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
 import { hashSecret, newSecret } from '../../src/shared/ids.js';
 import { StatementRecorder } from '../helpers/statements.js';
+import { eventually } from '../helpers/concurrency.js';
 import {
   authorizeAndGetCode,
   Browser,
@@ -549,13 +550,11 @@ describe.runIf(TEST_DIALECT === 'postgres')('a code grant answers only once its 
     let answered = false;
     const answer = exchangeCode(t.app, client, code, verifier).finally(() => (answered = true));
     try {
-      let waiting = 0;
-      for (let i = 0; i < 250 && waiting === 0; i++) {
-        const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db);
-        waiting = rows[0]!.n;
-        if (waiting === 0) await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      expect(waiting, 'the redemption never waited for the held row').toBeGreaterThan(0);
+      const waitsForLock = async () =>
+        (await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db)).rows[0]!.n > 0;
+      expect(await eventually(waitsForLock, 15_000), 'the redemption never waited for the held row').toBe(true);
+      // Real time on purpose: no rule here depends on the clock; this only gives a build that answered
+      // without waiting for the commit the chance to do so.
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(answered, 'answered before the redemption could commit').toBe(false);
     } finally {
