@@ -1,10 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { appList, developerList, resolveDeveloper, userList } from '../../src/cli/listing.js';
 import { AppError } from '../../src/errors.js';
-import { migrateToLatest } from '../../src/storage/migrator.js';
 import { recordAppSignIn } from '../../src/storage/repos/app-users.js';
-import type { Storage } from '../../src/storage/connect.js';
-import { createTestStorage, TEST_DIALECT } from '../helpers/app.js';
+import { TEST_DIALECT, useMigratedTestStorage } from '../helpers/app.js';
 import { insertTestUser, makeApp, makeDeveloper } from '../helpers/factories.js';
 
 /**
@@ -12,17 +10,7 @@ import { insertTestUser, makeApp, makeDeveloper } from '../helpers/factories.js'
  * process wrapper is covered by test/foundation/cli.test.ts).
  */
 describe('CLI lists and the --developer default', () => {
-  let storage: Storage;
-  let drop: () => Promise<void>;
-
-  beforeAll(async () => {
-    ({ storage, drop } = await createTestStorage());
-    await migrateToLatest(storage);
-  });
-  afterAll(async () => {
-    await storage.close();
-    await drop();
-  });
+  const database = useMigratedTestStorage();
 
   const failure = async (promise: Promise<unknown>): Promise<AppError> => {
     const error = await promise.then(() => undefined, (e: unknown) => e);
@@ -31,7 +19,7 @@ describe('CLI lists and the --developer default', () => {
   };
 
   it('--developer: says how to create one when there is none, defaults to the only one, names the choices when there are several', async () => {
-    const db = storage.db;
+    const db = database.storage.db;
     expect((await failure(resolveDeveloper(db, undefined))).publicMessage).toMatch(/gatehouse developer create --email/);
     const first = await makeDeveloper(db, { email: 'first@example.com', createdAt: 1_800_000_000 });
     expect((await resolveDeveloper(db, undefined)).id).toBe(first.id);
@@ -64,7 +52,7 @@ describe('CLI lists and the --developer default', () => {
   });
 
   it('user list: an app\'s users with their last sign-in, or every user; filters checked like the API', async () => {
-    const db = storage.db;
+    const db = database.storage.db;
     const app = await makeApp(db, { name: 'Listed' });
     const ann = await insertTestUser(db, { email: 'ann@example.com', name: 'Ann', email_verified: 1 }, 1_800_000_000);
     await insertTestUser(db, { email: 'bob@example.com', status: 'disabled' }, 1_800_000_001);

@@ -2,10 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { parseConfig, type ResolvedConfig } from '../../src/config.js';
 import { epochSeconds, type Clock } from '../../src/shared/time.js';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
+import { migrateToLatest } from '../../src/storage/migrator.js';
 import type { Database } from '../../src/storage/schema.js';
 
 /** Which database this test run uses: vitest's `sqlite` and `postgres` projects set TEST_DIALECT. */
@@ -65,6 +67,34 @@ export async function createTestStorage(): Promise<{ storage: Storage; url: stri
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.end();
+    },
+  };
+}
+
+/**
+ * A fresh test database, migrated, for the tests of the enclosing describe block: made before them
+ * (before the block's own beforeAll hooks declared after this call), dropped after them.
+ */
+export function useMigratedTestStorage(): { readonly storage: Storage; readonly url: string } {
+  let made: Awaited<ReturnType<typeof createTestStorage>> | undefined;
+  beforeAll(async () => {
+    made = await createTestStorage();
+    await migrateToLatest(made.storage);
+  });
+  afterAll(async () => {
+    await made?.storage.close();
+    await made?.drop();
+  });
+  const current = () => {
+    if (!made) throw new Error('the test database is made in beforeAll');
+    return made;
+  };
+  return {
+    get storage() {
+      return current().storage;
+    },
+    get url() {
+      return current().url;
     },
   };
 }

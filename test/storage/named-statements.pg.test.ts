@@ -1,12 +1,11 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrateToLatest } from '../../src/storage/migrator.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { precompiled, statementName } from '../../src/storage/precompiled.js';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
 import { withNamedStatements } from '../../src/storage/named-statements.js';
 import type { Database } from '../../src/storage/schema.js';
-import { createTestStorage } from '../helpers/app.js';
+import { useMigratedTestStorage } from '../helpers/app.js';
 
 // PostgreSQL only: hot statements (precompiled.ts) run as named prepared statements, parsed, planned and
 // described once per connection; other SQL is not prepared, so the server keeps no statement per ad-hoc query.
@@ -23,23 +22,15 @@ async function preparedHere(storage: Storage): Promise<Array<{ name: string; sta
 }
 
 describe('named prepared statements on PostgreSQL', () => {
-  let storage: Storage;
-  let drop: () => Promise<void>;
-  let url: string;
+  const database = useMigratedTestStorage();
   beforeAll(async () => {
-    ({ storage, drop, url } = await createTestStorage());
-    await migrateToLatest(storage);
-    await sql`insert into users (id, email, email_verified, status, created_at, updated_at) values ('usr_1', 'a@example.com', 1, 'active', 1, 1)`.execute(storage.db);
-  });
-  afterAll(async () => {
-    await storage.close();
-    await drop();
+    await sql`insert into users (id, email, email_verified, status, created_at, updated_at) values ('usr_1', 'a@example.com', 1, 'active', 1, 1)`.execute(database.storage.db);
   });
 
   it('a precompiled statement is prepared under its name, once, and answers with each call\'s parameters', async () => {
-    expect((await selectUserEmail(storage.db, 'usr_1')).rows).toEqual([{ email: 'a@example.com' }]);
-    expect((await selectUserEmail(storage.db, 'usr_missing')).rows).toEqual([]);
-    const prepared = await preparedHere(storage);
+    expect((await selectUserEmail(database.storage.db, 'usr_1')).rows).toEqual([{ email: 'a@example.com' }]);
+    expect((await selectUserEmail(database.storage.db, 'usr_missing')).rows).toEqual([]);
+    const prepared = await preparedHere(database.storage);
     const ours = prepared.filter((p) => p.name.startsWith('gatehouse_'));
     expect(ours).toHaveLength(1);
     expect(statementName(ours[0]!.statement)).toBe(ours[0]!.name);
@@ -50,7 +41,7 @@ describe('named prepared statements on PostgreSQL', () => {
 
   it('inside a transaction too, and a connection the server ended is replaced and prepares again', async () => {
     // A storage of its own, used one query at a time: its pool holds exactly one connection.
-    const own = createStorage(url);
+    const own = createStorage(database.url);
     try {
       const backend = async () => (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(own.db)).rows[0]!.pid;
       const before = await backend();
@@ -82,7 +73,7 @@ describe('named prepared statements on PostgreSQL', () => {
 
   it('a statement is described once per connection: later executions reuse its columns and parse rows the same', async () => {
     // One connection, and a count of the result descriptions the server sends on it.
-    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const pool = new pg.Pool({ connectionString: database.url, max: 1 });
     // Describe is answered with RowDescription, or with NoData for a statement without rows.
     let descriptions = 0;
     pool.on('connect', (client) => {

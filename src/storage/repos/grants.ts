@@ -340,13 +340,17 @@ function inAskedOrder<R extends { pair_i: string }, A>(rows: readonly R[], count
 /**
  * A batched client read: for each (app, key) pair asked, the app and, joined laterally, what `joined`
  * reads for the key (findAppsWithRefreshFamilies, findAppsWithCodeRedemptions). PostgreSQL only.
+ * `offset 0` keeps the lateral subquery whole, planned on its own for one key: each key is looked up by
+ * its primary key, never by joining the whole table (as the flattened join did on a table without
+ * statistics), and the statement plans in about half the time (PostgreSQL plans it anew on most calls;
+ * bench/RESULTS.md, finding 91).
  */
 function selectAppsWith<DB, TB extends keyof DB, O>(joined: (db: Kysely<Database>, key: Expression<string>) => SelectQueryBuilder<DB, TB, O>) {
   return precompiled((db, appIds: readonly string[], keys: readonly string[]) =>
     db
       .selectFrom(askedPairs(appIds, keys))
       .innerJoin('apps as a', 'a.id', 'pair.app_id')
-      .leftJoinLateral(joined(db.withoutPlugins(), sql.ref<string>('pair.key')).as('j'), (join) => join.onTrue())
+      .leftJoinLateral(joined(db.withoutPlugins(), sql.ref<string>('pair.key')).offset(sql.lit(0)).as('j'), (join) => join.onTrue())
       .selectAll('a')
       .selectAll('j')
       .select('pair.i as pair_i'),
