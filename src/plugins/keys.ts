@@ -197,6 +197,7 @@ export class KeyStore {
    * is, for as long as what it signed can live).
    */
   async resignRs256(input: string): Promise<string> {
+    // Decoded here: jose's decodeProtectedHeader refuses a signing input, which is not a whole JWS.
     const header = JSON.parse(Buffer.from(input.slice(0, input.indexOf('.')), 'base64url').toString()) as { kid?: unknown };
     const key = typeof header.kid === 'string' ? this.publishedKey(header.kid, 'RS256') : undefined;
     if (!key) throw new Error('the key of a stored RS256 signing input is no longer published');
