@@ -8,9 +8,10 @@ import { errors, type JWTPayload } from 'jose';
  * main thread more than the arithmetic itself.
  *
  * An ES256 verify (about three times a sign's work) runs as a `crypto.verify` job on the libuv thread
- * pool: a synchronous verify was half of a bearer read's main-thread time. An ES256 sign runs on the main
- * thread: it costs about 30 µs there, and handing it to the pool cost more, measured under load (waking
- * a pool thread and being woken back: refresh 2.4k → 3.1k req/s on SQLite when signing inline). An RS256
+ * pool: a synchronous verify was half of a bearer read's main-thread time. An ES256 sign (signEs256,
+ * about 30 µs) is not worth a pool job: waking a pool thread and being woken back cost more, measured
+ * under load (refresh 2.4k → 3.1k req/s on SQLite when signing inline). The signatures asked together go
+ * to a worker thread in batches instead (es256-signer.ts), and a lone one is made inline. An RS256
  * sign (0.5–0.8 ms of CPU for a 2048-bit key, by host) runs as a `crypto.sign` job on the pool;
  * started through WebCrypto, the same job cost the main thread about twice as much (bench/RESULTS.md,
  * finding 60).
@@ -38,7 +39,7 @@ export const signingInput = (alg: 'ES256' | 'RS256', header: JwtHeader, payload:
 /** The compact JWS: the signing input and its signature. */
 const compact = (input: string, signature: Buffer) => `${input}.${signature.toString('base64url')}`;
 
-/** The ES256 JWT of a signing input (signingInput with 'ES256'), signed on the calling thread. */
+/** The ES256 JWT of a signing input (signingInput with 'ES256'), signed on the calling thread (Es256Signer decides which). */
 export function signEs256(input: string, key: KeyObject): string {
   return compact(input, sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 }));
 }

@@ -14,7 +14,8 @@ import {
 import type { Kysely } from 'kysely';
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { SecretBox } from '../shared/crypto.js';
-import { CheckedSignatures, signEs256, signingInput, signRs256, verifyEs256 } from './jwt-node-crypto.js';
+import { Es256Signer } from './es256-signer.js';
+import { CheckedSignatures, signingInput, signRs256, verifyEs256 } from './jwt-node-crypto.js';
 import type { Clock } from '../shared/time.js';
 import type { Database } from '../storage/schema.js';
 import { insertFirstSigningKeys, insertSigningKeys, listSigningKeys, retireSigningKeys } from '../storage/repos/signing-keys.js';
@@ -74,6 +75,8 @@ export class KeyStore {
     readonly issuer: string,
     /** How long a retired key stays published: the longest lifetime of anything it signed. */
     private readonly retentionSeconds: number,
+    /** Makes the ES256 signatures: batches on a worker thread, a lone one inline. */
+    private readonly es256: Es256Signer,
   ) {
     this.box = new SecretBox(secretKey, 'signing-keys');
   }
@@ -176,7 +179,7 @@ export class KeyStore {
 
   /**
    * Starts signing a JWT: its signing input (`header.payload`) at once, the JWT once signed (an ES256
-   * signature is made here, an RS256 one on the thread pool). Throws when no key is active.
+   * signature on the signer's worker, an RS256 one on the thread pool). Throws when no key is active.
    */
   signing(payload: JWTPayload, options: { alg: SigningAlg; typ: string; expiresIn: number }): JwtSigning {
     this.refreshSoon();
@@ -187,7 +190,7 @@ export class KeyStore {
     // Object.assign, not a spread followed by claims: each such object would get a map of its own (finding 76, see toApp).
     const claims = Object.assign({}, payload, { iss: this.issuer, iat: now, exp: now + options.expiresIn });
     const input = signingInput(key.alg, { kid: key.kid, typ: options.typ }, claims);
-    if (key.alg === 'ES256') return { input, jwt: Promise.resolve(signEs256(input, key.privateKey)) };
+    if (key.alg === 'ES256') return { input, jwt: this.es256.sign(input, key.kid, key.privateKey) };
     return { input, jwt: signRs256(input, key.privateKey) };
   }
 
@@ -267,7 +270,9 @@ declare module 'fastify' {
 
 async function keysPlugin(app: FastifyInstance) {
   const ttl = app.config.ttl;
-  const store = new KeyStore(app.db, app.config.secretKey, app.clock, app.config.baseUrl, Math.max(ttl.accessToken, ttl.session) + 60);
+  const signer = new Es256Signer((error) => app.log.error({ err: error }, 'the ES256 signing worker stopped: signing on the main thread from now on'));
+  app.addHook('onClose', () => signer.close());
+  const store = new KeyStore(app.db, app.config.secretKey, app.clock, app.config.baseUrl, Math.max(ttl.accessToken, ttl.session) + 60, signer);
   await store.init();
   app.decorate('keys', store);
 }
