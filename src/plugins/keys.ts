@@ -179,7 +179,8 @@ export class KeyStore {
 
   /**
    * Starts signing a JWT: its signing input (`header.payload`) at once, the JWT once signed (an ES256
-   * signature on the signer's worker, an RS256 one on the thread pool). Throws when no key is active.
+   * signature by the signer, on its worker when several are asked at once; an RS256 one on the thread
+   * pool). Throws when no key is active.
    */
   signing(payload: JWTPayload, options: { alg: SigningAlg; typ: string; expiresIn: number }): JwtSigning {
     this.refreshSoon();
