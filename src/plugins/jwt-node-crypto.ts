@@ -39,7 +39,7 @@ export const signingInput = (alg: 'ES256' | 'RS256', header: JwtHeader, payload:
 /** The compact JWS: the signing input and its signature. */
 const compact = (input: string, signature: Buffer) => `${input}.${signature.toString('base64url')}`;
 
-/** The ES256 JWT of a signing input (signingInput with 'ES256'), signed on the calling thread (Es256Signer decides which). */
+/** The ES256 JWT of a signing input (signingInput with 'ES256'), signed on the calling thread (Es256Signer's inline path). */
 export function signEs256(input: string, key: KeyObject): string {
   return compact(input, sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 }));
 }
