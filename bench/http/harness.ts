@@ -36,6 +36,8 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
                      (default 3)
   --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1)
   --connections N    autocannon connections (default 16)
+  --rate R           offer R requests/s in every measured run (autocannon's overall rate), as a soak at a
+                     set pace; default: as fast as answered. Such a run is never written to RESULTS.md
   --only sqlite|postgres|refs   run one target only (refs = the references)
   --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, healthz, burst (bearer reads
                      at a fixed rate, alone and then during a login run on the same server)
@@ -86,6 +88,7 @@ interface Options {
   rounds: number;
   warmup: number;
   connections: number;
+  rate?: number;
   only?: Target | 'refs';
   scenarios: ScenarioKey[];
   refs: boolean;
@@ -125,6 +128,7 @@ function parseOptions(args: string[]): Options {
     rounds: Math.max(1, Math.floor(num('rounds', 3))),
     warmup: num('warmup', 1),
     connections: Math.max(1, Math.floor(num('connections', 16))),
+    rate: value('rate') === undefined ? undefined : Math.max(1, num('rate', 0)),
     only,
     scenarios: profile ? [profile] : scenarios,
     refs: !args.includes('--no-refs'),
@@ -234,6 +238,7 @@ async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promi
     writeFileSync(poolFile, pool.join('\n') + '\n');
   }
   const job: LoadJob = {
+    ...(opts.rate ? { rate: opts.rate } : {}),
     ...rest,
     url: server.url,
     connections: connections ?? opts.connections,
@@ -890,7 +895,7 @@ export async function main(args: string[]): Promise<void> {
     opts.refs = false;
     if (opts.only !== 'postgres') opts.only = 'sqlite';
   }
-  console.log(`http bench: ${opts.rounds} round(s), ${opts.warmup} s warm-up + ${opts.duration} s runs, ${opts.connections} connections; node ${process.version}; load average ${load}`);
+  console.log(`http bench: ${opts.rounds} round(s), ${opts.warmup} s warm-up + ${opts.duration} s runs, ${opts.connections} connections${opts.rate ? `, ${opts.rate} req/s offered` : ''}; node ${process.version}; load average ${load}`);
 
   if (opts.build) {
     console.log('building: npm run build');
@@ -982,7 +987,7 @@ export async function main(args: string[]): Promise<void> {
     const everything =
       SCENARIOS.every((sc) => TARGETS.every((tg) => (results.get(keyOf(sc.key, tg))?.length ?? 0) >= opts.rounds)) &&
       TARGETS.every((tg) => (burstResults.get(tg)?.length ?? 0) >= opts.rounds);
-    const full = !opts.profile && opts.duration >= 10 && opts.rounds >= 3 && everything && dry === 0;
+    const full = !opts.profile && !opts.rate && opts.duration >= 10 && opts.rounds >= 3 && everything && dry === 0;
     const write = opts.write ?? full;
     if (write) writeResults(opts, args, minutes, load, table, details);
     else console.log(`\nbench/RESULTS.md not written (${opts.write === false ? '--no-write' : 'not a full run; --write forces it'})`);
