@@ -36,8 +36,9 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
                      (default 3)
   --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1)
   --connections N    autocannon connections (default 16)
-  --rate R           offer R requests/s in every measured run (autocannon's overall rate), as a soak at a
-                     set pace; default: as fast as answered. Such a run is never written to RESULTS.md
+  --rate R           offer R requests/s in every measured run (autocannon's overall rate; the burst's
+                     bearer reads keep their own), as a soak at a set pace; default: as fast as answered.
+                     Not a full run: RESULTS.md is written only with --write
   --only sqlite|postgres|refs   run one target only (refs = the references)
   --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, healthz, burst (bearer reads
                      at a fixed rate, alone and then during a login run on the same server)
