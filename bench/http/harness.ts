@@ -37,8 +37,8 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
   --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1)
   --connections N    autocannon connections (default 16)
   --rate R           offer R requests/s in every measured run (autocannon's overall rate; the burst's
-                     bearer reads keep their own), as a soak at a set pace; default: as fast as answered.
-                     Not a full run: RESULTS.md is written only with --write
+                     bearer reads keep their own), as a soak at a set pace (default 0: as fast as
+                     answered). Not a full run: RESULTS.md is written only with --write
   --only sqlite|postgres|refs   run one target only (refs = the references)
   --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, healthz, burst (bearer reads
                      at a fixed rate, alone and then during a login run on the same server)
@@ -129,7 +129,7 @@ function parseOptions(args: string[]): Options {
     rounds: Math.max(1, Math.floor(num('rounds', 3))),
     warmup: num('warmup', 1),
     connections: Math.max(1, Math.floor(num('connections', 16))),
-    rate: value('rate') === undefined ? undefined : Math.max(1, num('rate', 0)),
+    rate: num('rate', 0) || undefined,
     only,
     scenarios: profile ? [profile] : scenarios,
     refs: !args.includes('--no-refs'),

@@ -12,9 +12,9 @@ import { signEs256 } from './jwt-node-crypto.js';
  *
  * The signatures asked during one turn of the event loop form a batch (a Coalescer), sent at once when
  * it is full, so the worker signs the first ones while the main thread prepares the rest. A signature
- * alone in its turn is made here: the main thread has time then, a message would cost a third of the signature, and
- * a server that never has two at once (a login's, say) never starts the worker and its isolate
- * (~10 MB).
+ * alone in its turn is made here: the main thread has time then, a message would cost a third of the
+ * signature, and a server that never has two at once (a login's, say) never starts the worker and its
+ * isolate (~10 MB).
  *
  * The worker is started by the first batch and holds the private keys it was sent, by `kid`. It keeps
  * the process alive only while it owes an answer. If it stops (a crash) or cannot be started, the
