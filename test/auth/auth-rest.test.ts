@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { makeApp, makeUser } from '../helpers/factories.js';
+import { makeApp, makeDeveloper, makeUser } from '../helpers/factories.js';
 import { codeIn, linkIn, mailTo, startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import type { App } from '../../src/storage/repos/apps.js';
 import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
@@ -170,6 +170,27 @@ describe('login, enumeration and lockout', () => {
     const b = await post('/v1/auth/login', { email: blocked.email, password: blocked.password, client_id: client.id });
     expect(b.statusCode).toBe(403);
     expect(b.json().code).toBe('user_blocked');
+  });
+
+  it('a first login makes the user a user of the app; a returning one stamps last_login_at on that one row', async () => {
+    const developer = await makeDeveloper(t.db);
+    const own = await makeApp(t.db, { developerId: developer.id });
+    const user = await makeUser(t.app, { email: 'returning@example.com', password: 'a returning passphrase' });
+    const listed = async () => {
+      const res = await t.app.inject({ method: 'GET', url: `/v1/dev/apps/${own.id}/users`, headers: { authorization: `Bearer ${developer.apiKey}` } });
+      expect(res.statusCode).toBe(200);
+      return res.json() as { total: number; items: Array<{ id: string; created_at: string; last_login_at: string | null }> };
+    };
+    const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
+    expect((await listed()).total).toBe(0);
+
+    const first = t.clock.now();
+    expect((await post('/v1/auth/login', { email: user.email, password: user.password, client_id: own.id })).statusCode).toBe(200);
+    expect(await listed()).toMatchObject({ total: 1, items: [{ id: user.id, created_at: iso(first), last_login_at: iso(first) }] });
+
+    t.clock.advance(120);
+    expect((await post('/v1/auth/login', { email: user.email, password: user.password, client_id: own.id })).statusCode).toBe(200);
+    expect(await listed()).toMatchObject({ total: 1, items: [{ id: user.id, created_at: iso(first), last_login_at: iso(first + 120) }] });
   });
 });
 
@@ -427,7 +448,7 @@ describe('statements per password login (round trips on PostgreSQL)', () => {
       'update one_time_tokens',
       'select -', // membership, consent and second factors in one statement
       // the transaction: app sign-in, consent still in place, event, grant and refresh token
-      'insert app_users',
+      'update app_users', // a returning user of the app: last_login_at stamped on its row
       'select consents',
       'insert events',
       'insert grants',
