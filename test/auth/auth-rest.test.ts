@@ -181,16 +181,29 @@ describe('login, enumeration and lockout', () => {
       expect(res.statusCode).toBe(200);
       return res.json() as { total: number; items: Array<{ id: string; created_at: string; last_login_at: string | null }> };
     };
-    const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
+    const seconds = (iso: string | null) => Date.parse(iso ?? '') / 1000;
+    // The file's clock follows the wall clock: each sign-in's time is bracketed, never guessed.
+    const signIn = async () => {
+      const from = t.clock.now();
+      expect((await post('/v1/auth/login', { email: user.email, password: user.password, client_id: own.id })).statusCode).toBe(200);
+      return { from, to: t.clock.now() };
+    };
     expect((await listed()).total).toBe(0);
 
-    const first = t.clock.now();
-    expect((await post('/v1/auth/login', { email: user.email, password: user.password, client_id: own.id })).statusCode).toBe(200);
-    expect(await listed()).toMatchObject({ total: 1, items: [{ id: user.id, created_at: iso(first), last_login_at: iso(first) }] });
+    const first = await signIn();
+    const once = await listed();
+    expect(once).toMatchObject({ total: 1, items: [{ id: user.id }] });
+    const joined = once.items[0]!.created_at;
+    expect(seconds(joined)).toBeGreaterThanOrEqual(first.from);
+    expect(seconds(joined)).toBeLessThanOrEqual(first.to);
+    expect(once.items[0]!.last_login_at).toBe(joined);
 
     t.clock.advance(120);
-    expect((await post('/v1/auth/login', { email: user.email, password: user.password, client_id: own.id })).statusCode).toBe(200);
-    expect(await listed()).toMatchObject({ total: 1, items: [{ id: user.id, created_at: iso(first), last_login_at: iso(first + 120) }] });
+    const second = await signIn();
+    const twice = await listed();
+    expect(twice).toMatchObject({ total: 1, items: [{ id: user.id, created_at: joined }] });
+    expect(seconds(twice.items[0]!.last_login_at)).toBeGreaterThanOrEqual(second.from);
+    expect(seconds(twice.items[0]!.last_login_at)).toBeLessThanOrEqual(second.to);
   });
 });
 
