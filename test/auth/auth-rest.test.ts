@@ -3,6 +3,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp, makeDeveloper, makeUser } from '../helpers/factories.js';
 import { codeIn, linkIn, mailTo, startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import type { App } from '../../src/storage/repos/apps.js';
+import { epochSeconds } from '../../src/shared/time.js';
 import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 import { StatementRecorder } from '../helpers/statements.js';
 
@@ -181,7 +182,7 @@ describe('login, enumeration and lockout', () => {
       expect(res.statusCode).toBe(200);
       return res.json() as { total: number; items: Array<{ id: string; created_at: string; last_login_at: string | null }> };
     };
-    const seconds = (iso: string | null) => Date.parse(iso ?? '') / 1000;
+    const seconds = (iso: string | null) => epochSeconds(Date.parse(iso ?? ''));
     // The file's clock follows the wall clock: each sign-in's time is bracketed, never guessed.
     const signIn = async () => {
       const from = t.clock.now();
