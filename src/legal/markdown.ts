@@ -1,5 +1,6 @@
 import { marked, type Token } from 'marked';
 import sanitizeHtml from 'sanitize-html';
+import { markerNesting, MAX_NESTING, nestingProblem, type RenderOutcome } from './nesting.js';
 
 /**
  * Legal Markdown → sanitized HTML, with limits (SECURITY hardening item 5). Pure and synchronous: it
@@ -8,14 +9,8 @@ import sanitizeHtml from 'sanitize-html';
  * recurses once per nesting level (29,000 `> ` overflow the stack). The worker adds the time limit.
  */
 
-/** Deepest block-quote/list nesting a document may use (real legal texts stay under 6). */
-export const MAX_NESTING = 20;
 /** Largest HTML a document may render to, before sanitizing (reference links can multiply the input). */
 export const HTML_MAX = 1_000_000;
-
-export type RenderOutcome = { ok: true; html: string } | { ok: false; problem: string };
-
-export const nestingProblem = `block quotes and lists must not be nested more than ${MAX_NESTING} levels deep`;
 
 const SANITIZE: sanitizeHtml.IOptions = {
   allowedTags: [
@@ -29,42 +24,6 @@ const SANITIZE: sanitizeHtml.IOptions = {
   disallowedTagsMode: 'discard',
   transformTags: { a: sanitizeHtml.simpleTransform('a', { rel: 'noopener noreferrer nofollow' }) },
 };
-
-// Sticky, multiline: matched in place at a position of the whole document (no per-line copies).
-const CONTAINER_MARKER = / {0,3}(?:>|[-+*](?=[ \t]|$)|\d{1,9}[.)](?=[ \t]|$))[ \t]*/my;
-const THEMATIC_BREAK = / {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/my;
-
-/**
- * Cheap upper bound (linear, safe on the event loop) of the block quotes and list items opened by the
- * markers at the start of one line (`> > - 1. text`), over all lines. Indentation-only nesting is
- * measured exactly on the lexed tokens, in the worker.
- */
-export function markerNesting(markdown: string): number {
-  let deepest = 0;
-  let start = 0;
-  while (start < markdown.length) {
-    let at = start;
-    let depth = 0;
-    for (;;) {
-      CONTAINER_MARKER.lastIndex = at;
-      const m = CONTAINER_MARKER.exec(markdown);
-      if (!m) break;
-      // `- - -` / `* * *` is a horizontal rule, not three nested lists.
-      if (m[0].trimStart()[0] !== '>') {
-        THEMATIC_BREAK.lastIndex = at;
-        if (THEMATIC_BREAK.test(markdown)) break;
-      }
-      depth += 1;
-      if (depth > MAX_NESTING) return depth;
-      at += m[0].length;
-    }
-    if (depth > deepest) deepest = depth;
-    const end = markdown.indexOf('\n', start);
-    if (end === -1) break;
-    start = end + 1;
-  }
-  return deepest;
-}
 
 /** Deepest block-quote/list nesting of lexed tokens (iterative: no recursion on hostile depth). */
 export function tokenNesting(tokens: Token[]): number {

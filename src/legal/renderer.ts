@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { AppError } from '../errors.js';
-import { markerNesting, MAX_NESTING, nestingProblem, type RenderOutcome } from './markdown.js';
+import { markerNesting, MAX_NESTING, nestingProblem, type RenderOutcome } from './nesting.js';
 
 /**
  * Renders legal Markdown off the event loop (SECURITY hardening item 5): a small pool of worker

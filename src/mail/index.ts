@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { ResolvedConfig } from '../config.js';
 import type { Locale } from '../plugins/i18n.js';
 import { VIEWS_DIR } from '../plugins/views.js';
@@ -171,6 +171,8 @@ export class Mailer {
       return;
     }
     try {
+      // Loaded with the first mail sent over SMTP: a server without SMTP_URL never holds it.
+      const { default: nodemailer } = await import('nodemailer');
       this.transport ??= nodemailer.createTransport(this.config.smtpUrl, {
         from: this.config.emailFrom,
         connectionTimeout: 10_000,

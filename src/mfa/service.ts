@@ -1,6 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import QRCode from 'qrcode';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Amr } from '../shared/acr.js';
@@ -91,6 +90,8 @@ export class Mfa {
 
   private async enrolmentOf(secret: string, account: string): Promise<TotpEnrolment> {
     const uri = totpUri(secret, this.issuer, account);
+    // Loaded on the first enrolment: most processes never draw a QR code.
+    const { default: QRCode } = await import('qrcode');
     const qrSvg = await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
     return { secret, uri, qrSvg };
   }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { Throttle } from './service.js';
 
 declare module 'fastify' {
@@ -12,6 +12,8 @@ declare module 'fastify' {
 async function throttlePlugin(app: FastifyInstance) {
   let redis: Redis | null = null;
   if (app.config.redisUrl) {
+    // Loaded only when configured: a server without Redis never holds the client's code.
+    const { Redis } = await import('ioredis');
     redis = new Redis(app.config.redisUrl, {
       lazyConnect: false,
       enableOfflineQueue: false,
