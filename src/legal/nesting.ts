@@ -1,7 +1,7 @@
 /**
- * The half of legal Markdown's limits that is cheap and linear, so it runs on the event loop before a
- * document is sent to the render worker (`renderer.ts`). It imports no Markdown or HTML library: those
- * load only in the worker (`markdown.ts`).
+ * What the event loop needs of legal Markdown: the cheap, linear nesting check it runs before a document
+ * is sent to the render worker (`renderer.ts`), and the shape of the worker's answer. It imports no
+ * Markdown or HTML library: those load only in the worker (`markdown.ts`).
  */
 
 /** Deepest block-quote/list nesting a document may use (real legal texts stay under 6). */
