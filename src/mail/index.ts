@@ -171,15 +171,8 @@ export class Mailer {
       return;
     }
     try {
-      // Loaded with the first mail sent over SMTP: a server without SMTP_URL never holds it.
-      const { default: nodemailer } = await import('nodemailer');
-      this.transport ??= nodemailer.createTransport(this.config.smtpUrl, {
-        from: this.config.emailFrom,
-        connectionTimeout: 10_000,
-        greetingTimeout: 10_000,
-        socketTimeout: 30_000,
-      } as never);
-      await this.transport.sendMail({
+      const transport = await this.smtpTransport(this.config.smtpUrl);
+      await transport.sendMail({
         from: this.config.emailFrom,
         to: row.to_address,
         subject: row.subject,
@@ -197,6 +190,18 @@ export class Mailer {
       await markMailFailed(this.db, row.id, this.clock.now() + retryIn, message);
       this.app.log.warn({ mail_id: row.id, kind: row.kind, attempts, retry_in: retryIn, error: message }, 'mail delivery failed; will retry');
     }
+  }
+
+  /** The SMTP transport, made for the first mail sent: nodemailer loads only then, so a server without SMTP_URL never holds it. */
+  private async smtpTransport(smtpUrl: string): Promise<Transporter> {
+    if (this.transport) return this.transport;
+    const { default: nodemailer } = await import('nodemailer');
+    return (this.transport ??= nodemailer.createTransport(smtpUrl, {
+      from: this.config.emailFrom,
+      connectionTimeout: 10_000,
+      greetingTimeout: 10_000,
+      socketTimeout: 30_000,
+    } as never));
   }
 
   start(): void {
