@@ -1,33 +1,27 @@
 import type { KeyObject } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { Coalescer } from '../shared/coalescer.js';
-import { signEs256, signRs256 } from './jwt-node-crypto.js';
-import type { SigningAlg } from './keys.js';
+import { signEs256 } from './jwt-node-crypto.js';
 
 /**
- * The signatures of one algorithm, made off the main thread when several are asked at once
- * (bench/RESULTS.md, findings 94 and 106). Every grant signs an ES256 access token, and the code grant
- * and the refresh with `openid` an RS256 ID token. On SQLite the main thread sets a grant's pace while
- * the second core has room: starting a pool job (a `crypto.sign` with a callback) costs it a job and a
- * wake-up per signature (finding 26), one message to a worker thread per batch a few microseconds a
- * signature.
+ * ES256 signatures made off the main thread when several are asked at once (bench/RESULTS.md, finding
+ * 94). Every grant signs an ES256 access token. On the main thread, the thread that sets a SQLite
+ * grant's pace, that signature was a sixth of its time while the second core idled. Handing each
+ * signature to the libuv pool cost the main thread nearly what it saved (finding 26: a job and a
+ * wake-up per call); one message to a worker thread per batch costs it a few microseconds a signature.
  *
  * The signatures asked during one turn of the event loop form a batch (a Coalescer), sent at once when
  * it is full, so the worker signs the first ones while the main thread prepares the rest. A signature
- * alone in its turn is made the way that suits one: an ES256 one (~30 µs) inline, where a message would
- * cost a third of it; an RS256 one (0.25–0.75 ms by host) as a `crypto.sign` job on the libuv pool,
- * which keeps the main thread free meanwhile. So a server that never has two at once (a login signs one
- * of each) never starts a worker and its isolate (~10 MB). Each algorithm has its own signer and worker:
- * an access token, which a refresh must have before it can write, never waits behind RSA work. One
- * worker makes ~4,000 RS256 signatures a second at 0.25 ms each, ~1,300 at 0.75 ms: more than the
- * grants of this two-core host ask.
+ * alone in its turn is made here: the main thread has time then, a message would cost a third of the
+ * signature, and a server that never has two at once (a login's, say) never starts the worker and its
+ * isolate (~10 MB).
  *
  * The worker is started by the first batch and holds the private keys it was sent, by `kid`. It keeps
  * the process alive only while it owes an answer. If it stops (a crash) or cannot be started, the
  * batches it owed fail, and the Coalescer runs each of their signatures again alone, which signs it
- * without the worker; `onStop` is told, and every later signature is made without it: a signer that fell
- * back stays slower, never fails a grant, and never restarts a worker in a loop. A batch the worker
- * could not sign whole is signed without it the same way, so a signature that cannot be made fails alone.
+ * here; `onStop` is told, and every later signature is made here: a signer that fell back stays
+ * slower, never fails a grant, and never restarts a worker in a loop. A batch the worker could not
+ * sign whole is signed here the same way, so a signature that cannot be made fails alone.
  */
 
 /** A batch the worker is asked to sign: keys it does not hold yet, then one `kid` per input. */
@@ -42,9 +36,7 @@ interface BatchMessage {
 type ReplyMessage = { batch: number; signatures: string[] } | { batch: number; error: string };
 
 // CommonJS run by the Worker as given (`eval`): the same in the built server and under the tests'
-// TypeScript loader. Each signature is SHA-256 with the key's own scheme: for a P-256 key signEs256's
-// (the IEEE P1363 encoding JWS uses), for an RSA key signRs256's (PKCS#1 v1.5, which has no encoding
-// to choose: the option does nothing there).
+// TypeScript loader. Each signature is signEs256's: SHA-256, P-256, the IEEE P1363 encoding JWS uses.
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const { sign } = require('node:crypto');
@@ -64,7 +56,7 @@ parentPort.on('message', ({ batch, keys: added, kids, inputs }) => {
 /** Signatures sent in one message at most: enough to share a message's cost, few enough to start signing early. */
 const BATCH_SIZE = 8;
 
-/** A signing worker thread, as JwsSigner starts one. (No heap limit: a worker that reaches one can abort the whole process.) */
+/** A signing worker thread, as Es256Signer starts one. (No heap limit: a worker that reaches one can abort the whole process.) */
 export const startSigningWorker = (): Worker => new Worker(WORKER_SOURCE, { eval: true });
 
 /** One signature asked: the signing input and the key to sign it with. */
@@ -83,25 +75,23 @@ interface RunningWorker {
   owed: Map<number, { jobs: Job[]; resolve: (jwts: Map<Job, string>) => void; reject: (error: Error) => void }>;
 }
 
-export class JwsSigner {
+export class Es256Signer {
   private running?: RunningWorker;
-  /** Set once the worker stopped or the signer was closed: every signature is made without it from then on. */
-  private noWorker = false;
+  /** Set once the worker stopped or the signer was closed: every signature is made here from then on. */
+  private here = false;
   private nextBatch = 0;
   private readonly batches = new Coalescer<Job, string>((jobs) => this.run(jobs), { maxBatch: BATCH_SIZE });
 
   /**
-   * @param alg the algorithm of every key it is given: ES256 (P-256) or RS256 (RSA).
-   * @param onStop told when the worker stopped unasked, with why; signatures are made without it after that.
+   * @param onStop told when the worker stopped unasked, with why; signatures are made on the main thread after it.
    * @param startWorker starts the worker (tests keep a handle on it to stop it).
    */
   constructor(
-    readonly alg: SigningAlg,
     private readonly onStop: (error: Error) => void = () => undefined,
     private readonly startWorker: () => Worker = startSigningWorker,
   ) {}
 
-  /** The compact JWS of `input` (a JWS signing input for this signer's `alg`), signed with `key`, the private key published as `kid`. */
+  /** The compact JWS of `input` (a JWS signing input), signed with `key`, the private ES256 key published as `kid`. */
   sign(input: string, kid: string, key: KeyObject): Promise<string> {
     // run answers every job of a batch, so the answer is never undefined.
     return this.batches.submit({ input, kid, key }) as Promise<string>;
@@ -112,16 +102,16 @@ export class JwsSigner {
     return this.running !== undefined;
   }
 
-  /** Stops the worker; what it still owed is signed without it, and so is every later signature. */
+  /** Stops the worker; what it still owed is signed here, and so is every later signature. */
   async close(): Promise<void> {
-    this.noWorker = true;
+    this.here = true;
     const running = this.running;
     this.running = undefined;
-    if (running) await retire(running, new Error(`the ${this.alg} signer was closed`));
+    if (running) await retire(running, new Error('the ES256 signer was closed'));
   }
 
   private run(jobs: Job[]): Promise<Map<Job, string>> {
-    if (jobs.length === 1 || this.noWorker) return this.signWithoutWorker(jobs);
+    if (jobs.length === 1 || this.here) return Promise.resolve(signHere(jobs));
     try {
       return this.send(jobs);
     } catch (error) {
@@ -153,7 +143,7 @@ export class JwsSigner {
       if (!owed) return;
       running.owed.delete(reply.batch);
       if (running.owed.size === 0) worker.unref();
-      if ('error' in reply) owed.reject(new Error(`${this.alg} signing failed: ${reply.error}`));
+      if ('error' in reply) owed.reject(new Error(`ES256 signing failed: ${reply.error}`));
       else owed.resolve(new Map(owed.jobs.map((job, i) => [job, `${job.input}.${reply.signatures[i]}`])));
     });
     // 'error' (an uncaught exception) is followed by 'exit'; a worker that fails to start may give 'error' alone.
@@ -161,29 +151,15 @@ export class JwsSigner {
       if (this.running === running) this.fallBack(error); // else closed, or already handled
     };
     worker.on('error', stopped);
-    worker.on('exit', (code) => stopped(new Error(`the ${this.alg} signing worker exited with code ${code}`)));
+    worker.on('exit', (code) => stopped(new Error(`the ES256 signing worker exited with code ${code}`)));
     return running;
   }
 
-  /** Signs `jobs` without the worker (ES256 on this thread, RS256 on the thread pool); fails when one cannot be signed. */
-  private async signWithoutWorker(jobs: Job[]): Promise<Map<Job, string>> {
-    const jwts = await Promise.all(
-      jobs.map(async (job) => {
-        try {
-          return this.alg === 'ES256' ? signEs256(job.input, job.key) : await signRs256(job.input, job.key);
-        } catch (error) {
-          throw new Error(`${this.alg} signing failed: ${(error as Error).message}`);
-        }
-      }),
-    );
-    return new Map(jobs.map((job, i) => [job, jwts[i]!]));
-  }
-
-  /** Signs without the worker for good from now on: the batches it owed fail (and are signed without it, one by one), and `onStop` is told why. */
+  /** Signs here for good from now on: the batches the worker owed fail (and are signed here, one by one), and `onStop` is told why. */
   private fallBack(error: Error): void {
     const running = this.running;
     this.running = undefined;
-    this.noWorker = true;
+    this.here = true;
     if (running) void retire(running, error);
     this.onStop(error);
   }
@@ -196,3 +172,11 @@ function retire(running: RunningWorker, error: Error): Promise<number> {
   return running.worker.terminate();
 }
 
+/** Signs `jobs` on this thread; throws when one cannot be signed. */
+function signHere(jobs: Job[]): Map<Job, string> {
+  try {
+    return new Map(jobs.map((job) => [job, signEs256(job.input, job.key)]));
+  } catch (error) {
+    throw new Error(`ES256 signing failed: ${(error as Error).message}`);
+  }
+}
