@@ -10,11 +10,11 @@ import { errors, type JWTPayload } from 'jose';
  * An ES256 verify (about three times a sign's work) runs as a `crypto.verify` job on the libuv thread
  * pool: a synchronous verify was half of a bearer read's main-thread time. An ES256 sign (signEs256,
  * about 30 µs) is not worth a pool job: waking a pool thread and being woken back cost more, measured
- * under load (refresh 2.4k → 3.1k req/s on SQLite when signing inline). The signatures asked together go
- * to a worker thread in batches instead (es256-signer.ts), and a lone one is made inline. An RS256
- * sign (0.5–0.8 ms of CPU for a 2048-bit key, by host) runs as a `crypto.sign` job on the pool;
- * started through WebCrypto, the same job cost the main thread about twice as much (bench/RESULTS.md,
- * finding 60).
+ * under load (refresh 2.4k → 3.1k req/s on SQLite when signing inline). Signatures asked together go
+ * to a worker thread in batches instead (jws-signer.ts), RS256 ones too; a lone ES256 one is made
+ * inline, a lone RS256 one (0.25–0.8 ms of CPU for a 2048-bit key, by host) as a `crypto.sign` job on
+ * the pool (signRs256); started through WebCrypto, that job cost the main thread about twice as much
+ * (bench/RESULTS.md, finding 60).
  *
  * Only our own tokens are verified here, so the rules are narrow and fixed: compact JWS, `alg` exactly
  * ES256, `typ` as expected, a `kid` naming one of our published keys, no `crit`, a 64-byte signature;
@@ -39,7 +39,7 @@ export const signingInput = (alg: 'ES256' | 'RS256', header: JwtHeader, payload:
 /** The compact JWS: the signing input and its signature. */
 const compact = (input: string, signature: Buffer) => `${input}.${signature.toString('base64url')}`;
 
-/** The ES256 JWT of a signing input (signingInput with 'ES256'), signed on the calling thread (Es256Signer's inline path). */
+/** The ES256 JWT of a signing input (signingInput with 'ES256'), signed on the calling thread (JwsSigner's inline path). */
 export function signEs256(input: string, key: KeyObject): string {
   return compact(input, sign('sha256', Buffer.from(input), { key, dsaEncoding: P1363 }));
 }

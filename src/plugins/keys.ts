@@ -14,7 +14,7 @@ import {
 import type { Kysely } from 'kysely';
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { SecretBox } from '../shared/crypto.js';
-import { Es256Signer } from './es256-signer.js';
+import { JwsSigner } from './jws-signer.js';
 import { CheckedSignatures, signingInput, signRs256, verifyEs256 } from './jwt-node-crypto.js';
 import type { Clock } from '../shared/time.js';
 import type { Database } from '../storage/schema.js';
@@ -75,8 +75,8 @@ export class KeyStore {
     readonly issuer: string,
     /** How long a retired key stays published: the longest lifetime of anything it signed. */
     private readonly retentionSeconds: number,
-    /** Makes the ES256 signatures: batches on a worker thread, a lone one inline. */
-    private readonly es256: Es256Signer,
+    /** Makes the signatures: batches on a worker thread, a lone one inline (ES256) or on the thread pool (RS256). */
+    private readonly signer: JwsSigner,
   ) {
     this.box = new SecretBox(secretKey, 'signing-keys');
   }
@@ -178,9 +178,8 @@ export class KeyStore {
   }
 
   /**
-   * Starts signing a JWT: its signing input (`header.payload`) at once, the JWT once signed (an ES256
-   * signature by the signer, on its worker when several are asked at once; an RS256 one on the thread
-   * pool). Throws when no key is active.
+   * Starts signing a JWT: its signing input (`header.payload`) at once, the JWT once signed (by the
+   * signer, on its worker when several of one algorithm are asked at once). Throws when no key is active.
    */
   signing(payload: JWTPayload, options: { alg: SigningAlg; typ: string; expiresIn: number }): JwtSigning {
     this.refreshSoon();
@@ -191,8 +190,7 @@ export class KeyStore {
     // Object.assign, not a spread followed by claims: each such object would get a map of its own (finding 76, see toApp).
     const claims = Object.assign({}, payload, { iss: this.issuer, iat: now, exp: now + options.expiresIn });
     const input = signingInput(key.alg, { kid: key.kid, typ: options.typ }, claims);
-    if (key.alg === 'ES256') return { input, jwt: this.es256.sign(input, key.kid, key.privateKey) };
-    return { input, jwt: signRs256(input, key.privateKey) };
+    return { input, jwt: this.signer.sign(key.alg, input, key.kid, key.privateKey) };
   }
 
   /**
@@ -271,7 +269,7 @@ declare module 'fastify' {
 
 async function keysPlugin(app: FastifyInstance) {
   const ttl = app.config.ttl;
-  const signer = new Es256Signer((error) => app.log.error({ err: error }, 'the ES256 signing worker stopped: signing on the main thread from now on'));
+  const signer = new JwsSigner((error) => app.log.error({ err: error }, 'the signing worker stopped: signing without it from now on'));
   app.addHook('onClose', () => signer.close());
   const store = new KeyStore(app.db, app.config.secretKey, app.clock, app.config.baseUrl, Math.max(ttl.accessToken, ttl.session) + 60, signer);
   await store.init();

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Es256Signer } from '../../src/plugins/es256-signer.js';
+import { JwsSigner } from '../../src/plugins/jws-signer.js';
 import { KeyStore } from '../../src/plugins/keys.js';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
 import { migrateToLatest } from '../../src/storage/migrator.js';
@@ -12,7 +12,7 @@ describe('first signing keys created by instances starting at once', () => {
   const INSTANCES = 4;
   let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
   let storages: Storage[];
-  const signer = new Es256Signer();
+  const signer = new JwsSigner();
 
   beforeAll(async () => {
     database = await freshDatabaseUrl();
