@@ -141,10 +141,7 @@ export class JwsSigner {
 
   /** Stops the worker; what it still owed is signed without it, and so is every later signature. */
   async close(): Promise<void> {
-    this.noWorker = true;
-    const running = this.running;
-    this.running = undefined;
-    if (running) await retire(running, new Error('the signer was closed'));
+    await this.stopUsingWorker(new Error('the signer was closed'));
   }
 
   private run(alg: SigningAlg, jobs: Job[]): Promise<Map<Job, string>> {
@@ -194,19 +191,23 @@ export class JwsSigner {
 
   /** Signs without the worker for good from now on: the batches it owed fail (and are signed without it, one by one), and `onStop` is told why. */
   private fallBack(error: Error): void {
-    const running = this.running;
-    this.running = undefined;
-    this.noWorker = true;
-    if (running) void retire(running, error);
+    void this.stopUsingWorker(error);
     this.onStop(error);
   }
-}
 
-/** Fails the batches `running` still owes with `error` (the Coalescers sign each of their jobs again, alone), and stops it. */
-function retire(running: RunningWorker, error: Error): Promise<number> {
-  for (const owed of running.owed.values()) owed.reject(error);
-  running.owed.clear();
-  return running.worker.terminate();
+  /**
+   * Signs without the worker for good: the batches it still owes fail with `error` at once (the
+   * Coalescers sign each of their jobs again, alone), and it is stopped.
+   */
+  private async stopUsingWorker(error: Error): Promise<void> {
+    this.noWorker = true;
+    const running = this.running;
+    this.running = undefined;
+    if (!running) return;
+    for (const owed of running.owed.values()) owed.reject(error);
+    running.owed.clear();
+    await running.worker.terminate();
+  }
 }
 
 /** Signs `jobs` without the worker: ES256 on this thread, RS256 on the thread pool; fails when one cannot be signed. */
