@@ -251,7 +251,7 @@ async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promi
   const jobFile = join(workDir, `job-${id}.json`);
   writeFileSync(jobFile, JSON.stringify(job));
   const logBefore = fileSize(server.logFile);
-  const cpuBefore = cpuSnapshot();
+  const cpuBefore = cpuSnapshot(server.pid);
   const rss = sampleRss(server.pid);
   const child = spawn(process.execPath, ['--import', 'tsx', LOAD_SCRIPT, jobFile], {
     cwd: ROOT,
@@ -260,7 +260,7 @@ async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promi
   });
   const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
   const rssSeen = rss.stop();
-  const cpuAfter = cpuSnapshot();
+  const cpuAfter = cpuSnapshot(server.pid);
   if (code !== 0) throw new Error(`load generator exited with ${code}`);
   const result = JSON.parse(readFileSync(job.resultFile, 'utf8')) as LoadResult;
   const cpu = cpuShare(cpuBefore, cpuAfter, server.pid, result.cpuSeconds ?? 0);
@@ -302,7 +302,7 @@ function describe(scenario: ScenarioKey, target: Target, rec: RunRecord): string
   const pool = rec.poolSize !== undefined ? ` pool ${rec.poolUsed}/${rec.poolSize}${rec.dryAt !== undefined ? ` DRY at ${rec.dryAt.toFixed(1)} s` : ''}` : '';
   const mint = rec.mint ? ` (minted ${rec.mint.made} in ${rec.mint.seconds.toFixed(1)} s${rec.mint.stoppedBy === 'time' ? ', time box' : ''}${rec.mint.failures ? `, ${rec.mint.failures} mint requests failed with 5xx and were retried` : ''})` : '';
   const errs = rec.errors || rec.timeouts ? ` errors ${rec.errors} timeouts ${rec.timeouts}` : '';
-  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} 2xx/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (by fifths of the run: ${rec.rssFifths.map((b) => (b / 2 ** 20).toFixed(0)).join('/')}), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)}, database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
+  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} 2xx/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (by fifths of the run: ${rec.rssFifths.map((b) => (b / 2 ** 20).toFixed(0)).join('/')}), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)} (main thread ${rec.cpu.serverMainThread.toFixed(2)}), database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
 }
 
 // Gatehouse -------------------------------------------------------------------------------------------
@@ -707,9 +707,15 @@ function burstTable(): string {
   return lines.join('\n');
 }
 
+/** The CPU cell of a target's row: medians of the rounds, the server's main thread in brackets. */
+function cpuCell(runs: readonly RunRecord[]): string {
+  const m = (k: keyof CpuShare) => median(runs.map((r) => r.cpu[k])).toFixed(2);
+  return `${m('server')} (${m('serverMainThread')}) / ${m('database')} / ${m('loadGenerator')}`;
+}
+
 function detailTable(opts: Options): string {
   const lines = [
-    '| scenario | target | 2xx req/s per round | p99 ms (median) | max RSS MB | non-2xx (all rounds, incl. warm-up) | pool used / size per round | log MB per run | CPU cores: server / db / load gen. (median) | other CPU, cores (max) |',
+    '| scenario | target | 2xx req/s per round | p99 ms (median) | max RSS MB | non-2xx (all rounds, incl. warm-up) | pool used / size per round | log MB per run | CPU cores: server (its main thread) / db / load gen. (median) | other CPU, cores (max) |',
     '|---|---|---|---:|---:|---:|---|---:|---|---:|',
   ];
   for (const s of SCENARIOS.filter((x) => opts.scenarios.includes(x.key))) {
@@ -726,7 +732,7 @@ function detailTable(opts: Options): string {
       const logged = st.runs.reduce((n, r) => n + r.serverErrors.count, 0);
       const loggedText = logged ? `; server logged ${logged} errors` : '';
       lines.push(
-        `| ${s.key} | ${TARGET_NAMES[target]} | ${st.runs.map((r) => fmt(r.rps)).join(', ')} | ${fmt(st.p99)} | ${fmt(st.rss / 2 ** 20)} | ${st.non2xx}${codeText}${errs}${loggedText} | ${pools} | ${(median(st.runs.map((r) => r.logBytes)) / 2 ** 20).toFixed(1)} | ${(['server', 'database', 'loadGenerator'] as const).map((k) => median(st.runs.map((r) => r.cpu[k])).toFixed(2)).join(' / ')} | ${Math.max(...st.runs.map((r) => r.cpu.foreign)).toFixed(2)} |`,
+        `| ${s.key} | ${TARGET_NAMES[target]} | ${st.runs.map((r) => fmt(r.rps)).join(', ')} | ${fmt(st.p99)} | ${fmt(st.rss / 2 ** 20)} | ${st.non2xx}${codeText}${errs}${loggedText} | ${pools} | ${(median(st.runs.map((r) => r.logBytes)) / 2 ** 20).toFixed(1)} | ${cpuCell(st.runs)} | ${Math.max(...st.runs.map((r) => r.cpu.foreign)).toFixed(2)} |`,
       );
     }
   }
@@ -836,8 +842,9 @@ with Gatehouse's \`ARGON2_OPTIONS\`; for the login burst, the last two in one pr
 ${table}
 ${disturbanceNote()}
 Per target (all rounds). CPU columns are average cores over the load generator's life (its start-up,
-warm-up and run): the server process, PostgreSQL's processes, autocannon, and everything else on the
-machine ("other": work that was not part of the run; near 0 for an undisturbed run).
+warm-up and run): the server process (in brackets its main thread, the event loop; the rest is its
+thread pool, worker threads and garbage collector), PostgreSQL's processes, autocannon, and everything
+else on the machine ("other": work that was not part of the run; near 0 for an undisturbed run).
 
 ${details}
 

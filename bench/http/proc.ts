@@ -170,11 +170,14 @@ interface CpuSnapshot {
   busy: number;
   /** Ticks (utime + stime) and command name per live process. */
   procs: Map<number, { comm: string; ticks: number }>;
+  /** Ticks of the server's main thread (the event loop), when a server was named. */
+  serverMainThread?: number;
 }
 
-function procTicks(pid: number): { comm: string; ticks: number } | undefined {
+/** Command name and ticks (utime + stime) from a /proc stat file: a process's, or one of its threads'. */
+function statTicks(file: string): { comm: string; ticks: number } | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(file, 'utf8');
     const close = stat.lastIndexOf(')');
     const comm = stat.slice(stat.indexOf('(') + 1, close);
     const fields = stat.slice(close + 2).split(' ');
@@ -185,20 +188,27 @@ function procTicks(pid: number): { comm: string; ticks: number } | undefined {
   }
 }
 
-export function cpuSnapshot(): CpuSnapshot {
+/** The machine's CPU now; with `serverPid`, its main thread's too (a thread's id is the process id for the main thread). */
+export function cpuSnapshot(serverPid?: number): CpuSnapshot {
   const [, user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
   const procs = new Map<number, { comm: string; ticks: number }>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
-    const t = procTicks(Number(name));
+    const t = statTicks(`/proc/${name}/stat`);
     if (t) procs.set(Number(name), t);
   }
-  return { at: performance.now(), busy: user! + nice! + system! + irq! + softirq! + steal!, procs };
+  const serverMainThread = serverPid === undefined ? undefined : statTicks(`/proc/${serverPid}/task/${serverPid}/stat`)?.ticks;
+  return { at: performance.now(), busy: user! + nice! + system! + irq! + softirq! + steal!, procs, serverMainThread };
 }
 
 export interface CpuShare {
   /** Average cores used over the window. */
   server: number;
+  /**
+   * The part of `server` that its main thread used: the event loop, where a Node server's requests
+   * queue. The rest is its other threads (libuv's pool: argon2, RS256; the signing worker; V8's GC).
+   */
+  serverMainThread: number;
   database: number;
   loadGenerator: number;
   /** Everything else on the machine (other people's work, this harness): what disturbed the run. */
@@ -206,8 +216,9 @@ export interface CpuShare {
 }
 
 /**
- * Splits the machine's CPU over a window: the server process, the database server (processes named
- * `postgres`), the load generator (its own cpuUsage, as it has exited) and the rest.
+ * Splits the machine's CPU over a window: the server process (and its main thread, when both snapshots
+ * named it), the database server (processes named `postgres`), the load generator (its own cpuUsage, as
+ * it has exited) and the rest.
  */
 export function cpuShare(before: CpuSnapshot, after: CpuSnapshot, serverPid: number, loadGeneratorSeconds: number): CpuShare {
   const seconds = (after.at - before.at) / 1000;
@@ -222,7 +233,8 @@ export function cpuShare(before: CpuSnapshot, after: CpuSnapshot, serverPid: num
   const serverS = server / HZ;
   const databaseS = database / HZ;
   const foreign = Math.max(0, busy - serverS - databaseS - loadGeneratorSeconds);
-  return { server: serverS / seconds, database: databaseS / seconds, loadGenerator: loadGeneratorSeconds / seconds, foreign: foreign / seconds };
+  const mainThreadS = ((after.serverMainThread ?? 0) - (before.serverMainThread ?? 0)) / HZ;
+  return { server: serverS / seconds, serverMainThread: mainThreadS / seconds, database: databaseS / seconds, loadGenerator: loadGeneratorSeconds / seconds, foreign: foreign / seconds };
 }
 
 /**
