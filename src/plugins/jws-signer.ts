@@ -212,14 +212,13 @@ export class JwsSigner {
 
 /** Signs `jobs` without the worker: ES256 on this thread, RS256 on the thread pool; fails when one cannot be signed. */
 async function signWithoutWorker(alg: SigningAlg, jobs: Job[]): Promise<Map<Job, string>> {
-  const jwts = await Promise.all(
-    jobs.map(async (job) => {
-      try {
-        return alg === 'ES256' ? signEs256(job.input, job.key) : await signRs256(job.input, job.key);
-      } catch (error) {
-        throw new Error(`${alg} signing failed: ${(error as Error).message}`);
-      }
-    }),
-  );
-  return new Map(jobs.map((job, i) => [job, jwts[i]!]));
+  const signOne: (job: Job) => string | Promise<string> =
+    alg === 'ES256' ? (job) => signEs256(job.input, job.key) : (job) => signRs256(job.input, job.key);
+  try {
+    // An ES256 failure throws from map, an RS256 one rejects Promise.all: both land in the catch.
+    const jwts = await Promise.all(jobs.map(signOne));
+    return new Map(jobs.map((job, i) => [job, jwts[i]!]));
+  } catch (error) {
+    throw new Error(`${alg} signing failed: ${(error as Error).message}`);
+  }
 }
