@@ -5,6 +5,7 @@ import { firstStartAnnounced } from './bootstrap.js';
 import { runPrimary } from './cluster.js';
 import { ConfigError, parseConfig, type ResolvedConfig } from './config.js';
 import { resolveSecretKey } from './shared/secret-key.js';
+import { lowerThreadPoolPriority } from './shared/thread-pool.js';
 
 /** Parses the environment once; a bad value prints one line per problem and exits with code 2. */
 export function loadConfig(env: Record<string, string | undefined>): ResolvedConfig {
@@ -41,6 +42,12 @@ export async function serve(config: ResolvedConfig, options: { worker?: boolean 
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));
+  // Ready first: the dummy password hash (onReady) has started libuv's pool by then.
+  await app.ready();
+  const pool = await lowerThreadPoolPriority();
+  // Either way only a matter of latency under load, so not a warning.
+  if ('skipped' in pool) app.log.info({ reason: pool.skipped }, 'thread pool priority left as it was');
+  else app.log.info(pool, "thread pool below the event loop's priority");
   await app.listen({ port: config.port, host: config.host });
   return app;
 }

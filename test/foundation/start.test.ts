@@ -9,6 +9,11 @@ const startScript = (JSON.parse(readFileSync('package.json', 'utf8')) as { scrip
 
 /** The command line of a process and the pids of its children (Linux /proc). */
 const commandLineOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+/** Each thread of a process and its nice value (the 19th field of its stat line). */
+const threadNiceOf = (pid: number) =>
+  new Map(readdirSync(`/proc/${pid}/task`).map((tid) => [Number(tid), Number(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16])]));
+/** How many threads of a process run at `nice`. */
+const threadsAt = (pid: number, nice: number) => [...threadNiceOf(pid).values()].filter((value) => value === nice).length;
 const childrenOf = (pid: number) =>
   readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
@@ -115,12 +120,28 @@ describe('npm start', { timeout: 60_000 }, () => {
     expect(second.stdout).not.toMatch(/Bootstrap developer API key/);
   });
 
-  it('with WORKERS=2 serves through node:cluster, its workers with the V8 flags, and stops every process on SIGTERM', async () => {
+  // src/shared/thread-pool.ts: libuv's pool at nice 10, every other thread (the event loop first) as started.
+  it.each<{ env: Record<string, string>; poolThreads: number }>([
+    { env: {}, poolThreads: 4 },
+    { env: { UV_THREADPOOL_SIZE: '6' }, poolThreads: 6 },
+  ])('runs each of libuv\'s $poolThreads pool threads at nice 10, and the event loop at 0 ($env)', async ({ env, poolThreads }) => {
+    const { server } = await serve(env);
+    const pid = server.child.pid!;
+    const threads = threadNiceOf(pid);
+    expect(threads.get(pid)).toBe(0);
+    expect(threadsAt(pid, 10)).toBe(poolThreads);
+    expect(threadsAt(pid, 0)).toBe(threads.size - poolThreads);
+  });
+
+  it('with WORKERS=2 serves through node:cluster, its workers with the V8 flags and their pools at nice 10, and stops every process on SIGTERM', async () => {
     // Started without the flags, as `gatehouse serve` may be: the workers get them all the same.
     const { server } = await serve({ WORKERS: '2' }, CLUSTER_READY_WITHIN_MS, ['--import', 'tsx', 'src/server.ts']);
     const workers = childrenOf(server.child.pid!);
     expect(workers).toHaveLength(2);
     for (const worker of workers) expect(commandLineOf(worker)).toEqual(expect.arrayContaining([...SERVER_NODE_FLAGS]));
+    // /readyz answers as soon as one worker listens: the other may still be starting.
+    await expect.poll(() => workers.map((worker) => threadsAt(worker, 10)), { timeout: 20_000 }).toEqual([4, 4]);
+    expect(threadsAt(server.child.pid!, 10)).toBe(0);
     server.child.kill('SIGTERM');
     const ended = await server.done;
     expect(ended.code, ended.stderr).toBe(0);
