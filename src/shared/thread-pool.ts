@@ -57,9 +57,10 @@ export type ThreadPoolPriority = { nice: number; threads: number; of: number } |
  * kernel refuses, nothing changes and the reason is returned. A pool thread that did not answer
  * within the rounds keeps its priority (`threads` < `of`).
  */
-export async function lowerThreadPoolPriority(nice = THREAD_POOL_NICE, env: NodeJS.ProcessEnv = process.env): Promise<ThreadPoolPriority> {
+export async function lowerThreadPoolPriority(nice = THREAD_POOL_NICE): Promise<ThreadPoolPriority> {
   if (process.platform !== 'linux') return { skipped: `not on Linux (${process.platform})` };
-  const size = threadPoolSize(env.UV_THREADPOOL_SIZE);
+  // libuv's own setting, which libuv read when the pool started: not a Gatehouse setting (config.ts).
+  const size = threadPoolSize(process.env.UV_THREADPOOL_SIZE);
   try {
     const threads = await threadPoolThreadIds(size);
     for (const tid of threads) setPriority(tid, nice);
