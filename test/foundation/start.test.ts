@@ -12,8 +12,8 @@ const commandLineOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf
 /** Each thread of a process and its nice value (the 19th field of its stat line). */
 const threadNiceOf = (pid: number) =>
   new Map(readdirSync(`/proc/${pid}/task`).map((tid) => [Number(tid), Number(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16])]));
-/** How many threads of a process run at `nice`. */
-const threadsAt = (pid: number, nice: number) => [...threadNiceOf(pid).values()].filter((value) => value === nice).length;
+/** How many of the threads (one snapshot of threadNiceOf) run at `nice`. */
+const countAt = (threads: Map<number, number>, nice: number) => [...threads.values()].filter((value) => value === nice).length;
 const childrenOf = (pid: number) =>
   readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
@@ -127,10 +127,11 @@ describe('npm start', { timeout: 60_000 }, () => {
   ])('runs each of libuv\'s $poolThreads pool threads at nice 10, and the event loop at 0 ($env)', async ({ env, poolThreads }) => {
     const { server } = await serve(env);
     const pid = server.child.pid!;
+    // One snapshot: a thread started between two reads would make their counts disagree.
     const threads = threadNiceOf(pid);
     expect(threads.get(pid)).toBe(0);
-    expect(threadsAt(pid, 10)).toBe(poolThreads);
-    expect(threadsAt(pid, 0)).toBe(threads.size - poolThreads);
+    expect(countAt(threads, 10)).toBe(poolThreads);
+    expect(countAt(threads, 0)).toBe(threads.size - poolThreads);
   });
 
   it('with WORKERS=2 serves through node:cluster, its workers with the V8 flags and their pools at nice 10, and stops every process on SIGTERM', async () => {
@@ -140,8 +141,8 @@ describe('npm start', { timeout: 60_000 }, () => {
     expect(workers).toHaveLength(2);
     for (const worker of workers) expect(commandLineOf(worker)).toEqual(expect.arrayContaining([...SERVER_NODE_FLAGS]));
     // /readyz answers as soon as one worker listens: the other may still be starting.
-    await expect.poll(() => workers.map((worker) => threadsAt(worker, 10)), { timeout: 20_000 }).toEqual([4, 4]);
-    expect(threadsAt(server.child.pid!, 10)).toBe(0);
+    await expect.poll(() => workers.map((worker) => countAt(threadNiceOf(worker), 10)), { timeout: 20_000 }).toEqual([4, 4]);
+    expect(countAt(threadNiceOf(server.child.pid!), 10)).toBe(0);
     server.child.kill('SIGTERM');
     const ended = await server.done;
     expect(ended.code, ended.stderr).toBe(0);
