@@ -34,7 +34,8 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
                      the median of the rounds' ratios (a round runs a scenario's targets back to back,
                      in an order that turns by one each round)
                      (default 3)
-  --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1)
+  --warmup S         seconds of warm-up before each measured run, same pool, not counted (default 1);
+                     the run starts once the server has finished what the warm-up left in flight
   --connections N    autocannon connections (default 16)
   --rate R           offer R requests/s in every measured run (autocannon's overall rate; the burst's
                      bearer reads keep their own), as a soak at a set pace (default 0: as fast as
@@ -827,7 +828,8 @@ Measured ${now} (${minutes.toFixed(0)} min) on ${measuredSource}; machine: ${mac
 Setup: the production build as the Docker image starts it (\`node ${SERVER_NODE_FLAGS.join(' ')} dist/src/server.js\`, \`NODE_ENV=production\`, default settings except
 \`IP_AUTH_PER_MINUTE\` raised and a fixed \`SECRET_KEY\`/\`ADMIN_TOKEN\`; logs at the default level to a file),
 on a fresh SQLite file and a fresh PostgreSQL database. autocannon in its own process, ${opts.connections}
-connections, ${opts.warmup} s warm-up then ${opts.duration} s measured, ${opts.rounds} rounds, a fresh server
+connections, ${opts.warmup} s warm-up, a pause for the requests it left in flight (autocannon drops its
+sockets at the end of a run, and the server finishes them), then ${opts.duration} s measured, ${opts.rounds} rounds, a fresh server
 process for every run; the median of the rounds is quoted (req/s = 2xx answers per second). Within a round
 the targets of one scenario run back to back (their pools minted first; the order turns by one each round), and a ratio is the median of the
 rounds' ratios, each comparing runs made within a minute or two of each other. One confidential

@@ -4,7 +4,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 /**
  * The load generator of `npm run bench -- http`, always run in its own process (never in the one that
  * serves): `node --import tsx bench/http/load.ts <job.json>`. Drives one scenario with autocannon:
- * an optional warm-up, then the measured run, and writes a summary to `job.resultFile`.
+ * an optional warm-up, a pause for the warm-up's unanswered requests, then the measured run, and writes
+ * a summary to `job.resultFile`.
  *
  * Requests are either fixed, rotated over a few `variants` (e.g. one access token per user), or taken
  * from a pool file (one request body per line) where every body is sent exactly once, across warm-up
@@ -62,6 +63,15 @@ export interface LoadResult {
 const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 
 const DRY_PATH = '/__bench_pool_dry__';
+
+/**
+ * How long the measured run waits after the warm-up. autocannon ends a run by destroying its sockets, and
+ * the server still finishes the requests they had in flight (a login queued for argon2 is computed all
+ * the same). Measured at once, the run's first requests would queue behind those: twice the connections
+ * in flight, which showed as a login p99 30–60 ms above the steady state's. The orphans are done within
+ * the longest latency the warm-up saw, plus a margin.
+ */
+const settleMs = (warmup: LoadSummary) => Math.min(5_000, warmup.latency.max + 50);
 
 function summarize(r: autocannon.Result): LoadSummary {
   const statusCodes: Record<string, number> = {};
@@ -146,6 +156,7 @@ async function main(): Promise<void> {
   const result: Partial<LoadResult> = {};
   if (job.warmup > 0) {
     result.warmup = withoutDry(summarize(await run(job.warmup)));
+    if (!dry) await new Promise((done) => setTimeout(done, settleMs(result.warmup!)));
   }
   if (!dry) {
     phase = 'run';
