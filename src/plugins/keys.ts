@@ -106,7 +106,7 @@ export class KeyStore {
     const rows = await listSigningKeys(this.db);
     this.keys = rows.map((row) => {
       const publicJwk = JSON.parse(row.public_jwk) as JWK;
-      const privateJwk = JSON.parse(this.box.open(row.private_jwk)) as JWK;
+      const privateJwk = JSON.parse(this.openPrivateKey(row.private_jwk)) as JWK;
       return {
         kid: row.kid,
         alg: row.alg,
@@ -119,6 +119,22 @@ export class KeyStore {
     });
     this.loadedAt = this.clock.now();
     this.generation += 1;
+  }
+
+  /**
+   * A private key unsealed with SECRET_KEY. One that does not open was sealed with another SECRET_KEY
+   * (changed, lost, or another DATA_DIR's development key), and nothing can be signed: the start stops
+   * with a message saying so, instead of the cipher's own "unable to authenticate data".
+   */
+  private openPrivateKey(sealed: string): string {
+    try {
+      return this.box.open(sealed);
+    } catch {
+      throw new Error(
+        'the signing keys in the database do not open with this SECRET_KEY: the database was set up with another one. ' +
+          'Start with the SECRET_KEY it was set up with (when SECRET_KEY is not set, the development key is read from DATA_DIR/secret.key)',
+      );
+    }
   }
 
   /**

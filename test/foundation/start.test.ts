@@ -1,5 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_NODE_FLAGS, withServerFlags } from '../../src/node-flags.js';
 import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
@@ -118,6 +120,29 @@ describe('npm start', { timeout: 60_000 }, () => {
     const second = await again.server.done;
     expect(second.code).toBe(0);
     expect(second.stdout).not.toMatch(/Bootstrap developer API key/);
+  });
+
+  // The operator's slip: the data directory (where the development SECRET_KEY lives) moved, the
+  // database did not. The new directory gets a new key, which cannot open the stored signing keys.
+  it('stops with a message naming SECRET_KEY when the database was set up with another key', async () => {
+    const first = await serve();
+    first.server.child.kill('SIGTERM');
+    expect((await first.server.done).code).toBe(0);
+
+    const otherDataDir = mkdtempSync(join(tmpdir(), 'gatehouse-other-data-'));
+    try {
+      const port = await freePort();
+      const server = start(startScript.split(' ').slice(1), childEnv({ PORT: String(port), DATA_DIR: otherDataDir, DATABASE_URL: database.url }));
+      children.push(server.child);
+      const ended = await server.done;
+      expect(ended.code).toBe(1);
+      expect(ended.stderr).toMatch(/^fatal: the signing keys in the database do not open with this SECRET_KEY: the database was set up with another one\. Start with the SECRET_KEY it was set up with \(when SECRET_KEY is not set, the development key is read from DATA_DIR\/secret\.key\)$/m);
+      expect(ended.stderr).not.toMatch(/unable to authenticate data|\n\s+at /);
+      const generatedKey = readFileSync(join(otherDataDir, 'secret.key'), 'utf8').trim();
+      expect(ended.stdout + ended.stderr).not.toContain(generatedKey);
+    } finally {
+      rmSync(otherDataDir, { recursive: true, force: true });
+    }
   });
 
   // src/shared/thread-pool.ts: libuv's pool at nice 10, every other thread (the event loop first) as started.
