@@ -9,6 +9,7 @@ import { parseConfig, type ResolvedConfig } from '../src/config.js';
 import { hashSecret, newSecret } from '../src/shared/ids.js';
 import { createStorage, type Storage } from '../src/storage/connect.js';
 import { migrateToLatest } from '../src/storage/migrator.js';
+import { insertDeveloper } from '../src/storage/repos/developers.js';
 
 /**
  * `npm run bench -- users-listing [--users N] [--samples N] [--only sqlite|postgres]`
@@ -31,7 +32,8 @@ async function seed(storage: Storage, users: number): Promise<{ appId: string; a
   const db = storage.db;
   const apiKey = newSecret('dk');
   const now = Math.floor(Date.now() / 1000);
-  await db.insertInto('developers').values({ id: 'dev_bench', email: 'bench@example.com', name: 'Bench', api_key_hash: hashSecret(apiKey), created_at: now }).execute();
+  // Through the repository, so the key is stored where authentication looks (developer_api_keys).
+  await insertDeveloper(db, { id: 'dev_bench', email: 'bench@example.com', name: 'Bench', createdAt: now }, hashSecret(apiKey));
   await db
     .insertInto('apps')
     .values({ id: 'app_bench', developer_id: 'dev_bench', name: 'Bench', type: 'public', client_secret_hash: null, redirect_uris: '["https://bench.example/cb"]', allowed_origins: '[]', feature_auth: 1, feature_profile: 1, required_fields: '[]', mfa: 'optional', disabled: 0, created_at: now, updated_at: now })
