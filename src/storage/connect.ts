@@ -40,7 +40,8 @@ export function createStorage(url: string): Storage {
     database.pragma('foreign_keys = ON');
     // SQLite's own page-cache default (2 MiB), where better-sqlite3 compiles in 16 MiB: a cache that
     // fills as the file grows showed as RSS climbing ~4 MB a minute under load until full, past 200 MB
-    // under a login burst. The kernel's page cache still holds the file; no grant or read measured slower.
+    // under a login burst. The kernel's page cache still holds the file; grants and reads measured alike,
+    // within the runs' spread (bench/RESULTS.md, finding 125).
     database.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
     const dialect = new NonBlockingSqliteDialect({ database, busyBudgetMs: SQLITE_BUSY_BUDGET_MS });
     const db = new Kysely<Database>({ dialect });
