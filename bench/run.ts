@@ -4,12 +4,14 @@
  *   login-timing    login answer times for unknown vs known emails (SECURITY.md item 60)
  *   http            the hot paths of the production build over HTTP (autocannon), against references (issue 13)
  *   key-order       pages a SQLite commit writes per refresh, with random or time-ordered token keys (issue 13)
+ *   login-flood     password logins from more clients than answered in time, each giving up after a timeout (issue 13)
  */
 const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void> }>> = {
   'users-listing': () => import('./users-listing.js'),
   'login-timing': () => import('./login-timing.js'),
   http: () => import('./http/harness.js'),
   'key-order': () => import('./key-order.js'),
+  'login-flood': () => import('./login-flood.js'),
 };
 
 const [name, ...args] = process.argv.slice(2);

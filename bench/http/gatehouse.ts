@@ -25,7 +25,10 @@ export interface GatehouseEnv {
   dataDir: string;
 }
 
-export async function startGatehouse(env: GatehouseEnv, opts: { port: number; logFile: string; name: string; cpuProfDir?: string }): Promise<ServerProcess> {
+export async function startGatehouse(
+  env: GatehouseEnv,
+  opts: { port: number; logFile: string; name: string; cpuProfDir?: string; env?: Record<string, string> },
+): Promise<ServerProcess> {
   const nodeArgs = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
   return startServer({
     name: opts.name,
@@ -48,6 +51,7 @@ export async function startGatehouse(env: GatehouseEnv, opts: { port: number; lo
       ADMIN_TOKEN,
       // The per-IP limit on auth requests would otherwise throttle a benchmark from one address.
       IP_AUTH_PER_MINUTE: '1000000000',
+      ...opts.env,
     },
   });
 }

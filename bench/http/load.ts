@@ -22,6 +22,8 @@ export interface LoadJob {
   duration: number;
   /** Seconds of warm-up before it (same pool), not counted. 0 = none. */
   warmup: number;
+  /** Seconds after which a request is given up: autocannon closes its connection and sends anew on another. Default 30. */
+  timeout?: number;
   method: 'GET' | 'POST';
   path: string;
   headers: Record<string, string>;
@@ -66,8 +68,8 @@ const DRY_PATH = '/__bench_pool_dry__';
 
 /**
  * How long the measured run waits after the warm-up. autocannon ends a run by destroying its sockets, and
- * the server still finishes the requests they had in flight (a login queued for argon2 is computed all
- * the same). Measured at once, the run's first requests would queue behind those: twice the connections
+ * the server still finishes the requests they had in flight (the argon2 reference computes a queued login
+ * all the same; Gatehouse skips those whose turn has not come, but finishes the ones running). Measured at once, the run's first requests would queue behind those: twice the connections
  * in flight, which showed as a login p99 30–60 ms above the steady state's. The orphans are done within
  * the longest latency the warm-up saw, plus a margin.
  */
@@ -141,7 +143,7 @@ async function main(): Promise<void> {
 
   const run = (duration: number) =>
     new Promise<autocannon.Result>((resolve, reject) => {
-      current = autocannon({ url: job.url, connections: job.connections, ...(job.rate ? { overallRate: job.rate } : {}), duration, timeout: 30, requests }, (err, result) => (err ? reject(err) : resolve(result)));
+      current = autocannon({ url: job.url, connections: job.connections, ...(job.rate ? { overallRate: job.rate } : {}), duration, timeout: job.timeout ?? 30, requests }, (err, result) => (err ? reject(err) : resolve(result)));
     });
 
   /** Removes the answers to pool-dry filler requests (404s) from a summary. */

@@ -17,6 +17,7 @@ import type { Mailer } from '../mail/index.js';
 import type { Locale } from '../plugins/i18n.js';
 import { hashSecret, newId, newNumericCode, newSecret, safeEqual } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
+import { TurnAbandoned } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 import { findAppUser } from '../storage/repos/app-users.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
@@ -122,8 +123,14 @@ export class Accounts {
     const attempt = await this.throttle.reserveLoginAttempt(email);
     const user = await findUserByEmail(this.db, email);
     let ok = false;
-    if (user?.password_hash) ok = await verifyPassword(user.password_hash, input.password);
-    else await dummyVerify(input.password);
+    try {
+      if (user?.password_hash) ok = await verifyPassword(user.password_hash, input.password, ctx.clientGone);
+      else await dummyVerify(input.password, ctx.clientGone);
+    } catch (error) {
+      // The client left before its password's turn: nothing was evaluated, so the slot goes back.
+      if (error instanceof TurnAbandoned) await this.throttle.releaseLoginAttempt(attempt);
+      throw error;
+    }
     const now = this.clock.now();
     if (!user || !ok) {
       await this.db.transaction().execute(async (trx) => {
@@ -170,7 +177,7 @@ export class Accounts {
     }
     this.checkPasswordPolicy(input.password, email);
     if (await findUserByEmail(this.db, email)) throw new AppError('email_taken');
-    const passwordHash = await hashPassword(input.password);
+    const passwordHash = await hashPassword(input.password, ctx.clientGone);
     const now = this.clock.now();
     const user: UserRow = {
       id: newId('usr'),
@@ -214,7 +221,7 @@ export class Accounts {
   ): Promise<void> {
     const user = await findUserById(this.db, userId);
     if (!user || user.status !== 'active') throw new AppError('unauthorized');
-    if (user.password_hash && !(await verifyPassword(user.password_hash, input.currentPassword))) {
+    if (user.password_hash && !(await verifyPassword(user.password_hash, input.currentPassword, ctx.clientGone))) {
       throw new AppError('invalid_credentials', { message: 'The current password is incorrect.' });
     }
     this.checkPasswordPolicy(input.newPassword, user.email, 'new_password');
@@ -227,7 +234,7 @@ export class Accounts {
     ctx: AccountContext,
     options: { method: 'change' | 'reset'; keepBrowserSessionIdHash?: string; locale: Locale; consume?: (trx: Kysely<Database>) => Promise<boolean> },
   ): Promise<void> {
-    const hash = await hashPassword(password);
+    const hash = await hashPassword(password, ctx.clientGone);
     const now = this.clock.now();
     const done = await this.db.transaction().execute(async (trx) => {
       if (options.consume && !(await options.consume(trx))) return false;

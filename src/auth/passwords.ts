@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createTurns, TurnAbandoned, type TurnStats } from '../shared/turns.js';
 
 /**
  * Password policy and hashing (CONTRACT §5.2, §14.5; SECURITY.md items 69–72):
@@ -75,42 +76,37 @@ export function passwordProblem(password: string, email: string): PasswordProble
   return null;
 }
 
-/** Runs `work` with at most `limit` running at once; the others wait their turn in arrival order. */
-function gate(limit: number) {
-  let running = 0;
-  const waiting: Array<() => void> = [];
-  return async <T>(work: () => Promise<T>): Promise<T> => {
-    if (running < limit) running++;
-    else await new Promise<void>((resolve) => waiting.push(resolve));
-    try {
-      return await work();
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else running--;
-    }
-  };
-}
-
 /**
  * At most one argon2 computation per core, plus one. Each is CPU-bound, so more at once gain no
  * throughput; they would fill libuv's thread pool (4 threads), where a login burst then delays JWT
  * signing and verification and file I/O, and the logins finish in no particular order. The one extra
  * keeps the cores busy while a finished computation's turn is handed on by the main thread (which may
  * be in a COMMIT's fsync just then): with exactly one per core, a quarter of the argon2 ceiling was
- * lost in those gaps (bench/RESULTS.md, "http").
+ * lost in those gaps (bench/RESULTS.md, "http"). A computation whose client has gone before its turn
+ * (`clientGone`) is skipped: it would cost ~25 ms of a core for an answer nobody reads.
  */
-const argon2Turn = gate(availableParallelism() + 1);
+const argon2Turns = createTurns(availableParallelism() + 1);
 
-export async function hashPassword(password: string): Promise<string> {
-  return argon2Turn(() => argon2.hash(normalizePassword(password), ARGON2_OPTIONS));
+/** The argon2 queue as `/metrics` shows it: computations running and waiting, done and skipped. */
+export const passwordHashingStats = (): TurnStats => argon2Turns.stats();
+
+/** Tells whether the request that asked for a computation has lost its client (RequestContext). */
+type ClientGone = () => boolean;
+
+/** Hashes a password; rejects with TurnAbandoned when `clientGone` says so at its turn. */
+export async function hashPassword(password: string, clientGone?: ClientGone): Promise<string> {
+  return argon2Turns.run(() => argon2.hash(normalizePassword(password), ARGON2_OPTIONS), clientGone);
 }
 
-/** Verifies a password against a stored hash; false (never a throw) for malformed hashes. */
-export async function verifyPassword(hash: string, password: string): Promise<boolean> {
+/**
+ * Verifies a password against a stored hash; false (never a throw) for malformed hashes. Rejects with
+ * TurnAbandoned, never false, when `clientGone` says so at its turn: nothing was evaluated.
+ */
+export async function verifyPassword(hash: string, password: string, clientGone?: ClientGone): Promise<boolean> {
   try {
-    return await argon2Turn(() => argon2.verify(hash, normalizePassword(password)));
-  } catch {
+    return await argon2Turns.run(() => argon2.verify(hash, normalizePassword(password)), clientGone);
+  } catch (error) {
+    if (error instanceof TurnAbandoned) throw error;
     return false;
   }
 }
@@ -121,11 +117,11 @@ let dummyHash: Promise<string> | undefined;
  * One argon2 verification against a fixed dummy hash: the unknown-email path costs what the
  * known-email path costs (SECURITY.md items 59–60).
  */
-export async function dummyVerify(password: string): Promise<void> {
-  await verifyPassword(await prepareDummyHash(), password);
+export async function dummyVerify(password: string, clientGone?: ClientGone): Promise<void> {
+  await verifyPassword(await prepareDummyHash(), password, clientGone);
 }
 
 /** Computes the dummy hash once, ahead of the first login, so that request isn't slower than the rest. */
 export function prepareDummyHash(): Promise<string> {
-  return (dummyHash ??= argon2Turn(() => argon2.hash('gatehouse-dummy-password-for-timing', ARGON2_OPTIONS)));
+  return (dummyHash ??= argon2Turns.run(() => argon2.hash('gatehouse-dummy-password-for-timing', ARGON2_OPTIONS)));
 }

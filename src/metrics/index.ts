@@ -2,11 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { text } from '../shared/responses.js';
 import { AppError } from '../errors.js';
+import { passwordHashingStats } from '../auth/passwords.js';
 
 /**
  * `GET /metrics` (CONTRACT §0): Prometheus text exposition, served only with METRICS=1 (404 otherwise).
  * Requests are labelled by route template and status class — never the raw URL, which could carry
- * codes or tokens and would explode the label set. The mail outbox depth shows whether SMTP keeps up.
+ * codes or tokens and would explode the label set. The mail outbox depth shows whether SMTP keeps up;
+ * the argon2 queue shows a login flood (and how much of it was skipped because its clients had left).
  */
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -36,7 +38,7 @@ export class RequestMetrics {
     this.durations.set(route, series);
   }
 
-  render(gauges: Record<string, { help: string; value: number }>): string {
+  render(series: Record<string, { help: string; type: 'gauge' | 'counter'; value: number }>): string {
     const lines = ['# HELP gatehouse_http_requests_total HTTP requests by method, route template and status class.', '# TYPE gatehouse_http_requests_total counter'];
     for (const [key, value] of this.requests) {
       const [method, route, status] = key.split(' ');
@@ -50,7 +52,7 @@ export class RequestMetrics {
       lines.push(`gatehouse_http_request_duration_seconds_sum{route="${r}"} ${series.sum}`);
       lines.push(`gatehouse_http_request_duration_seconds_count{route="${r}"} ${series.count}`);
     }
-    for (const [name, gauge] of Object.entries(gauges)) lines.push(`# HELP ${name} ${gauge.help}`, `# TYPE ${name} gauge`, `${name} ${gauge.value}`);
+    for (const [name, one] of Object.entries(series)) lines.push(`# HELP ${name} ${one.help}`, `# TYPE ${name} ${one.type}`, `${name} ${one.value}`);
     return `${lines.join('\n')}\n`;
   }
 }
@@ -78,10 +80,15 @@ async function metricsPlugin(app: FastifyInstance) {
     async (_request, reply) => {
       if (!app.config.metrics) throw new AppError('not_found', { detail: 'metrics are off (METRICS=1 turns them on)' });
       const memory = process.memoryUsage();
+      const hashing = passwordHashingStats();
       const body = metrics.render({
-        gatehouse_outbox_pending: { help: 'Mails waiting in the outbox for delivery.', value: await app.mailer.pending() },
-        gatehouse_process_uptime_seconds: { help: 'Seconds since the process started.', value: Math.round(process.uptime()) },
-        gatehouse_process_heap_used_bytes: { help: 'V8 heap in use.', value: memory.heapUsed },
+        gatehouse_outbox_pending: { help: 'Mails waiting in the outbox for delivery.', type: 'gauge', value: await app.mailer.pending() },
+        gatehouse_password_hashing_running: { help: 'argon2id computations (password checks and hashes) running now.', type: 'gauge', value: hashing.running },
+        gatehouse_password_hashing_waiting: { help: 'argon2id computations waiting for a turn (at most one per core plus one run at once).', type: 'gauge', value: hashing.waiting },
+        gatehouse_password_hashing_total: { help: 'argon2id computations run since the start.', type: 'counter', value: hashing.done },
+        gatehouse_password_hashing_skipped_total: { help: 'argon2id computations not run because their client had closed the connection before their turn.', type: 'counter', value: hashing.skipped },
+        gatehouse_process_uptime_seconds: { help: 'Seconds since the process started.', type: 'gauge', value: Math.round(process.uptime()) },
+        gatehouse_process_heap_used_bytes: { help: 'V8 heap in use.', type: 'gauge', value: memory.heapUsed },
       });
       return reply.type('text/plain; version=0.0.4; charset=utf-8').header('cache-control', 'no-store').send(body);
     },

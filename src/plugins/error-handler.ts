@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { AppError, describeError, type ErrorCode } from '../errors.js';
+import { TurnAbandoned } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 
 /**
@@ -101,6 +102,9 @@ function isRefusedValue(error: { code?: unknown; severity?: unknown } | undefine
 /** Turns anything thrown into an AppError. Unknown errors become internal_error (details only logged). */
 export function toAppError(error: unknown): AppError {
   if (error instanceof AppError) return error;
+  // Nobody reads this answer: the client left while its work waited for a turn (/metrics counts these).
+  // A 4xx, nginx's 499 "client closed request", keeps a flood of them out of the error log.
+  if (error instanceof TurnAbandoned) return new AppError('service_unavailable', { status: 499, detail: 'client gone before its turn: not computed' });
   const e = error as FastifyError & { validation?: ValidationIssue[]; validationContext?: string; type?: string };
   if (e && Array.isArray(e.validation)) {
     const details = e.validation.map((issue) => {

@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Clock } from '../shared/time.js';
-import { deleteCounter, findCounter, lockCounterAtCount, reserveCounterSlot, saveCounter } from '../storage/repos/throttle.js';
+import { deleteCounter, findCounter, lockCounterAtCount, releaseCounterSlot, reserveCounterSlot, saveCounter } from '../storage/repos/throttle.js';
 import { normalizeEmail } from '../storage/repos/users.js';
 import { decideInRedis, MemoryWindows, type WindowDecision, type WindowRequest } from './sliding-window.js';
 import type { Database } from '../storage/schema.js';
@@ -29,10 +29,11 @@ import type { Database } from '../storage/schema.js';
 
 export type MailKind = 'verify' | 'magic_link' | 'reset';
 
-/** A reserved password evaluation (`reserveLoginAttempt`): its counter key and its slot number (1…LOGIN_MAX_FAILURES). */
+/** A reserved password evaluation (`reserveLoginAttempt`): its counter key, its slot number (1…LOGIN_MAX_FAILURES) and the window it was taken in. */
 export interface LoginAttempt {
   key: string;
   slot: number;
+  windowStart: number;
 }
 
 const rateLimited = (retryAfter: number, detail: string) =>
@@ -128,15 +129,24 @@ export class Throttle {
   private async reserveAttempt(key: string): Promise<LoginAttempt> {
     const { loginMaxFailures, loginLockSeconds } = this.config.throttle;
     const now = this.clock.now();
-    const slot = await reserveCounterSlot(this.db, key, now, loginLockSeconds, loginMaxFailures);
-    if (slot === null) {
+    const taken = await reserveCounterSlot(this.db, key, now, loginLockSeconds, loginMaxFailures);
+    if (taken === null) {
       const counter = await findCounter(this.db, key);
       // Locked: the rest of the lock. Slots all held by attempts still running: if the one holding
       // the last slot fails, it locks the address for LOGIN_LOCK_SECONDS from then.
       const retryAfter = counter?.lockedUntil && counter.lockedUntil > now ? counter.lockedUntil - now : loginLockSeconds;
       throw rateLimited(retryAfter, 'account locked or login attempts used up');
     }
-    return { key, slot };
+    return { key, slot: taken.slot, windowStart: taken.windowStart };
+  }
+
+  /**
+   * Gives back the slot of an attempt whose password was never evaluated (its client left before its
+   * turn at argon2): clients that give up under load must not use up an address's attempts, and no
+   * guess was made. An evaluated attempt never comes here: a failure keeps its slot.
+   */
+  async releaseLoginAttempt(attempt: LoginAttempt): Promise<void> {
+    await releaseCounterSlot(this.db, attempt.key, attempt.windowStart);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { toAppError } from '../../src/plugins/error-handler.js';
+import { TurnAbandoned } from '../../src/shared/turns.js';
 
 // The one mapper from anything thrown to an AppError: database outages fail closed with 503.
 describe('toAppError', () => {
@@ -32,6 +33,12 @@ describe('toAppError', () => {
     expect(mapped.code).toBe('invalid_request');
     expect(mapped.status).toBe(400);
     expect(mapped.publicMessage).not.toMatch(/UTF8|0x00/);
+  });
+
+  it('work skipped because its client had gone → 499 (nginx\'s "client closed request"), not a server fault', () => {
+    const mapped = toAppError(new TurnAbandoned());
+    expect(mapped.status).toBe(499);
+    expect(mapped.status).toBeLessThan(500); // logged at info, not as an error
   });
 
   it('a unique-constraint violation is not an outage', () => {

@@ -41,11 +41,38 @@ export async function deleteCounter(db: Kysely<Database>, key: string): Promise<
  * has run out, starts again at 1; otherwise the count goes up by one only while it is below `max` and
  * no lock is in force. Returns the slot's number (1…max), or null when the budget is spent or the key
  * is locked (nothing is changed then). This is what makes "at most `max` per window" hold for
- * concurrent requests and across processes: the slot is taken before the guarded work runs.
+ * concurrent requests and across processes: the slot is taken before the guarded work runs. The
+ * window's start comes with the slot, to give it back in that window only (`releaseCounterSlot`).
  */
-export async function reserveCounterSlot(db: Kysely<Database>, key: string, now: number, windowSeconds: number, max: number): Promise<number | null> {
+export async function reserveCounterSlot(
+  db: Kysely<Database>,
+  key: string,
+  now: number,
+  windowSeconds: number,
+  max: number,
+): Promise<{ slot: number; windowStart: number } | null> {
   const row = (await upsertCounterSlot(db, key, now, now - windowSeconds, max)).rows[0];
-  return row ? row.count : null;
+  return row ? { slot: row.count, windowStart: row.window_start } : null;
+}
+
+const releaseSlot = precompiled((db, key: string, windowStart: number) =>
+  db
+    .updateTable('throttle_counters')
+    .set((eb) => ({ count: eb('count', '-', 1) }))
+    .where('key', '=', key)
+    .where('window_start', '=', windowStart)
+    .where('count', '>', 0),
+);
+
+/**
+ * Gives back one slot taken by `reserveCounterSlot` in the window that began at `windowStart`, for work
+ * that never ran. A window restarted meanwhile (or a counter cleared) is left as it is: the slot went
+ * with it. A lock in force stays. Windows are told apart by their start in seconds, so a counter cleared
+ * (a correct password) and started again within the same second takes the slot back from the new one:
+ * one attempt more, at most, in a window that a correct password had just opened anyway.
+ */
+export async function releaseCounterSlot(db: Kysely<Database>, key: string, windowStart: number): Promise<void> {
+  await releaseSlot(db, key, windowStart);
 }
 
 // Precompiled: every password sign-in takes a slot. `staleBefore`: a window that started then or earlier is over.
@@ -79,7 +106,7 @@ const upsertCounterSlot = precompiled((db, key: string, now: number, staleBefore
           ]),
         ),
     )
-    .returning('count'),
+    .returning(['count', 'window_start']),
 );
 
 /** Sets `locked_until` only while the key still holds at least `minCount` (a counter cleared or restarted meanwhile stays unlocked). True when it locked. */

@@ -1,0 +1,115 @@
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { eventually, holdThreadPool } from '../helpers/concurrency.js';
+import { countAll } from '../helpers/db.js';
+import { makeApp, makeUser } from '../helpers/factories.js';
+import type { App } from '../../src/storage/repos/apps.js';
+
+// A login flood whose clients give up must not cost an argon2 computation per request that nobody will
+// read: a password check still waiting for its turn when its client closes the connection is skipped,
+// evaluates nothing, records nothing and gives its lockout slot back (issue 13, bench/RESULTS.md finding 126).
+
+let t: TestApp;
+let port: number;
+let client: App;
+
+interface Hashing {
+  running: number;
+  waiting: number;
+  total: number;
+  skipped: number;
+}
+
+/** The argon2 queue as GET /metrics shows it. */
+async function hashing(): Promise<Hashing> {
+  const body = (await t.app.inject('/metrics')).body;
+  const read = (name: string) => Number(new RegExp(`^gatehouse_password_hashing_${name} (\\d+)$`, 'm').exec(body)![1]);
+  return { running: read('running'), waiting: read('waiting'), total: read('total'), skipped: read('skipped_total') };
+}
+
+/** Sends one login over a connection of its own; the answer is never read. */
+function sendLogin(body: Record<string, string>): Promise<net.Socket> {
+  const json = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.write(`POST /v1/auth/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`);
+      resolve(socket);
+    });
+    socket.on('error', reject);
+  });
+}
+
+const openConnections = () => new Promise<number>((resolve, reject) => t.app.server.getConnections((error, n) => (error ? reject(error) : resolve(n))));
+
+const failedLogins = () => countAll(t.db, 'events', { type: 'user.login_failed' });
+
+/** The failures an address has used in its lockout window (CONTRACT §5.3). */
+async function lockoutCount(email: string): Promise<number> {
+  const row = await t.db.selectFrom('throttle_counters').select('count').where('key', '=', `login:${email}`).executeTakeFirst();
+  return row?.count ?? 0;
+}
+
+beforeAll(async () => {
+  // Room for every attempt of the test in one address's lockout window.
+  t = await buildTestApp({ env: { METRICS: '1', IP_AUTH_PER_MINUTE: '10000', LOGIN_MAX_FAILURES: '64' } });
+  client = await makeApp(t.db);
+  await t.app.listen({ host: '127.0.0.1', port: 0 });
+  port = (t.app.server.address() as net.AddressInfo).port;
+});
+
+afterAll(async () => {
+  await t.close();
+});
+
+describe('password checks whose client has gone', () => {
+  it('are skipped at their turn: nothing evaluated or recorded, the slot given back, the queue goes on', async () => {
+    const user = await makeUser(t.app, { email: 'stays@example.com' });
+    // The dummy hash (unknown emails) exists before the pool is held.
+    expect((await t.app.inject({ method: 'POST', url: '/v1/auth/login', payload: { email: 'warm@example.com', password: 'not the password', client_id: client.id } })).statusCode).toBe(401);
+    const before = await hashing();
+    const failedBefore = await failedLogins();
+
+    // With libuv's threads held, the checks that got a turn cannot finish, and the rest wait in line.
+    const release = holdThreadPool();
+    const sockets: net.Socket[] = [];
+    let limit = 0;
+    try {
+      // Sent one by one, each in the queue before the next: the first ones get the turns there are
+      // (one per core plus one), the last six wait.
+      let queue = await hashing();
+      while (queue.waiting < 6) {
+        sockets.push(await sendLogin({ email: user.email, password: `wrong guess ${sockets.length}`, client_id: client.id }));
+        expect(await eventually(async () => {
+          queue = await hashing();
+          return queue.running + queue.waiting === sockets.length;
+        })).toBe(true);
+      }
+      limit = queue.running;
+      for (const socket of sockets) socket.destroy();
+      expect(await eventually(async () => (await openConnections()) === 0)).toBe(true);
+    } finally {
+      await release();
+    }
+
+    expect(await eventually(async () => {
+      const now = await hashing();
+      return now.running === 0 && now.waiting === 0;
+    }, 10_000)).toBe(true);
+    const after = await hashing();
+    expect(after.total - before.total).toBe(limit);
+    expect(after.skipped - before.skipped).toBe(6);
+    // Only the computed checks were evaluated: one user.login_failed each, and only their slots stay taken.
+    // (Both are written after the turn is handed on, so they are waited for; no more can come.)
+    expect(await eventually(async () => (await failedLogins()) - failedBefore === limit)).toBe(true);
+    expect(await eventually(async () => (await lockoutCount(user.email)) === limit)).toBe(true);
+
+    // The turns were all handed back: logins go on, right and wrong.
+    const ok = await t.app.inject({ method: 'POST', url: '/v1/auth/login', payload: { email: user.email, password: user.password, client_id: client.id } });
+    expect(ok.statusCode).toBe(200);
+    const wrong = await t.app.inject({ method: 'POST', url: '/v1/auth/login', payload: { email: user.email, password: 'not the password', client_id: client.id } });
+    expect(wrong.statusCode).toBe(401);
+    expect((await hashing()).total - after.total).toBe(2);
+    expect(await lockoutCount(user.email)).toBe(1);
+  });
+});

@@ -1,0 +1,58 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { createTurns, TurnAbandoned } from '../../src/shared/turns.js';
+
+/** Work that runs until released, recording when it started. */
+function heldWork(started: string[], name: string) {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  return { work: async () => (started.push(name), await held, name), release: () => release() };
+}
+
+describe('createTurns', () => {
+  it('runs at most `limit` at once; the rest start in arrival order as turns come free', async () => {
+    const turns = createTurns(2);
+    const started: string[] = [];
+    const jobs = ['a', 'b', 'c', 'd'].map((name) => heldWork(started, name));
+    const results = jobs.map((job) => turns.run(job.work));
+    await nextTurn();
+    expect(started).toEqual(['a', 'b']);
+    expect(turns.stats()).toEqual({ running: 2, waiting: 2, done: 0, skipped: 0 });
+    jobs[1]!.release();
+    await nextTurn();
+    expect(started).toEqual(['a', 'b', 'c']);
+    for (const job of jobs) job.release();
+    expect(await Promise.all(results)).toEqual(['a', 'b', 'c', 'd']);
+    expect(turns.stats()).toEqual({ running: 0, waiting: 0, done: 4, skipped: 0 });
+  });
+
+  it('a caller gone by its turn is skipped: its work never starts, the turn goes to the next', async () => {
+    const turns = createTurns(1);
+    const started: string[] = [];
+    const first = heldWork(started, 'first');
+    const gone = heldWork(started, 'gone');
+    const last = heldWork(started, 'last');
+    let left = false;
+    const results = [turns.run(first.work), turns.run(gone.work, () => left), turns.run(last.work, () => false)];
+    await nextTurn();
+    left = true; // asked at its turn, not when it joined the line
+    first.release();
+    last.release();
+    const settled = await Promise.allSettled(results);
+    expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(TurnAbandoned);
+    expect(started).toEqual(['first', 'last']);
+    expect(turns.stats()).toEqual({ running: 0, waiting: 0, done: 2, skipped: 1 });
+  });
+
+  it('work that throws still hands its turn on', async () => {
+    const turns = createTurns(1);
+    const failing = turns.run(async () => {
+      throw new Error('boom');
+    });
+    const next = turns.run(async () => 'next');
+    await expect(failing).rejects.toThrow('boom');
+    expect(await next).toBe('next');
+    expect(turns.stats()).toEqual({ running: 0, waiting: 0, done: 2, skipped: 0 });
+  });
+});
