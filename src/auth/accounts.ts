@@ -105,10 +105,6 @@ export class Accounts {
     }
   }
 
-  hashPassword(password: string): Promise<string> {
-    return hashPassword(password);
-  }
-
   /**
    * Email+password check with lockout (CONTRACT §5.3, §14.3, §14.19) and no enumeration (one dummy argon2
    * verify for unknown emails). Throws invalid_credentials (401) | rate_limited (429, extra.retry_after) |
