@@ -69,9 +69,10 @@ const DRY_PATH = '/__bench_pool_dry__';
 /**
  * How long the measured run waits after the warm-up. autocannon ends a run by destroying its sockets, and
  * the server still finishes the requests they had in flight (the argon2 reference computes a queued login
- * all the same; Gatehouse skips those whose turn has not come, but finishes the ones running). Measured at once, the run's first requests would queue behind those: twice the connections
- * in flight, which showed as a login p99 30–60 ms above the steady state's. The orphans are done within
- * the longest latency the warm-up saw, plus a margin.
+ * all the same; Gatehouse skips those whose turn has not come, but finishes the ones running). Measured
+ * at once, the run's first requests would queue behind those: twice the connections in flight, which
+ * showed as a login p99 30–60 ms above the steady state's. The orphans are done within the longest
+ * latency the warm-up saw, plus a margin.
  */
 const settleMs = (warmup: LoadSummary) => Math.min(5_000, warmup.latency.max + 50);
 
