@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setupGatehouse, startGatehouse } from './http/gatehouse.js';
 import type { LoadJob, LoadResult } from './http/load.js';
-import { freePort, startServer, type ServerProcess } from './http/proc.js';
+import { freePort, runLoadGenerator, startServer, type ServerProcess } from './http/proc.js';
 
 /**
  * `npm run bench -- login-flood [--connections 128] [--timeout 1] [--duration 15] [--rounds 2]`: password
@@ -18,7 +17,6 @@ import { freePort, startServer, type ServerProcess } from './http/proc.js';
  */
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const LOAD_SCRIPT = join(ROOT, 'bench', 'http', 'load.ts');
 
 const option = (args: string[], name: string, fallback: number) => {
   const i = args.indexOf(`--${name}`);
@@ -38,15 +36,8 @@ async function hashing(server: string): Promise<Hashing> {
   return { total: read('total'), skipped: read('skipped_total'), running: read('running'), waiting: read('waiting') };
 }
 
-async function drive(job: Omit<LoadJob, 'resultFile'>, workDir: string, id: string): Promise<LoadResult> {
-  const resultFile = join(workDir, `result-${id}.json`);
-  const jobFile = join(workDir, `job-${id}.json`);
-  writeFileSync(jobFile, JSON.stringify({ ...job, resultFile }));
-  const child = spawn(process.execPath, ['--import', 'tsx', LOAD_SCRIPT, jobFile], { cwd: ROOT, env: { ...process.env, NODE_ENV: 'production' }, stdio: ['ignore', 'inherit', 'inherit'] });
-  const code = await new Promise<number | null>((done) => child.once('exit', done));
-  if (code !== 0) throw new Error(`load generator exited with ${code}`);
-  return JSON.parse(readFileSync(resultFile, 'utf8')) as LoadResult;
-}
+const drive = (job: Omit<LoadJob, 'resultFile'>, workDir: string, id: string): Promise<LoadResult> =>
+  runLoadGenerator({ ...job, resultFile: join(workDir, `result-${id}.json`) });
 
 const settle = (ms: number) => new Promise((done) => setTimeout(done, ms));
 

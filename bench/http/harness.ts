@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -22,7 +22,7 @@ import {
 } from './gatehouse.js';
 import { SERVER_NODE_FLAGS } from '../../src/node-flags.js';
 import type { LoadJob, LoadResult, LoadSummary } from './load.js';
-import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, type RssSummary, sampleRss, type ServerProcess, startServer } from './proc.js';
+import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, type RssSummary, runLoadGenerator, sampleRss, type ServerProcess, startServer } from './proc.js';
 import { formatSummary, summarizeProfile, windowFileOf } from './profile-summary.js';
 
 /** `npm run bench -- http [options]` (issue 13); `--help` prints this. */
@@ -61,7 +61,6 @@ PostgreSQL: a fresh database next to BENCH_DATABASE_URL or TEST_DATABASE_URL, dr
 `;
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const LOAD_SCRIPT = join(ROOT, 'bench', 'http', 'load.ts');
 
 type ScenarioKey = 'refresh' | 'refresh-id' | 'code' | 'profile' | 'login' | 'healthz' | 'burst';
 type Target = 'sqlite' | 'postgres' | 'ref';
@@ -249,21 +248,17 @@ async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promi
     poolFile,
     resultFile: join(workDir, `result-${id}.json`),
   };
-  const jobFile = join(workDir, `job-${id}.json`);
-  writeFileSync(jobFile, JSON.stringify(job));
   const logBefore = fileSize(server.logFile);
   const cpuBefore = cpuSnapshot(server.pid);
   const rss = sampleRss(server.pid);
-  const child = spawn(process.execPath, ['--import', 'tsx', LOAD_SCRIPT, jobFile], {
-    cwd: ROOT,
-    env: { ...process.env, NODE_ENV: 'production' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
-  const rssSeen = rss.stop();
+  let rssSeen: RssSummary;
+  let result: LoadResult;
+  try {
+    result = await runLoadGenerator(job);
+  } finally {
+    rssSeen = rss.stop(); // also when it failed: the sampler's timer would keep the harness alive
+  }
   const cpuAfter = cpuSnapshot(server.pid);
-  if (code !== 0) throw new Error(`load generator exited with ${code}`);
-  const result = JSON.parse(readFileSync(job.resultFile, 'utf8')) as LoadResult;
   const cpu = cpuShare(cpuBefore, cpuAfter, server.pid, result.cpuSeconds ?? 0);
   if (server.proc.exitCode !== null || server.proc.signalCode !== null) throw new Error(`${server.name} died during the run; see ${server.logFile}`);
   if (poolFile) rmSync(poolFile, { force: true });

@@ -1,8 +1,11 @@
 import { StringDecoder } from 'node:string_decoder';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { LoadJob, LoadResult } from './load.js';
 
 /** Process helpers for the HTTP benchmark: free ports, server processes, readiness, RSS sampling. */
 
@@ -279,4 +282,24 @@ export function loggedErrors(file: string, from: number, max = 3): { count: numb
     }
     kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
   }
+}
+
+const LOAD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'load.ts');
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/**
+ * Runs one job of the load generator (`load.ts`) in a process of its own, never the one that serves or
+ * samples: writes the job beside its result file, waits for the process, and reads the result.
+ */
+export async function runLoadGenerator(job: LoadJob): Promise<LoadResult> {
+  const jobFile = job.resultFile.replace(/\.json$/, '.job.json');
+  writeFileSync(jobFile, JSON.stringify(job));
+  const child = spawn(process.execPath, ['--import', 'tsx', LOAD_SCRIPT, jobFile], {
+    cwd: ROOT,
+    env: { ...process.env, NODE_ENV: 'production' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const code = await new Promise<number | null>((done) => child.once('exit', done));
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  return JSON.parse(readFileSync(job.resultFile, 'utf8')) as LoadResult;
 }

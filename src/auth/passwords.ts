@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createTurns, TurnAbandoned, type TurnStats } from '../shared/turns.js';
+import { createTurns, type TurnStats } from '../shared/turns.js';
 
 /**
  * Password policy and hashing (CONTRACT §5.2, §14.5; SECURITY.md items 69–72):
@@ -103,12 +103,7 @@ export async function hashPassword(password: string, clientGone?: ClientGone): P
  * TurnAbandoned, never false, when `clientGone` says so at its turn: nothing was evaluated.
  */
 export async function verifyPassword(hash: string, password: string, clientGone?: ClientGone): Promise<boolean> {
-  try {
-    return await argon2Turns.run(() => argon2.verify(hash, normalizePassword(password)), clientGone);
-  } catch (error) {
-    if (error instanceof TurnAbandoned) throw error;
-    return false;
-  }
+  return argon2Turns.run(() => argon2.verify(hash, normalizePassword(password)).catch(() => false), clientGone);
 }
 
 let dummyHash: Promise<string> | undefined;

@@ -38,7 +38,7 @@ export class RequestMetrics {
     this.durations.set(route, series);
   }
 
-  render(series: Record<string, { help: string; type: 'gauge' | 'counter'; value: number }>): string {
+  render(scalars: Record<string, { help: string; type: 'gauge' | 'counter'; value: number }>): string {
     const lines = ['# HELP gatehouse_http_requests_total HTTP requests by method, route template and status class.', '# TYPE gatehouse_http_requests_total counter'];
     for (const [key, value] of this.requests) {
       const [method, route, status] = key.split(' ');
@@ -52,7 +52,7 @@ export class RequestMetrics {
       lines.push(`gatehouse_http_request_duration_seconds_sum{route="${r}"} ${series.sum}`);
       lines.push(`gatehouse_http_request_duration_seconds_count{route="${r}"} ${series.count}`);
     }
-    for (const [name, one] of Object.entries(series)) lines.push(`# HELP ${name} ${one.help}`, `# TYPE ${name} ${one.type}`, `${name} ${one.value}`);
+    for (const [name, one] of Object.entries(scalars)) lines.push(`# HELP ${name} ${one.help}`, `# TYPE ${name} ${one.type}`, `${name} ${one.value}`);
     return `${lines.join('\n')}\n`;
   }
 }
