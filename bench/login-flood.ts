@@ -7,13 +7,17 @@ import type { LoadJob, LoadResult } from './http/load.js';
 import { freePort, runLoadGenerator, startServer, type ServerProcess } from './http/proc.js';
 
 /**
- * `npm run bench -- login-flood [--connections 128] [--timeout 1] [--duration 15] [--rounds 2]`: password
+ * `npm run bench -- login-flood [--connections 128] [--timeout 1] [--duration 15] [--rounds 2]
+ * [--max-wait-ms 0,5000,…]`: password
  * logins from more clients than the cores can answer in time, each giving up after `--timeout` seconds
  * (autocannon closes the connection and sends the login again on a new one), as impatient users and
  * retrying apps do when sign-in is overloaded. The production build on a fresh SQLite file and the bare
  * Fastify + `argon2.verify` reference, each in turn. Reports the logins answered in time, and for
- * Gatehouse the argon2 computations run and skipped (its `/metrics`): a computation whose client has
- * gone answers nobody. Prints a Markdown table; figures go into bench/RESULTS.md by hand.
+ * Gatehouse the argon2 computations run, skipped (its client had gone: it would answer nobody) and
+ * refused as overdue (it had waited over PASSWORD_MAX_WAIT_MS: 503), from its `/metrics`. With
+ * `--max-wait-ms`, each round runs Gatehouse once per bound listed (0: none), one after the other, so
+ * the bounds are compared at the same hour. Prints a Markdown table; figures go into bench/RESULTS.md
+ * by hand.
  */
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -26,6 +30,7 @@ const option = (args: string[], name: string, fallback: number) => {
 interface Hashing {
   total: number;
   skipped: number;
+  overdue: number;
   running: number;
   waiting: number;
 }
@@ -33,7 +38,7 @@ interface Hashing {
 async function hashing(server: string): Promise<Hashing> {
   const body = await (await fetch(`${server}/metrics`)).text();
   const read = (name: string) => Number(new RegExp(`^gatehouse_password_hashing_${name} (\\d+)$`, 'm').exec(body)?.[1] ?? NaN);
-  return { total: read('total'), skipped: read('skipped_total'), running: read('running'), waiting: read('waiting') };
+  return { total: read('total'), skipped: read('skipped_total'), overdue: read('overdue_total'), running: read('running'), waiting: read('waiting') };
 }
 
 const drive = (job: Omit<LoadJob, 'resultFile'>, workDir: string, id: string): Promise<LoadResult> =>
@@ -53,41 +58,49 @@ export async function main(args: string[]): Promise<void> {
   const timeout = option(args, 'timeout', 1);
   const duration = option(args, 'duration', 15);
   const rounds = option(args, 'rounds', 2);
+  const boundsAt = args.indexOf('--max-wait-ms');
+  // undefined: the server's default bound.
+  const bounds: Array<string | undefined> = boundsAt >= 0 ? args[boundsAt + 1]!.split(',') : [undefined];
   const workDir = mkdtempSync(join(tmpdir(), 'gatehouse-login-flood-'));
   const servers: ServerProcess[] = [];
   const rows: string[] = [];
   const load = { connections, duration, warmup: 0, timeout, method: 'POST' as const, headers: { 'content-type': 'application/json' } };
   try {
     for (let round = 1; round <= rounds; round++) {
-      // Gatehouse: the REST login of the bench's users, in turn.
-      const dataDir = join(workDir, `data-${round}`);
-      mkdirSync(dataDir);
-      const port = await freePort();
-      const gatehouse = await startGatehouse(
-        { root: ROOT, databaseUrl: `sqlite:${join(dataDir, 'gatehouse.db')}`, dataDir },
-        { port, logFile: join(workDir, `gatehouse-${round}.log`), name: `gatehouse-${round}`, env: { METRICS: '1' } },
-      );
-      servers.push(gatehouse);
-      // Few enough connections per address that no login meets LOGIN_MAX_FAILURES' slots all in flight.
-      const setup = await setupGatehouse(gatehouse.url, Math.max(16, Math.ceil(connections / 2)));
-      const before = await hashing(gatehouse.url);
-      const ours = await drive(
-        { ...load, url: gatehouse.url, path: '/v1/auth/login', headers: { ...load.headers, authorization: setup.basic }, variants: setup.users.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password, client_id: setup.clientId }) })) },
-        workDir,
-        `gatehouse-${round}`,
-      );
-      let after = await hashing(gatehouse.url);
-      for (let waited = 0; (after.running > 0 || after.waiting > 0) && waited < 30_000; waited += 100) {
-        await settle(100);
-        after = await hashing(gatehouse.url);
+      for (const bound of bounds) {
+        // Gatehouse: the REST login of the bench's users, in turn.
+        const id = `${round}-${bound ?? 'default'}`;
+        const dataDir = join(workDir, `data-${id}`);
+        mkdirSync(dataDir);
+        const port = await freePort();
+        const env: Record<string, string> = { METRICS: '1' };
+        if (bound !== undefined) env.PASSWORD_MAX_WAIT_MS = bound;
+        const gatehouse = await startGatehouse(
+          { root: ROOT, databaseUrl: `sqlite:${join(dataDir, 'gatehouse.db')}`, dataDir },
+          { port, logFile: join(workDir, `gatehouse-${id}.log`), name: `gatehouse-${id}`, env },
+        );
+        servers.push(gatehouse);
+        // Few enough connections per address that no login meets LOGIN_MAX_FAILURES' slots all in flight.
+        const setup = await setupGatehouse(gatehouse.url, Math.max(16, Math.ceil(connections / 2)));
+        const before = await hashing(gatehouse.url);
+        const ours = await drive(
+          { ...load, url: gatehouse.url, path: '/v1/auth/login', headers: { ...load.headers, authorization: setup.basic }, variants: setup.users.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password, client_id: setup.clientId }) })) },
+          workDir,
+          `gatehouse-${id}`,
+        );
+        let after = await hashing(gatehouse.url);
+        for (let waited = 0; (after.running > 0 || after.waiting > 0) && waited < 30_000; waited += 100) {
+          await settle(100);
+          after = await hashing(gatehouse.url);
+        }
+        await gatehouse.stop();
+        // Answers a computation stood behind: signed in, wrong password, or a refused account (a 429 or 503 has none).
+        const computedAnswers = ours.run.ok + (ours.run.statusCodes['401'] ?? 0) + (ours.run.statusCodes['403'] ?? 0);
+        const computed = after.total - before.total;
+        rows.push(
+          `| Gatehouse SQLite, round ${round}${bound === undefined ? '' : `, bound ${bound} ms`} | ${(ours.run.ok / ours.run.seconds).toFixed(1)} | ${ours.run.ok} | ${others(ours)} | ${ours.run.timeouts} | ${ours.run.latency.p50} / ${ours.run.latency.p99} | ${computed} | ${after.skipped - before.skipped} | ${after.overdue - before.overdue} | ${computed - computedAnswers} |`,
+        );
       }
-      await gatehouse.stop();
-      // Answers a computation stood behind: signed in, wrong password, or a refused account (a 429 has none).
-      const computedAnswers = ours.run.ok + (ours.run.statusCodes['401'] ?? 0) + (ours.run.statusCodes['403'] ?? 0);
-      const computed = after.total - before.total;
-      rows.push(
-        `| Gatehouse SQLite, round ${round} | ${(ours.run.ok / ours.run.seconds).toFixed(1)} | ${ours.run.ok} | ${others(ours)} | ${ours.run.timeouts} | ${ours.run.latency.p50} / ${ours.run.latency.p99} | ${computed} | ${after.skipped - before.skipped} | ${computed - computedAnswers} |`,
-      );
 
       // The reference: bare Fastify + argon2.verify, no queue of its own (libuv's pool is the queue).
       const refPort = await freePort();
@@ -107,14 +120,14 @@ export async function main(args: string[]): Promise<void> {
       const logins = ((await (await fetch(`${ref.url}/__bench/setup`)).json()) as { logins: Array<{ email: string; password: string }> }).logins;
       const theirs = await drive({ ...load, url: ref.url, path: '/login', variants: logins.map((l) => ({ body: JSON.stringify(l) })) }, workDir, `ref-${round}`);
       await ref.stop();
-      rows.push(`| reference, round ${round} | ${(theirs.run.ok / theirs.run.seconds).toFixed(1)} | ${theirs.run.ok} | ${others(theirs)} | ${theirs.run.timeouts} | ${theirs.run.latency.p50} / ${theirs.run.latency.p99} | – | – | – |`);
+      rows.push(`| reference, round ${round} | ${(theirs.run.ok / theirs.run.seconds).toFixed(1)} | ${theirs.run.ok} | ${others(theirs)} | ${theirs.run.timeouts} | ${theirs.run.latency.p50} / ${theirs.run.latency.p99} | – | – | – | – |`);
     }
   } finally {
     for (const server of servers) await server.stop().catch(() => undefined);
     rmSync(workDir, { recursive: true, force: true });
   }
   console.log(`\nlogin flood: ${connections} connections, each login given up after ${timeout} s, ${duration} s per run\n`);
-  console.log('| target | answered logins/s | 2xx | other answers | given up | p50 / p99 ms of the answered | argon2 run | argon2 skipped | run for clients gone |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('| target | answered logins/s | 2xx | other answers | given up | p50 / p99 ms of the answered | argon2 run | argon2 skipped | argon2 overdue (503) | run for clients gone |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const row of rows) console.log(row);
 }

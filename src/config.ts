@@ -58,6 +58,7 @@ const envSchema = z.object({
   BROWSER_SESSION_IDLE: seconds(86400),
   LOGIN_MAX_FAILURES: count(5),
   LOGIN_LOCK_SECONDS: seconds(900),
+  PASSWORD_MAX_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(5000),
   IP_AUTH_PER_MINUTE: count(30),
   MAIL_PER_HOUR: count(5),
   MAIL_INTERVAL_SECONDS: z.coerce.number().int().min(0).default(60),
@@ -110,6 +111,11 @@ export interface Config {
     browserSessionIdle: number;
     authorizationCode: number;
   };
+  /**
+   * The longest a password check waits for its turn at argon2 before it is refused with 503 and
+   * Retry-After (0: no bound). Only an overloaded server makes anyone wait that long.
+   */
+  passwordMaxWaitMs: number;
   throttle: {
     loginMaxFailures: number;
     loginLockSeconds: number;
@@ -218,6 +224,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       browserSessionIdle: e.BROWSER_SESSION_IDLE,
       authorizationCode: 60,
     },
+    passwordMaxWaitMs: e.PASSWORD_MAX_WAIT_MS,
     throttle: {
       loginMaxFailures: e.LOGIN_MAX_FAILURES,
       loginLockSeconds: e.LOGIN_LOCK_SECONDS,

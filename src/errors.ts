@@ -160,6 +160,11 @@ export const ERROR_REASONS = {
     en: 'This app is public and has no secret: send client_id only, without client_secret or HTTP Basic.',
     'zh-CN': '此应用是公共客户端，没有密钥：只发送 client_id，不要发送 client_secret 或 HTTP Basic。',
   },
+  // Password checks (login, registration, password reset and change)
+  password_checks_overloaded: {
+    en: 'Password checks are waiting longer than PASSWORD_MAX_WAIT_MS for their turn: the server is overloaded. Nothing was checked and no attempt was counted; retry after Retry-After seconds.',
+    'zh-CN': '密码校验排队时间超过 PASSWORD_MAX_WAIT_MS：服务器过载。本次未校验密码，也未计入尝试次数；请在 Retry-After 秒后重试。',
+  },
   // GET /oauth/authorize, before any redirect is possible
   redirect_uri_not_registered: {
     en: "The redirect_uri is not one of this app's registered redirect URIs. It must equal a registered value exactly, character for character: same scheme, host, port, path, trailing slash and query. Register it in the console or with PATCH /v1/dev/apps/{id}.",

@@ -17,7 +17,7 @@ import type { Mailer } from '../mail/index.js';
 import type { Locale } from '../plugins/i18n.js';
 import { hashSecret, newId, newNumericCode, newSecret, safeEqual } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
-import { TurnAbandoned } from '../shared/turns.js';
+import { TurnSkipped, type TurnTerms } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 import { findAppUser } from '../storage/repos/app-users.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
@@ -92,6 +92,14 @@ export class Accounts {
 
   // Passwords ----------------------------------------------------------------------------------------
 
+  /**
+   * A request's terms at the argon2 line: skipped if its client has gone by its turn, or if it waited
+   * over PASSWORD_MAX_WAIT_MS (503 with Retry-After: the line is overloaded).
+   */
+  private passwordTerms(ctx: AccountContext): TurnTerms {
+    return { abandoned: ctx.clientGone, maxWaitMs: this.config.passwordMaxWaitMs };
+  }
+
   /** Password policy check (CONTRACT §5.2) for the given email; throws weak_password with a reason in `details`. */
   checkPasswordPolicy(password: string, email: string, field = 'password'): void {
     const problem = passwordProblem(password, email);
@@ -120,11 +128,12 @@ export class Accounts {
     const user = await findUserByEmail(this.db, email);
     let ok = false;
     try {
-      if (user?.password_hash) ok = await verifyPassword(user.password_hash, input.password, ctx.clientGone);
-      else await dummyVerify(input.password, ctx.clientGone);
+      if (user?.password_hash) ok = await verifyPassword(user.password_hash, input.password, this.passwordTerms(ctx));
+      else await dummyVerify(input.password, this.passwordTerms(ctx));
     } catch (error) {
-      // The client left before its password's turn: nothing was evaluated, so the slot goes back.
-      if (error instanceof TurnAbandoned) await this.throttle.releaseLoginAttempt(attempt);
+      // The password's turn was skipped (the client had left, or the line was over its bound):
+      // nothing was evaluated, so the slot goes back.
+      if (error instanceof TurnSkipped) await this.throttle.releaseLoginAttempt(attempt);
       throw error;
     }
     const now = this.clock.now();
@@ -173,7 +182,7 @@ export class Accounts {
     }
     this.checkPasswordPolicy(input.password, email);
     if (await findUserByEmail(this.db, email)) throw new AppError('email_taken');
-    const passwordHash = await hashPassword(input.password, ctx.clientGone);
+    const passwordHash = await hashPassword(input.password, this.passwordTerms(ctx));
     const now = this.clock.now();
     const user: UserRow = {
       id: newId('usr'),
@@ -217,7 +226,7 @@ export class Accounts {
   ): Promise<void> {
     const user = await findUserById(this.db, userId);
     if (!user || user.status !== 'active') throw new AppError('unauthorized');
-    if (user.password_hash && !(await verifyPassword(user.password_hash, input.currentPassword, ctx.clientGone))) {
+    if (user.password_hash && !(await verifyPassword(user.password_hash, input.currentPassword, this.passwordTerms(ctx)))) {
       throw new AppError('invalid_credentials', { message: 'The current password is incorrect.' });
     }
     this.checkPasswordPolicy(input.newPassword, user.email, 'new_password');
@@ -230,7 +239,7 @@ export class Accounts {
     ctx: AccountContext,
     options: { method: 'change' | 'reset'; keepBrowserSessionIdHash?: string; locale: Locale; consume?: (trx: Kysely<Database>) => Promise<boolean> },
   ): Promise<void> {
-    const hash = await hashPassword(password, ctx.clientGone);
+    const hash = await hashPassword(password, this.passwordTerms(ctx));
     const now = this.clock.now();
     const done = await this.db.transaction().execute(async (trx) => {
       if (options.consume && !(await options.consume(trx))) return false;

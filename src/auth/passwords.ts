@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createTurns, type TurnStats } from '../shared/turns.js';
+import { createTurns, type TurnStats, type TurnTerms } from '../shared/turns.js';
 
 /**
  * Password policy and hashing (CONTRACT §5.2, §14.5; SECURITY.md items 69–72):
@@ -82,28 +82,26 @@ export function passwordProblem(password: string, email: string): PasswordProble
  * signing and verification and file I/O, and the logins finish in no particular order. The one extra
  * keeps the cores busy while a finished computation's turn is handed on by the main thread (which may
  * be in a COMMIT's fsync just then): with exactly one per core, a quarter of the argon2 ceiling was
- * lost in those gaps (bench/RESULTS.md, "http"). A computation whose client has gone before its turn
- * (`clientGone`) is skipped: it would cost ~25 ms of a core for an answer nobody reads.
+ * lost in those gaps (bench/RESULTS.md, "http"). A computation is skipped when its turn comes if its
+ * client has gone (it would cost ~25 ms of a core for an answer nobody reads) or if it has waited over
+ * its bound (the line is overloaded: the caller answers 503 with Retry-After rather than hang).
  */
 const argon2Turns = createTurns(availableParallelism() + 1);
 
 /** The argon2 queue as `/metrics` shows it: computations running and waiting, done and skipped. */
 export const passwordHashingStats = (): TurnStats => argon2Turns.stats();
 
-/** Tells whether the request that asked for a computation has lost its client (RequestContext). */
-type ClientGone = () => boolean;
-
-/** Hashes a password; rejects with TurnAbandoned when `clientGone` says so at its turn. */
-export async function hashPassword(password: string, clientGone?: ClientGone): Promise<string> {
-  return argon2Turns.run(() => argon2.hash(normalizePassword(password), ARGON2_OPTIONS), clientGone);
+/** Hashes a password; rejects with a TurnSkipped when `terms` say so at its turn. */
+export async function hashPassword(password: string, terms?: TurnTerms): Promise<string> {
+  return argon2Turns.run(() => argon2.hash(normalizePassword(password), ARGON2_OPTIONS), terms);
 }
 
 /**
  * Verifies a password against a stored hash; false (never a throw) for malformed hashes. Rejects with
- * TurnAbandoned, never false, when `clientGone` says so at its turn: nothing was evaluated.
+ * a TurnSkipped, never false, when `terms` say so at its turn: nothing was evaluated.
  */
-export async function verifyPassword(hash: string, password: string, clientGone?: ClientGone): Promise<boolean> {
-  return argon2Turns.run(() => argon2.verify(hash, normalizePassword(password)).catch(() => false), clientGone);
+export async function verifyPassword(hash: string, password: string, terms?: TurnTerms): Promise<boolean> {
+  return argon2Turns.run(() => argon2.verify(hash, normalizePassword(password)).catch(() => false), terms);
 }
 
 let dummyHash: Promise<string> | undefined;
@@ -112,8 +110,8 @@ let dummyHash: Promise<string> | undefined;
  * One argon2 verification against a fixed dummy hash: the unknown-email path costs what the
  * known-email path costs (SECURITY.md items 59–60).
  */
-export async function dummyVerify(password: string, clientGone?: ClientGone): Promise<void> {
-  await verifyPassword(await prepareDummyHash(), password, clientGone);
+export async function dummyVerify(password: string, terms?: TurnTerms): Promise<void> {
+  await verifyPassword(await prepareDummyHash(), password, terms);
 }
 
 /** Computes the dummy hash once, ahead of the first login, so that request isn't slower than the rest. */

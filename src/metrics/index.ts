@@ -8,7 +8,8 @@ import { passwordHashingStats } from '../auth/passwords.js';
  * `GET /metrics` (CONTRACT §0): Prometheus text exposition, served only with METRICS=1 (404 otherwise).
  * Requests are labelled by route template and status class — never the raw URL, which could carry
  * codes or tokens and would explode the label set. The mail outbox depth shows whether SMTP keeps up;
- * the argon2 queue shows a login flood (and how much of it was skipped because its clients had left).
+ * the argon2 queue shows a login flood (and how much of it was skipped because its clients had left
+ * or it had waited over its bound).
  */
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -87,6 +88,7 @@ async function metricsPlugin(app: FastifyInstance) {
         gatehouse_password_hashing_waiting: { help: 'argon2id computations waiting for a turn (at most one per core plus one run at once).', type: 'gauge', value: hashing.waiting },
         gatehouse_password_hashing_total: { help: 'argon2id computations run since the start.', type: 'counter', value: hashing.done },
         gatehouse_password_hashing_skipped_total: { help: 'argon2id computations not run because their client had closed the connection before their turn.', type: 'counter', value: hashing.skipped },
+        gatehouse_password_hashing_overdue_total: { help: 'argon2id computations not run because they had waited over PASSWORD_MAX_WAIT_MS for their turn (answered 503).', type: 'counter', value: hashing.overdue },
         gatehouse_process_uptime_seconds: { help: 'Seconds since the process started.', type: 'gauge', value: Math.round(process.uptime()) },
         gatehouse_process_heap_used_bytes: { help: 'V8 heap in use.', type: 'gauge', value: memory.heapUsed },
       });

@@ -117,5 +117,6 @@ export function documentPageIn(pages: Record<string, PageDoc>, route: RouteOptio
     ...(isForm ? { 303: redirect('the next step, the app, or the page itself') } : {}),
     ...(page.redirects ? { 302: redirect(page.redirects), 303: redirect(page.redirects) } : {}),
   };
-  shareRouteDocs(route, { tags: ['pages'], errors: { ...page.errors, ...(isForm ? { 403: ['forbidden'] } : {}) } });
+  // Every form is rendered again when the server is busy (src/pages/form-state.ts), with Retry-After.
+  shareRouteDocs(route, { tags: ['pages'], errors: { ...page.errors, ...(isForm ? { 403: ['forbidden'], 503: ['service_unavailable'] } : {}) } });
 }

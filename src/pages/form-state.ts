@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type ErrorCode, isAppError } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
+import { logRefusal, toAppError } from '../plugins/error-handler.js';
 import type { Translate } from '../plugins/i18n.js';
 import { localeOf, translatedErrorText } from '../plugins/views.js';
 
@@ -41,9 +42,10 @@ export interface FailureOptions {
   status?: number;
 }
 
-/** "3 minutes" / "1 minute" / "40 seconds" in the page's language. */
+/** "3 minutes" / "1 minute" / "40 seconds" / "1 second" in the page's language. */
 function waitText(t: Translate, seconds: number): string {
-  if (seconds < 60) return t('form.wait.seconds', { n: Math.max(1, Math.ceil(seconds)) });
+  if (seconds <= 1) return t('form.wait.second');
+  if (seconds < 60) return t('form.wait.seconds', { n: Math.ceil(seconds) });
   const minutes = Math.ceil(seconds / 60);
   return minutes === 1 ? t('form.wait.minute') : t('form.wait.minutes', { n: minutes });
 }
@@ -53,14 +55,20 @@ function waitText(t: Translate, seconds: number): string {
  * and returns what the form shows. Profile data refused field by field (`invalid_request` with
  * `details`, see SignIn.applyProfileData) puts each message next to its field.
  */
-export function formFailure(request: FastifyRequest, reply: FastifyReply, error: unknown, options: FailureOptions): FormState {
-  if (!isAppError(error) || !options.codes.includes(error.code)) throw error;
+export function formFailure(request: FastifyRequest, reply: FastifyReply, thrown: unknown, options: FailureOptions): FormState {
+  const error = toAppError(thrown);
+  // A server that cannot answer right now (password checks overloaded, the database unreachable) keeps
+  // every form and what was typed in it, and says when to try again.
+  const busy = error.code === 'service_unavailable' && error.status === 503;
+  if (!busy && !options.codes.includes(error.code)) throw thrown;
+  logRefusal(request, error);
   reply.code(options.status ?? error.status);
+  if (error.headers) reply.headers(error.headers);
   const t = request.server.messages.translator(localeOf(request));
   if (error.code === 'invalid_request' && error.details?.length) {
     return formState({ fields: Object.fromEntries(error.details.map((d) => [d.path, t(`form.error.invalid_${d.path}`)])) });
   }
-  const retryAfter = typeof error.extra?.retry_after === 'number' ? error.extra.retry_after : undefined;
+  const retryAfter = typeof error.extra?.retry_after === 'number' ? error.extra.retry_after : Number(error.headers?.['retry-after']) || undefined;
   if (error.code === 'rate_limited' && retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
   const key = options.keys?.[error.code] ?? `form.error.${error.code}`;
   const translated = t(key, {

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { AppError, describeError, type ErrorCode } from '../errors.js';
-import { TurnAbandoned } from '../shared/turns.js';
+import { TurnAbandoned, TurnOverdue } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 
 /**
@@ -105,6 +105,12 @@ export function toAppError(error: unknown): AppError {
   // Nobody reads this answer: the client left while its work waited for a turn (/metrics counts these).
   // A 4xx, nginx's 499 "client closed request", keeps a flood of them out of the error log.
   if (error instanceof TurnAbandoned) return new AppError('service_unavailable', { status: 499, detail: 'client gone before its turn: not computed' });
+  // Overloaded: the work waited over its bound and was not started. The line held at least that much
+  // work, so a retry sooner would only join it again.
+  if (error instanceof TurnOverdue) {
+    const retryAfter = String(Math.max(1, Math.ceil(error.maxWaitMs / 1000)));
+    return new AppError('service_unavailable', { reason: 'password_checks_overloaded', detail: error.message, headers: { 'retry-after': retryAfter } });
+  }
   const e = error as FastifyError & { validation?: ValidationIssue[]; validationContext?: string; type?: string };
   if (e && Array.isArray(e.validation)) {
     const details = e.validation.map((issue) => {
@@ -130,9 +136,14 @@ export function toAppError(error: unknown): AppError {
   return new AppError('internal_error', { cause: error, detail: e?.message });
 }
 
-export function sendError(request: FastifyRequest, reply: FastifyReply, err: AppError, options: ErrorHandlerOptions): unknown {
+/** The one log line of a refused request: a server-side failure at error (with its cause), the rest at info. */
+export function logRefusal(request: FastifyRequest, err: AppError): void {
   if (err.status >= 500) request.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
   else request.log.info({ code: err.code, detail: err.detail }, 'request rejected');
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, err: AppError, options: ErrorHandlerOptions): unknown {
+  logRefusal(request, err);
   const description = describeError(err, { production: options.production });
 
   if (err.headers) reply.headers(err.headers);

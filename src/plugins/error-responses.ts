@@ -40,8 +40,11 @@ function errorResponse(style: ErrorStyle, status: number | 'default', codes: str
   const names = style === 'oauth' ? [...new Set(codes.map((code) => OAUTH_NAMES[code as ErrorCode] ?? code))] : codes;
   const list = names.map((name) => `\`${name}\``).join(', ');
   const what = status === 'default' ? `Server error (500 \`${names[0]}\`, 503 \`${names[1]}\` with Retry-After)` : `${STATUS_TEXT[status] ?? 'Error'}: ${list}`;
-  const headers = status === 429 || status === 'default' ? retryAfter : status === 401 && style !== 'html' ? wwwAuthenticate : undefined;
-  if (style === 'html') return { description: `${what}; an HTML error page.`, content: { 'text/html': { schema: HtmlPage } } };
+  const retries = status === 429 || status === 'default' || codes.includes('service_unavailable');
+  const headers = retries ? retryAfter : status === 401 && style !== 'html' ? wwwAuthenticate : undefined;
+  // A page's own refusals (a form's 429 or 503, rendered again) carry the header; its default says so in words.
+  const pageHeaders = retries && status !== 'default' ? { headers } : {};
+  if (style === 'html') return { description: `${what}; an HTML error page.`, ...pageHeaders, content: { 'text/html': { schema: HtmlPage } } };
   const schema = style === 'oauth' ? OAuthErrorBody : ErrorBody;
   return { description: `${what}.`, ...(headers ? { headers } : {}), content: { 'application/json': { schema } } };
 }

@@ -1,14 +1,19 @@
+import type { LightMyRequestResponse } from 'fastify';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { eventually, holdThreadPool } from '../helpers/concurrency.js';
 import { countAll } from '../helpers/db.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
+import { Browser, csrfOf } from '../helpers/oauth-flows.js';
 import type { App } from '../../src/storage/repos/apps.js';
 
 // A login flood whose clients give up must not cost an argon2 computation per request that nobody will
 // read: a password check still waiting for its turn when its client closes the connection is skipped,
 // evaluates nothing, records nothing and gives its lockout slot back (issue 13, bench/RESULTS.md finding 126).
+// One that waited over PASSWORD_MAX_WAIT_MS is refused the same way, with 503 and Retry-After (finding 128).
+
+const MAX_WAIT_MS = 300;
 
 let t: TestApp;
 let port: number;
@@ -19,13 +24,14 @@ interface Hashing {
   waiting: number;
   total: number;
   skipped: number;
+  overdue: number;
 }
 
 /** The argon2 queue as GET /metrics shows it. */
 async function hashing(): Promise<Hashing> {
   const body = (await t.app.inject('/metrics')).body;
   const read = (name: string) => Number(new RegExp(`^gatehouse_password_hashing_${name} (\\d+)$`, 'm').exec(body)![1]);
-  return { running: read('running'), waiting: read('waiting'), total: read('total'), skipped: read('skipped_total') };
+  return { running: read('running'), waiting: read('waiting'), total: read('total'), skipped: read('skipped_total'), overdue: read('overdue_total') };
 }
 
 /** Sends one login over a connection of its own; the answer is never read. */
@@ -51,8 +57,8 @@ async function lockoutCount(email: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  // Room for every attempt of the test in one address's lockout window.
-  t = await buildTestApp({ env: { METRICS: '1', IP_AUTH_PER_MINUTE: '10000', LOGIN_MAX_FAILURES: '64' } });
+  // Room for every attempt of the test in one address's lockout window; a short bound on the wait.
+  t = await buildTestApp({ env: { METRICS: '1', IP_AUTH_PER_MINUTE: '10000', LOGIN_MAX_FAILURES: '64', PASSWORD_MAX_WAIT_MS: String(MAX_WAIT_MS) } });
   client = await makeApp(t.db);
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   port = (t.app.server.address() as net.AddressInfo).port;
@@ -111,5 +117,67 @@ describe('password checks whose client has gone', () => {
     expect(wrong.statusCode).toBe(401);
     expect((await hashing()).total - after.total).toBe(2);
     expect(await lockoutCount(user.email)).toBe(1);
+  });
+});
+
+describe('password checks that waited over PASSWORD_MAX_WAIT_MS', () => {
+  it('answer 503 with Retry-After at their turn: nothing evaluated or recorded, the slot given back', async () => {
+    const user = await makeUser(t.app, { email: 'waits@example.com' });
+    const before = await hashing();
+    const failedBefore = await failedLogins();
+    const login = (password: string) => t.app.inject({ method: 'POST', url: '/v1/auth/login', payload: { email: user.email, password, client_id: client.id } });
+    // The hosted sign-in form, opened before the line fills.
+    const browser = new Browser(t.app);
+    const csrf = csrfOf((await browser.get('/login')).body);
+
+    const release = holdThreadPool();
+    const answers: Array<Promise<LightMyRequestResponse>> = [];
+    try {
+      // Each login joins before the next is sent. Wrong guesses take the turns there are, and the first
+      // to wait is one more; then the right password through the hosted form and a last wrong one wait.
+      const send = async (answer: Promise<LightMyRequestResponse>) => {
+        answers.push(answer);
+        expect(await eventually(async () => {
+          const queue = await hashing();
+          return queue.running + queue.waiting === answers.length;
+        })).toBe(true);
+      };
+      while ((await hashing()).waiting === 0) await send(login(`wrong guess ${answers.length}`));
+      await send(browser.post('/login', { csrf, email: user.email, password: user.password, action: 'login' }));
+      await send(login('wrong again'));
+      // Every waiting check joined the line before this point: after the pause, each has waited longer
+      // than the bound however slowly the machine runs.
+      await new Promise((resolve) => setTimeout(resolve, MAX_WAIT_MS + 100));
+    } finally {
+      await release();
+    }
+    const settled = await Promise.all(answers);
+    const computed = settled.length - 3;
+    expect(settled.slice(0, computed).map((r) => r.statusCode)).toEqual(Array(computed).fill(401));
+    const [firstLate, form, lastLate] = settled.slice(computed);
+    for (const refused of [firstLate!, lastLate!]) {
+      expect(refused.statusCode).toBe(503);
+      expect(refused.json()).toMatchObject({ code: 'service_unavailable' });
+      expect(refused.headers['retry-after']).toBe('1');
+    }
+    // The hosted form stays, with what was typed and when to try again; nobody was signed in.
+    expect(form!.statusCode).toBe(503);
+    expect(form!.headers['retry-after']).toBe('1');
+    expect(form!.body).toContain('The service is busy right now. Try again in 1 second.');
+    expect(form!.body).toContain(`value="${user.email}"`);
+    const signIns = () => countAll(t.db, 'events', { type: 'user.login_succeeded', user_id: user.id });
+    expect(await signIns()).toBe(0);
+
+    const after = await hashing();
+    expect(after.total - before.total).toBe(computed);
+    expect(after.overdue - before.overdue).toBe(3);
+    expect(after.skipped - before.skipped).toBe(0);
+    expect((await failedLogins()) - failedBefore).toBe(computed);
+    expect(await lockoutCount(user.email)).toBe(computed);
+
+    // With the line empty again, the same form signs in, and the address's count is cleared.
+    expect((await browser.submit('/login', { email: user.email, password: user.password, action: 'login' })).statusCode).toBe(303);
+    expect(await signIns()).toBe(1);
+    expect(await lockoutCount(user.email)).toBe(0);
   });
 });

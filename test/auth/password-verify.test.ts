@@ -3,7 +3,7 @@ import { hashPassword, verifyPassword } from '../../src/auth/passwords.js';
 import { TurnAbandoned } from '../../src/shared/turns.js';
 
 // verifyPassword answers true or false and never throws for a bad stored hash; only a caller whose
-// client has gone gets a rejection (TurnAbandoned), so a skipped check is never read as a wrong password.
+// client has gone (or whose wait ran over its bound) gets a rejection, so a skipped check is never read as a wrong password.
 describe('verifyPassword', () => {
   it.each([
     ['the right password', 'right horse battery', true],
@@ -18,6 +18,6 @@ describe('verifyPassword', () => {
   });
 
   it('a caller whose client has gone → TurnAbandoned, not false', async () => {
-    await expect(verifyPassword(await hashPassword('right horse battery'), 'right horse battery', () => true)).rejects.toBeInstanceOf(TurnAbandoned);
+    await expect(verifyPassword(await hashPassword('right horse battery'), 'right horse battery', { abandoned: () => true })).rejects.toBeInstanceOf(TurnAbandoned);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { toAppError } from '../../src/plugins/error-handler.js';
-import { TurnAbandoned } from '../../src/shared/turns.js';
+import { TurnAbandoned, TurnOverdue } from '../../src/shared/turns.js';
 
 // The one mapper from anything thrown to an AppError: database outages fail closed with 503.
 describe('toAppError', () => {
@@ -39,6 +39,16 @@ describe('toAppError', () => {
     const mapped = toAppError(new TurnAbandoned());
     expect(mapped.status).toBe(499);
     expect(mapped.status).toBeLessThan(500); // logged at info, not as an error
+  });
+
+  it.each([
+    [5000, '5'],
+    [2500, '3'],
+    [100, '1'],
+  ])('work that waited over a %i ms bound → 503 service_unavailable, Retry-After %s s', (maxWaitMs, retryAfter) => {
+    const mapped = toAppError(new TurnOverdue(maxWaitMs + 40, maxWaitMs));
+    expect([mapped.code, mapped.status]).toEqual(['service_unavailable', 503]);
+    expect(mapped.headers).toEqual({ 'retry-after': retryAfter });
   });
 
   it('a unique-constraint violation is not an outage', () => {
