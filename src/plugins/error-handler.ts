@@ -136,9 +136,14 @@ export function toAppError(error: unknown): AppError {
   return new AppError('internal_error', { cause: error, detail: e?.message });
 }
 
-/** The one log line of a refused request: a server-side failure at error (with its cause), the rest at info. */
-export function logRefusal(request: FastifyRequest, err: AppError): void {
-  if (err.status >= 500) request.log.error({ err: err.cause ?? err, code: err.code }, 'request failed');
+/**
+ * The one log line of a refused request: a failure (something threw: a bug, an outage) at error with
+ * its cause and stack; a 5xx the server chose without one (overloaded, not configured) at warn, one
+ * short line each, since a flood of them is one condition; the rest (the client's) at info.
+ */
+export function logRefusal(request: Pick<FastifyRequest, 'log'>, err: AppError): void {
+  if (err.status >= 500 && err.cause !== undefined) request.log.error({ err: err.cause, code: err.code }, 'request failed');
+  else if (err.status >= 500) request.log.warn({ code: err.code, detail: err.detail }, 'request refused');
   else request.log.info({ code: err.code, detail: err.detail }, 'request rejected');
 }
 

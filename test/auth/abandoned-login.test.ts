@@ -1,7 +1,8 @@
 import type { LightMyRequestResponse } from 'fastify';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { ConfigError } from '../../src/config.js';
+import { buildTestApp, testConfig, type TestApp } from '../helpers/app.js';
 import { eventually, holdThreadPool } from '../helpers/concurrency.js';
 import { countAll } from '../helpers/db.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
@@ -179,5 +180,20 @@ describe('password checks that waited over PASSWORD_MAX_WAIT_MS', () => {
     expect((await browser.submit('/login', { email: user.email, password: user.password, action: 'login' })).statusCode).toBe(303);
     expect(await signIns()).toBe(1);
     expect(await lockoutCount(user.email)).toBe(0);
+  });
+});
+
+describe('PASSWORD_MAX_WAIT_MS', () => {
+  it.each([
+    [undefined, 5000],
+    ['0', 0],
+    ['250', 250],
+    ['600000', 600000],
+  ])('%j → a bound of %i ms (0: none)', (value, expected) => {
+    expect(testConfig(value === undefined ? {} : { PASSWORD_MAX_WAIT_MS: value }).passwordMaxWaitMs).toBe(expected);
+  });
+
+  it.each(['-1', '1.5', 'five', '600001'])('%j is refused at start', (value) => {
+    expect(() => testConfig({ PASSWORD_MAX_WAIT_MS: value })).toThrow(ConfigError);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { toAppError } from '../../src/plugins/error-handler.js';
+import { AppError } from '../../src/errors.js';
+import { logRefusal, toAppError } from '../../src/plugins/error-handler.js';
 import { TurnAbandoned, TurnOverdue } from '../../src/shared/turns.js';
 
 // The one mapper from anything thrown to an AppError: database outages fail closed with 503.
@@ -53,5 +54,24 @@ describe('toAppError', () => {
 
   it('a unique-constraint violation is not an outage', () => {
     expect(toAppError(Object.assign(new Error('duplicate key'), { code: '23505' })).code).toBe('internal_error');
+  });
+});
+
+describe('logRefusal', () => {
+  const outage = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+  it.each([
+    ['a failure with its cause (an outage)', toAppError(outage), 'error', 'request failed'],
+    ['a bug', toAppError(new Error('boom')), 'error', 'request failed'],
+    ['overloaded password checks: a 503 the server chose', toAppError(new TurnOverdue(5100, 5000)), 'warn', 'request refused'],
+    ['a provider that is not configured', new AppError('idp_oauth_not_configured'), 'warn', 'request refused'],
+    ["the client's own mistake", new AppError('invalid_credentials', { detail: 'wrong password' }), 'info', 'request rejected'],
+    ['a client gone before its turn (499)', toAppError(new TurnAbandoned()), 'info', 'request rejected'],
+  ])('%s → one line at %s', (_name, err, level, message) => {
+    const lines: Array<[string, Record<string, unknown>, string]> = [];
+    const at = (name: string) => (fields: Record<string, unknown>, msg: string) => void lines.push([name, fields, msg]);
+    logRefusal({ log: { error: at('error'), warn: at('warn'), info: at('info') } } as never, err);
+    expect(lines.map(([name, , msg]) => [name, msg])).toEqual([[level, message]]);
+    // Only a failure carries an error object (its stack); a refusal logs its code and detail.
+    expect('err' in lines[0]![1]).toBe(level === 'error');
   });
 });
