@@ -117,6 +117,8 @@ export function documentPageIn(pages: Record<string, PageDoc>, route: RouteOptio
     ...(isForm ? { 303: redirect('the next step, the app, or the page itself') } : {}),
     ...(page.redirects ? { 302: redirect(page.redirects), 303: redirect(page.redirects) } : {}),
   };
-  // Every form is rendered again when the server is busy (src/pages/form-state.ts), with Retry-After.
-  shareRouteDocs(route, { tags: ['pages'], errors: { ...page.errors, ...(isForm ? { 403: ['forbidden'], 503: ['service_unavailable'] } : {}) } });
+  shareRouteDocs(route, { tags: ['pages'], errors: page.errors });
+  // Added to the page's own codes, not in their place: every form refuses a forged post (CSRF), and is
+  // rendered again when the server is busy (src/pages/form-state.ts), with Retry-After.
+  if (isForm) shareRouteDocs(route, { tags: ['pages'], errors: { 403: ['forbidden'], 503: ['service_unavailable'] } });
 }

@@ -69,6 +69,14 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it("lists a form's own refusals beside those every form shares (CSRF 403, busy 503 with Retry-After)", () => {
+    const login = served.paths['/login']!.post as Operation & { responses: Record<string, { description: string; headers?: Record<string, unknown> }> };
+    expect(login.responses['403']!.description).toMatch(/`forbidden`, `user_disabled`, `user_blocked`/);
+    expect(login.responses['503']!.description).toMatch(/`service_unavailable`/);
+    expect(login.responses['503']!.headers).toHaveProperty('Retry-After');
+    expect(login.responses['429']!.headers).toHaveProperty('Retry-After');
+  });
+
   it('is served as YAML and JSON with their media types, the same document', async () => {
     const yaml = await t.app.inject('/openapi.yaml');
     expect(yaml.statusCode).toBe(200);
