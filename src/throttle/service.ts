@@ -141,9 +141,10 @@ export class Throttle {
   }
 
   /**
-   * Gives back the slot of an attempt whose password was never evaluated (its client left before its
-   * turn at argon2): clients that give up under load must not use up an address's attempts, and no
-   * guess was made. An evaluated attempt never comes here: a failure keeps its slot.
+   * Gives back the slot of an attempt whose password was never evaluated (its turn at argon2 was
+   * skipped: its client had left, or it waited over PASSWORD_MAX_WAIT_MS): sign-ins that time out or
+   * are refused under load must not use up an address's attempts, and no guess was made. An evaluated
+   * attempt never comes here: a failure keeps its slot.
    */
   async releaseLoginAttempt(attempt: LoginAttempt): Promise<void> {
     await releaseCounterSlot(this.db, attempt.key, attempt.windowStart);

@@ -3,7 +3,8 @@ import { hashPassword, verifyPassword } from '../../src/auth/passwords.js';
 import { TurnAbandoned } from '../../src/shared/turns.js';
 
 // verifyPassword answers true or false and never throws for a bad stored hash; only a caller whose
-// client has gone (or whose wait ran over its bound) gets a rejection, so a skipped check is never read as a wrong password.
+// client has gone (or whose wait ran over its bound) gets a rejection, so a skipped check is never read
+// as a wrong password.
 describe('verifyPassword', () => {
   it.each([
     ['the right password', 'right horse battery', true],

@@ -1,6 +1,8 @@
 import type { Browser as PwBrowser, BrowserContext, Page } from 'playwright-core';
+import { passwordHashingStats } from '../../src/auth/passwords.js';
 import type { Locale } from '../../src/plugins/i18n.js';
 import { buildTestApp, type TestApp } from './app.js';
+import { eventually, holdThreadPool } from './concurrency.js';
 import { adminHeaders } from './dev-api.js';
 import { makeUser } from './factories.js';
 import { authorizeUrl, Browser, makeClient, type TestClient } from './oauth-flows.js';
@@ -49,6 +51,41 @@ async function signIn(page: Page, who: { email: string; password: string }): Pro
   await Promise.all([page.waitForNavigation(), page.click('button[name=action][value=login]')]);
 }
 
+/** The tour's bound on the wait for argon2 (PASSWORD_MAX_WAIT_MS), short so the busy stop is quick. */
+const BUSY_BOUND_MS = 200;
+
+/**
+ * Signs in while password checks are over their bound: with libuv's threads held, logins of an unknown
+ * address take the turns and one waits; the form's check waits behind it past the bound, and the form
+ * comes back busy (503) with the email kept.
+ */
+async function signInWhileBusy(page: Page, tour: Tour): Promise<void> {
+  await page.fill('input[name=email]', tour.member.email);
+  await page.fill('input[name=password]', tour.member.password);
+  const lineHolds = (n: number) =>
+    eventually(async () => {
+      const { running, waiting } = passwordHashingStats();
+      return running + waiting >= n;
+    });
+  const release = holdThreadPool();
+  const fillers: Array<Promise<unknown>> = [];
+  try {
+    while (passwordHashingStats().waiting === 0) {
+      fillers.push(tour.t.app.inject({ method: 'POST', url: '/v1/auth/login', payload: { email: 'busy@example.com', password: 'not a password', client_id: tour.branded.app.id } }));
+      await lineHolds(fillers.length);
+    }
+    const answered = Promise.all([page.waitForNavigation(), page.click('button[name=action][value=login]')]);
+    await lineHolds(fillers.length + 1);
+    // Joined the line before this point: after the pause it has waited past the bound.
+    await new Promise((resolve) => setTimeout(resolve, BUSY_BOUND_MS + 100));
+    await release();
+    await answered;
+  } finally {
+    await release();
+    await Promise.all(fillers);
+  }
+}
+
 const go = async (page: Page, url: string) => {
   await page.goto(url);
 };
@@ -56,6 +93,7 @@ const go = async (page: Page, url: string) => {
 export const STOPS: TourStop[] = [
   { name: 'login', actor: 'visitor', visit: (p, r) => go(p, `${r.base}/login`) },
   { name: 'login-errors', actor: 'visitor', visit: (p) => submitUnchecked(p, 'button[name=action][value=login]') },
+  { name: 'login-busy', actor: 'visitor', visit: signInWhileBusy },
   { name: 'register', actor: 'visitor', visit: (p, r) => go(p, `${r.base}/register`) },
   { name: 'register-errors', actor: 'visitor', visit: (p) => submitUnchecked(p, 'button[name=action][value=register]') },
   { name: 'magic-link', actor: 'visitor', visit: (p, r) => go(p, `${r.base}/magic-link/request`) },
@@ -121,7 +159,7 @@ export const STOPS: TourStop[] = [
 export async function startTour(locale: Locale): Promise<Tour> {
   const port = await freePort();
   const base = `http://localhost:${port}`;
-  const t = await buildTestApp({ env: { BASE_URL: base, IP_AUTH_PER_MINUTE: '10000' } });
+  const t = await buildTestApp({ env: { BASE_URL: base, IP_AUTH_PER_MINUTE: '10000', PASSWORD_MAX_WAIT_MS: String(BUSY_BOUND_MS) } });
   await t.app.listen({ port, host: '127.0.0.1' });
   const callback = `${base}/app/callback`;
   const branded = await makeClient(t, { name: 'Acme Notes', redirectUris: [callback], requiredFields: ['phone_number'], branding: { logoUrl: LOGO_URL, accentColor: '#0f766e' } });

@@ -26,6 +26,7 @@ const COMBINATIONS = [
 const EXPECTED_PATHS: Array<[string, string]> = [
   ['login', '/login'],
   ['login-errors', '/login'],
+  ['login-busy', '/login'],
   ['register', '/register'],
   ['register-errors', '/register'],
   ['magic-link', '/magic-link/request'],
