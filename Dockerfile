@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Gatehouse: build with the full toolchain, run on a slim image as a non-root user.
 
-# --- build: dependencies (native modules: better-sqlite3, argon2) and the TypeScript build ------------
+# --- build: dependencies (better-sqlite3 compiles; @node-rs/argon2 comes prebuilt) and the TypeScript build
 FROM node:20-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \

@@ -12,7 +12,7 @@ import { freePort, runLoadGenerator, startServer, type ServerProcess } from './h
  * logins from more clients than the cores can answer in time, each giving up after `--timeout` seconds
  * (autocannon closes the connection and sends the login again on a new one), as impatient users and
  * retrying apps do when sign-in is overloaded. The production build on a fresh SQLite file and the bare
- * Fastify + `argon2.verify` reference, each in turn. Reports the logins answered in time, and for
+ * Fastify + argon2 `verify` reference (Gatehouse's implementation and parameters), each in turn. Reports the logins answered in time, and for
  * Gatehouse the argon2 computations run, skipped (its client had gone: it would answer nobody) and
  * refused as overdue (it had waited over PASSWORD_MAX_WAIT_MS: 503), from its `/metrics`. With
  * `--max-wait-ms`, each round runs Gatehouse once per bound listed (0: none), one after the other, so
@@ -102,7 +102,7 @@ export async function main(args: string[]): Promise<void> {
         );
       }
 
-      // The reference: bare Fastify + argon2.verify, no queue of its own (libuv's pool is the queue).
+      // The reference: bare Fastify + argon2 verify, no queue of its own (libuv's pool is the queue).
       const refPort = await freePort();
       const refDir = join(workDir, `data-ref-${round}`);
       mkdirSync(refDir);

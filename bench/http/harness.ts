@@ -72,7 +72,7 @@ const SCENARIOS: Array<{ key: ScenarioKey; label: string; ref: string }> = [
   { key: 'refresh-id', label: '`refresh_token` grant with id_token', ref: '`oidc-provider`' },
   { key: 'code', label: '`authorization_code` + PKCE grant', ref: '`oidc-provider`' },
   { key: 'profile', label: 'bearer read `GET /v1/profile/{userId}`', ref: 'bare Fastify + jose ES256 + SQLite SELECT' },
-  { key: 'login', label: 'password login (argon2id)', ref: 'bare Fastify + `argon2.verify`, same parameters' },
+  { key: 'login', label: 'password login (argon2id)', ref: 'bare Fastify + argon2 `verify`, same implementation and parameters' },
   { key: 'healthz', label: '`GET /healthz`', ref: 'bare Fastify hello' },
 ];
 
@@ -683,7 +683,7 @@ function mainTable(opts: Options): string {
 /** Bearer-read latency alone and during a login burst, per target (medians of rounds). */
 function burstTable(): string {
   const lines = [
-    `Token checks during a login burst: bearer reads at ${BURST.rate}/s on ${BURST.connections} connections, alone and then beside the login load on the same server; the reference is bare Fastify with its jose + SELECT and argon2.verify routes in one process (medians of rounds; latency corrected for coordinated omission).`,
+    `Token checks during a login burst: bearer reads at ${BURST.rate}/s on ${BURST.connections} connections, alone and then beside the login load on the same server; the reference is bare Fastify with its jose + SELECT and argon2 verify routes in one process (medians of rounds; latency corrected for coordinated omission).`,
     '',
     `| target | bearer p50 / p99 ms alone | bearer p50 / p99 ms during logins | bearer p99 during / alone | bearer 2xx/s during (${BURST.rate}/s offered) | logins/s during | max RSS MB |`,
     '|---|---|---|---:|---:|---:|---:|',
@@ -833,8 +833,8 @@ before each run through the server's own flows (hosted sign-in once per user, th
 \`/oauth/token\`), never sent twice. References, each in its own process with \`NODE_ENV=production\`:
 \`oidc-provider\` ${providerVersion()} (its memory adapter over a larger LRU, ES256 JWT access tokens via a
 default resource, RS256 ID tokens, rotation on, PKCE, client_secret_basic; pools minted through its models),
-and bare Fastify routes (hello; jose ES256 verify + one better-sqlite3 SELECT by primary key; argon2.verify
-with Gatehouse's \`ARGON2_OPTIONS\`; for the login burst, the last two in one process).
+and bare Fastify routes (hello; jose ES256 verify + one better-sqlite3 SELECT by primary key; argon2 \`verify\`
+with Gatehouse's implementation (\`@node-rs/argon2\`) and \`ARGON2_OPTIONS\`; for the login burst, the last two in one process).
 
 ${table}
 ${disturbanceNote()}

@@ -1,4 +1,4 @@
-import argon2 from 'argon2';
+import { hash as argon2Hash, verify as argon2Verify, type Options as Argon2Options } from '@node-rs/argon2';
 import Database from 'better-sqlite3';
 import Fastify from 'fastify';
 import { generateKeyPair, jwtVerify, SignJWT } from 'jose';
@@ -10,8 +10,9 @@ import { join } from 'node:path';
  *   hello   GET /hello → {"hello":"world"}
  *   jose    GET /profile/:userId: jose ES256 jwtVerify with a pre-imported key, then one better-sqlite3
  *           prepared SELECT by primary key on a small table (file database, WAL), JSON answer
- *   argon2  POST /login {email, password}: argon2.verify against a hash made with Gatehouse's own
- *           parameters (ARGON2_OPTIONS of src/auth/passwords.ts, from the production build)
+ *   argon2  POST /login {email, password}: argon2 `verify` against a hash made with Gatehouse's own
+ *           parameters (ARGON2_OPTIONS of src/auth/passwords.ts, from the production build) and its own
+ *           implementation (`@node-rs/argon2`), so the ceiling is the password check Gatehouse makes
  * `GET /__bench/setup` hands the harness what it needs to drive the modes: `tokens` (jose: a user id and
  * its access token each), `logins` (argon2: email and password each).
  * Usage: node --import tsx bench/http/ref-fastify.ts <mode>[+<mode>…] <port> <dataDir>
@@ -69,19 +70,19 @@ async function addMode(mode: string): Promise<void> {
     setup.tokens = users;
   } else if (mode === 'argon2') {
     // The production build's parameters, so the ceiling moves with Gatehouse's configuration.
-    const { ARGON2_OPTIONS } = (await import(new URL('../../dist/src/auth/passwords.js', import.meta.url).href)) as { ARGON2_OPTIONS: Parameters<typeof argon2.hash>[1] };
+    const { ARGON2_OPTIONS } = (await import(new URL('../../dist/src/auth/passwords.js', import.meta.url).href)) as { ARGON2_OPTIONS: Argon2Options };
     const hashes = new Map<string, string>();
     const users: Array<{ email: string; password: string }> = [];
     for (let i = 0; i < 16; i++) {
       const email = `ref${i}@bench.test`;
       const password = `ref-bench-password-${i}-x7q`;
-      hashes.set(email, String(await argon2.hash(password.normalize('NFC'), ARGON2_OPTIONS)));
+      hashes.set(email, await argon2Hash(password.normalize('NFC'), ARGON2_OPTIONS));
       users.push({ email, password });
     }
     app.post('/login', async (request, reply) => {
       const { email, password } = (request.body ?? {}) as { email?: string; password?: string };
       const hash = typeof email === 'string' ? hashes.get(email.trim().toLowerCase()) : undefined;
-      if (!hash || typeof password !== 'string' || !(await argon2.verify(hash, password.normalize('NFC')))) {
+      if (!hash || typeof password !== 'string' || !(await argon2Verify(hash, password.normalize('NFC')))) {
         return reply.code(401).send({ code: 'invalid_credentials' });
       }
       return { status: 'ok' };
