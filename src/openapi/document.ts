@@ -100,15 +100,17 @@ export function swaggerOptions(baseUrl: string): FastifyDynamicSwaggerOptions {
       components: { securitySchemes: SECURITY_SCHEMES } as never,
     },
     transform,
-    transformObject: (input) => placeExamples(dropUnreferencedSchemas(jsonSchemaTransformObject(input) as unknown as OpenApiDocument)),
+    transformObject: (input) => placeExamples(keepReferencedSchemas(jsonSchemaTransformObject(input) as unknown as OpenApiDocument)),
   };
 }
 
 /**
  * fastify-type-provider-zod adds every registered schema in both its input and output form; keeps
- * those the document refers to (directly or through other schemas).
+ * those the document refers to (directly or through other schemas), sorted by name. The registry lists
+ * them in the order their modules were loaded, which differs between `npm run openapi` and a test
+ * worker that loaded other modules first: the checked-in document would seem stale at random.
  */
-function dropUnreferencedSchemas(document: OpenApiDocument): OpenApiDocument {
+function keepReferencedSchemas(document: OpenApiDocument): OpenApiDocument {
   const schemas = (document.components as { schemas?: Record<string, unknown> } | undefined)?.schemas;
   if (!schemas) return document;
   const referenced = new Set<string>();
@@ -121,7 +123,7 @@ function dropUnreferencedSchemas(document: OpenApiDocument): OpenApiDocument {
     }
   };
   visit(document.paths);
-  for (const name of Object.keys(schemas)) if (!referenced.has(name)) delete schemas[name];
+  (document.components as { schemas: Record<string, unknown> }).schemas = Object.fromEntries([...referenced].sort().map((name) => [name, schemas[name]]));
   return document;
 }
 

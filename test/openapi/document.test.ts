@@ -91,6 +91,18 @@ describe('the OpenAPI document', () => {
       expect(readFileSync('openapi.yaml', 'utf8') === (await generateOpenapiYaml()), 'openapi.yaml is stale: run `npm run openapi`').toBe(true);
     });
 
+    it('does not depend on the order the schemas\' modules were loaded in (a test worker loads them in any order)', () => {
+      const script = [
+        "await import('./src/passkeys/schemas.ts');",
+        "await import('./src/mfa/schemas.ts');",
+        "const { generateOpenapiYaml } = await import('./src/openapi/generate.ts');",
+        'process.stdout.write(await generateOpenapiYaml());',
+      ].join(' ');
+      const generated = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+      expect(generated.status, generated.stderr).toBe(0);
+      expect(generated.stdout === readFileSync('openapi.yaml', 'utf8'), 'the document generated after other modules differs').toBe(true);
+    }, 60_000);
+
     it('passes Redocly lint (recommended rules, redocly.yaml) without a single problem', () => {
       const lint = spawnSync(process.execPath, ['node_modules/@redocly/cli/bin/cli.js', 'lint', 'openapi.yaml', '--format=stylish'], { encoding: 'utf8' });
       expect(lint.stderr + lint.stdout).toContain('Your API description is valid');
