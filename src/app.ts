@@ -2,6 +2,7 @@ import formbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { ResolvedConfig } from './config.js';
+import { whenClientLeaves } from './shared/request-context.js';
 import { systemClock, type Clock } from './shared/time.js';
 import { createStorage, type Storage } from './storage/connect.js';
 import { migrateToLatest } from './storage/migrator.js';
@@ -75,6 +76,9 @@ function asyncStdout(): pino.DestinationStream {
   return destination;
 }
 
+/** What the access line records as the status of a request whose client closed the connection first. */
+const CLIENT_CLOSED_REQUEST = { statusCode: 499 };
+
 /**
  * One access line per request, the request and its outcome together (Fastify's default writes two),
  * through `accessLog` (no redaction walk: see accessLogOptions). Errors go through the request's own
@@ -85,7 +89,11 @@ class AccessLog extends LogController {
     super();
   }
 
-  override incomingRequest(): void {}
+  /** A request whose client leaves before its answer gets a line of its own, with nginx's 499. */
+  override incomingRequest(request: FastifyRequest, reply: FastifyReply): void {
+    const accessLog = this.accessLog;
+    if (accessLog) whenClientLeaves(reply, () => accessLog.info({ reqId: request.id, req: request, res: CLIENT_CLOSED_REQUEST, responseTime: reply.elapsedTime }, 'request abandoned'));
+  }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');

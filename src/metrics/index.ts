@@ -3,11 +3,13 @@ import fp from 'fastify-plugin';
 import { text } from '../shared/responses.js';
 import { AppError } from '../errors.js';
 import { passwordHashingStats } from '../auth/passwords.js';
+import { whenClientLeaves } from '../shared/request-context.js';
 
 /**
  * `GET /metrics` (CONTRACT §0): Prometheus text exposition, served only with METRICS=1 (404 otherwise).
  * Requests are labelled by route template and status class — never the raw URL, which could carry
- * codes or tokens and would explode the label set. The mail outbox depth shows whether SMTP keeps up;
+ * codes or tokens and would explode the label set. Requests whose client left before the answer are
+ * counted apart: they have no status, and their duration is the client's patience, not the server's. The mail outbox depth shows whether SMTP keeps up;
  * the argon2 queue shows a login flood (and how much of it was skipped because its clients had left
  * or it had waited over its bound).
  */
@@ -26,6 +28,7 @@ const label = (value: string) => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"
 export class RequestMetrics {
   private readonly requests = new Map<string, number>();
   private readonly durations = new Map<string, RouteSeries>();
+  private readonly abandoned = new Map<string, number>();
 
   observe(method: string, route: string, status: number, seconds: number): void {
     const key = `${method} ${route} ${Math.floor(status / 100)}xx`;
@@ -39,11 +42,25 @@ export class RequestMetrics {
     this.durations.set(route, series);
   }
 
+  /** A request whose client closed the connection before its answer was written. */
+  observeAbandoned(method: string, route: string): void {
+    const key = `${method} ${route}`;
+    this.abandoned.set(key, (this.abandoned.get(key) ?? 0) + 1);
+  }
+
   render(scalars: Record<string, { help: string; type: 'gauge' | 'counter'; value: number }>): string {
     const lines = ['# HELP gatehouse_http_requests_total HTTP requests by method, route template and status class.', '# TYPE gatehouse_http_requests_total counter'];
     for (const [key, value] of this.requests) {
       const [method, route, status] = key.split(' ');
       lines.push(`gatehouse_http_requests_total{method="${method}",route="${label(route!)}",status="${status}"} ${value}`);
+    }
+    lines.push(
+      '# HELP gatehouse_http_requests_abandoned_total HTTP requests whose client closed the connection before the answer was written (nginx logs 499), by method and route template; not in gatehouse_http_requests_total.',
+      '# TYPE gatehouse_http_requests_abandoned_total counter',
+    );
+    for (const [key, value] of this.abandoned) {
+      const [method, route] = key.split(' ');
+      lines.push(`gatehouse_http_requests_abandoned_total{method="${method}",route="${label(route!)}"} ${value}`);
     }
     lines.push('# HELP gatehouse_http_request_duration_seconds Request duration by route template.', '# TYPE gatehouse_http_request_duration_seconds histogram');
     for (const [route, series] of this.durations) {
@@ -61,6 +78,11 @@ export class RequestMetrics {
 async function metricsPlugin(app: FastifyInstance) {
   const metrics = new RequestMetrics();
   if (app.config.metrics) {
+    // Callback style: an async hook costs every request a promise.
+    app.addHook('onRequest', (request, reply, done) => {
+      whenClientLeaves(reply, () => metrics.observeAbandoned(request.method, request.routeOptions.url ?? 'unmatched'));
+      done();
+    });
     app.addHook('onResponse', async (request, reply) => {
       metrics.observe(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
     });

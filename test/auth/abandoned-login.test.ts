@@ -47,6 +47,12 @@ function sendLogin(body: Record<string, string>): Promise<net.Socket> {
   });
 }
 
+/** Logins whose client left before the answer, as GET /metrics counts them. */
+async function abandonedLogins(): Promise<number> {
+  const body = (await t.app.inject('/metrics')).body;
+  return Number(/^gatehouse_http_requests_abandoned_total\{method="POST",route="\/v1\/auth\/login"\} (\d+)$/m.exec(body)?.[1] ?? 0);
+}
+
 const openConnections = () => new Promise<number>((resolve, reject) => t.app.server.getConnections((error, n) => (error ? reject(error) : resolve(n))));
 
 const failedLogins = () => countAll(t.db, 'events', { type: 'user.login_failed' });
@@ -106,6 +112,11 @@ describe('password checks whose client has gone', () => {
     const after = await hashing();
     expect(after.total - before.total).toBe(limit);
     expect(after.skipped - before.skipped).toBe(6);
+    // Every one of them was left unanswered, the computed ones too: counted, and one access line each.
+    expect(await abandonedLogins()).toBe(sockets.length);
+    const abandonedLines = t.logs.map((line) => JSON.parse(line) as { msg: string; req?: { url: string }; res?: { statusCode: number } }).filter((l) => l.msg === 'request abandoned');
+    expect(abandonedLines.map((l) => [l.req?.url, l.res?.statusCode])).toEqual(Array(sockets.length).fill(['/v1/auth/login', 499]));
+    expect(t.logs.join('\n')).not.toContain('wrong guess');
     // Only the computed checks were evaluated: one user.login_failed each, and only their slots stay taken.
     // (Both are written after the turn is handed on, so they are waited for; no more can come.)
     expect(await eventually(async () => (await failedLogins()) - failedBefore === limit)).toBe(true);

@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import type { Storage } from '../../src/storage/connect.js';
+import net from 'node:net';
 import { createTestStorage, testConfig } from '../helpers/app.js';
+import { eventually } from '../helpers/concurrency.js';
 
 /** The access log: one line per request, except successful health probes; failed probes are logged. */
 describe('access log', () => {
@@ -31,6 +33,7 @@ describe('access log', () => {
       ['/.well-known/openid-configuration', 200],
       ['/v1/nothing-here', 404],
     ]);
+    expect(lines.filter((l) => l.msg === 'request abandoned')).toEqual([]);
   });
 
   it('writes none for a successful /healthz or /readyz', async () => {
@@ -78,6 +81,51 @@ describe('access log', () => {
       const errored = lines.find((l) => l.level === 50)!;
       expect(errored.reqId).toBe(boom.headers['x-request-id']);
       expect(JSON.stringify(errored)).toContain('boom for the log');
+    } finally {
+      await probe.close();
+      await own.close();
+      await dropOwn();
+    }
+  });
+
+  it('writes one line with 499 for a request whose client left before the answer, and none when it comes', async () => {
+    lines.length = 0;
+    const { storage: own, drop: dropOwn } = await createTestStorage();
+    const probe = await buildApp(testConfig(), { storage: own, logStream: { write: (line) => void lines.push(JSON.parse(line)) } });
+    let arrived!: () => void;
+    const handlerRuns = new Promise<void>((resolve) => (arrived = resolve));
+    let answer!: () => void;
+    const answerNow = new Promise<void>((resolve) => (answer = resolve));
+    probe.get('/test-only/slow', async () => {
+      arrived();
+      await answerNow;
+      return { late: true };
+    });
+    await probe.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = probe.server.address() as net.AddressInfo;
+    try {
+      // Answered: one 'request completed', and its connection's close afterwards is no abandonment.
+      const answered = await fetch(`http://127.0.0.1:${port}/.well-known/openid-configuration?code=secret-code`, { headers: { connection: 'close' } });
+      expect(answered.status).toBe(200);
+      await answered.text();
+
+      const socket = net.connect(port, '127.0.0.1', () => socket.write(`GET /test-only/slow?token=secret-token HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`));
+      socket.on('error', () => {});
+      await handlerRuns;
+      socket.destroy();
+      expect(await eventually(async () => lines.some((l) => l.msg === 'request abandoned'))).toBe(true);
+      // The answer comes after the client has gone: it is written nowhere and logged no second time.
+      answer();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+
+      const outcomes = lines.filter((l) => l.msg === 'request completed' || l.msg === 'request abandoned');
+      expect(outcomes.map((l) => [l.msg, (l.req as { url: string }).url, (l.res as { statusCode: number }).statusCode])).toEqual([
+        ['request completed', '/.well-known/openid-configuration?code=%5Bredacted%5D', 200],
+        ['request abandoned', '/test-only/slow?token=%5Bredacted%5D', 499],
+      ]);
+      expect(outcomes[1]!.reqId).toEqual(expect.any(String));
+      expect(outcomes[1]!.responseTime).toEqual(expect.any(Number));
+      expect(JSON.stringify(lines)).not.toMatch(/secret-(code|token)/);
     } finally {
       await probe.close();
       await own.close();
