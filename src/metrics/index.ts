@@ -9,7 +9,8 @@ import { whenClientLeaves } from '../shared/request-context.js';
  * `GET /metrics` (CONTRACT §0): Prometheus text exposition, served only with METRICS=1 (404 otherwise).
  * Requests are labelled by route template and status class — never the raw URL, which could carry
  * codes or tokens and would explode the label set. Requests whose client left before the answer are
- * counted apart: they have no status, and their duration is the client's patience, not the server's. The mail outbox depth shows whether SMTP keeps up;
+ * counted apart: they have no status, and their duration is the client's patience, not the server's.
+ * The mail outbox depth shows whether SMTP keeps up;
  * the argon2 queue shows a login flood (and how much of it was skipped because its clients had left
  * or it had waited over its bound).
  */
@@ -42,7 +43,7 @@ export class RequestMetrics {
     this.durations.set(route, series);
   }
 
-  /** A request whose client closed the connection before its answer was written. */
+  /** A request whose client closed the connection before it was answered. */
   observeAbandoned(method: string, route: string): void {
     const key = `${method} ${route}`;
     this.abandoned.set(key, (this.abandoned.get(key) ?? 0) + 1);
@@ -55,7 +56,7 @@ export class RequestMetrics {
       lines.push(`gatehouse_http_requests_total{method="${method}",route="${label(route!)}",status="${status}"} ${value}`);
     }
     lines.push(
-      '# HELP gatehouse_http_requests_abandoned_total HTTP requests whose client closed the connection before the answer was written (nginx logs 499), by method and route template; not in gatehouse_http_requests_total.',
+      '# HELP gatehouse_http_requests_abandoned_total HTTP requests whose client closed the connection before they were answered (nginx logs 499), by method and route template; not in gatehouse_http_requests_total.',
       '# TYPE gatehouse_http_requests_abandoned_total counter',
     );
     for (const [key, value] of this.abandoned) {
