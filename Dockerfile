@@ -35,4 +35,4 @@ VOLUME ["/data"]
 EXPOSE 3000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s \
   CMD node -e "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"
-CMD ["node", "--max-semi-space-size=4", "--heap-growing-percent=20", "dist/src/server.js"]
+CMD ["node", "--max-semi-space-size=4", "--heap-growing-percent=20", "--require", "./bin/thread-pool-size.cjs", "dist/src/server.js"]

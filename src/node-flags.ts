@@ -18,6 +18,13 @@
  */
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=20'];
 
+/**
+ * The preload that sizes libuv's thread pool for the password line (bin/thread-pool-size.cjs), as npm
+ * start, the Docker image and the benchmark give it: a path from the package root, where they start.
+ * A cluster worker inherits the size through its primary's environment.
+ */
+export const THREAD_POOL_PRELOAD: readonly string[] = ['--require', './bin/thread-pool-size.cjs'];
+
 /** `execArgv` with the server's flags, each once; a flag given explicitly (`--max-semi-space-size=8`) wins. */
 export function withServerFlags(execArgv: readonly string[]): string[] {
   const nameOf = (flag: string) => flag.split('=')[0];

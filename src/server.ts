@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
+import { passwordHashingStats } from './auth/passwords.js';
 import { firstStartAnnounced } from './bootstrap.js';
 import { runPrimary } from './cluster.js';
 import { ConfigError, parseConfig, type ResolvedConfig } from './config.js';
@@ -46,8 +47,9 @@ export async function serve(config: ResolvedConfig, options: { worker?: boolean 
   await app.ready();
   const pool = await lowerThreadPoolPriority();
   // Either way only a matter of latency under load, so not a warning.
-  if ('skipped' in pool) app.log.info({ reason: pool.skipped }, 'thread pool priority left as it was');
-  else app.log.info(pool, "thread pool below the event loop's priority");
+  const passwordChecksAtOnce = passwordHashingStats().limit;
+  if ('skipped' in pool) app.log.info({ reason: pool.skipped, passwordChecksAtOnce }, 'thread pool priority left as it was');
+  else app.log.info({ ...pool, passwordChecksAtOnce }, "thread pool below the event loop's priority");
   await app.listen({ port: config.port, host: config.host });
   return app;
 }

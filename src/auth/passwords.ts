@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { threadPoolSize } from '../shared/thread-pool.js';
 import { createTurns, type TurnStats, type TurnTerms } from '../shared/turns.js';
 
 /**
@@ -86,18 +87,32 @@ export function passwordProblem(password: string, email: string): PasswordProble
 }
 
 /**
- * At most one argon2 computation per core, plus one. Each is CPU-bound, so more at once gain no
- * throughput; they would fill libuv's thread pool (4 threads), where a login burst then delays JWT
- * signing and verification and file I/O, and the logins finish in no particular order. The one extra
- * keeps the cores busy while a finished computation's turn is handed on by the main thread (which may
- * be in a COMMIT's fsync just then): with exactly one per core, a quarter of the argon2 ceiling was
- * lost in those gaps (bench/RESULTS.md, "http"). A computation is skipped when its turn comes if its
- * client has gone (it would cost ~13 ms of a core for an answer nobody reads) or if it has waited over
- * its bound (the line is overloaded: the caller answers 503 with Retry-After rather than hang).
+ * How many argon2 computations run at once: one per core plus one, but never on every thread of
+ * libuv's pool (and never none).
+ *
+ * Each computation is CPU-bound, so more at once gain no throughput. The one extra keeps the cores busy
+ * while a finished computation's turn is handed on by the main thread (which may be in a COMMIT's fsync
+ * just then): with exactly one per core, a quarter of the argon2 ceiling was lost in those gaps
+ * (bench/RESULTS.md, "http"). The free thread is for everything else the pool runs: ES256
+ * verifications, RS256 signatures, file reads. Were every thread holding a 13 ms computation, a login
+ * burst would delay them all, and on a host of three cores or more the default pool of four threads is
+ * exactly that. Server processes start with a pool one thread larger than the line
+ * (bin/thread-pool-size.cjs); a smaller UV_THREADPOOL_SIZE set by the operator shortens the line instead
+ * (finding 135).
  */
-const argon2Turns = createTurns(availableParallelism() + 1);
+export function passwordChecksAtOnce(cores: number, poolThreads: number): number {
+  return Math.max(1, Math.min(cores + 1, poolThreads - 1));
+}
 
-/** The argon2 queue as `/metrics` shows it: computations running and waiting, done and skipped. */
+/**
+ * The argon2 line: computations beyond passwordChecksAtOnce wait in arrival order. A computation is
+ * skipped when its turn comes if its client has gone (it would cost ~13 ms of a core for an answer
+ * nobody reads) or if it has waited over its bound (the line is overloaded: the caller answers 503 with
+ * Retry-After rather than hang).
+ */
+const argon2Turns = createTurns(passwordChecksAtOnce(availableParallelism(), threadPoolSize(process.env.UV_THREADPOOL_SIZE)));
+
+/** The argon2 queue as `/metrics` shows it: how many may run at once, running and waiting, done and skipped. */
 export const passwordHashingStats = (): TurnStats => argon2Turns.stats();
 
 /** Hashes a password; rejects with a TurnSkipped when `terms` say so at its turn. */

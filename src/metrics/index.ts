@@ -107,8 +107,9 @@ async function metricsPlugin(app: FastifyInstance) {
       const hashing = passwordHashingStats();
       const body = metrics.render({
         gatehouse_outbox_pending: { help: 'Mails waiting in the outbox for delivery.', type: 'gauge', value: await app.mailer.pending() },
+        gatehouse_password_hashing_limit: { help: 'argon2id computations allowed to run at once: one per core plus one, and one fewer than libuv\'s thread pool has threads.', type: 'gauge', value: hashing.limit },
         gatehouse_password_hashing_running: { help: 'argon2id computations (password checks and hashes) running now.', type: 'gauge', value: hashing.running },
-        gatehouse_password_hashing_waiting: { help: 'argon2id computations waiting for a turn (at most one per core plus one run at once).', type: 'gauge', value: hashing.waiting },
+        gatehouse_password_hashing_waiting: { help: 'argon2id computations waiting for a turn (gatehouse_password_hashing_limit run at once).', type: 'gauge', value: hashing.waiting },
         gatehouse_password_hashing_total: { help: 'argon2id computations run since the start.', type: 'counter', value: hashing.done },
         gatehouse_password_hashing_skipped_total: { help: 'argon2id computations not run because their client had closed the connection before their turn.', type: 'counter', value: hashing.skipped },
         gatehouse_password_hashing_overdue_total: { help: 'argon2id computations not run because they had waited over PASSWORD_MAX_WAIT_MS for their turn (answered 503).', type: 'counter', value: hashing.overdue },

@@ -37,6 +37,8 @@ export interface TurnTerms {
 }
 
 export interface TurnStats {
+  /** At most this many run at once. */
+  limit: number;
   /** Pieces of work running now. */
   running: number;
   /** Callers waiting for a turn. */
@@ -93,6 +95,6 @@ export function createTurns(limit: number, now: () => number = () => performance
         handOn();
       }
     },
-    stats: () => ({ running, waiting: waiting.length, done, skipped, overdue }),
+    stats: () => ({ limit, running, waiting: waiting.length, done, skipped, overdue }),
   };
 }

@@ -1,9 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SERVER_NODE_FLAGS, withServerFlags } from '../../src/node-flags.js';
+import { SERVER_NODE_FLAGS, THREAD_POOL_PRELOAD, withServerFlags } from '../../src/node-flags.js';
 import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
 
 /** `npm start`'s command line, as package.json has it. */
@@ -29,14 +29,25 @@ const childrenOf = (pid: number) =>
     })
     .map(Number);
 
-describe('the server processes run with the server\'s V8 flags (src/node-flags.ts)', () => {
-  it('npm start is node with the flags, loading tsx in-process', () => {
-    expect(startScript).toBe(`node ${SERVER_NODE_FLAGS.join(' ')} --import tsx src/server.ts`);
+describe('the server processes run with the server\'s V8 flags and thread pool preload (src/node-flags.ts)', () => {
+  it('npm start is node with the flags and the preload, loading tsx in-process', () => {
+    expect(startScript).toBe(`node ${[...SERVER_NODE_FLAGS, ...THREAD_POOL_PRELOAD].join(' ')} --import tsx src/server.ts`);
   });
 
-  it('the Docker image starts the build with the flags', () => {
+  it('the Docker image starts the build with the flags and the preload', () => {
     const command = /^CMD (\[.*\])$/m.exec(readFileSync('Dockerfile', 'utf8'))?.[1];
-    expect(JSON.parse(command!)).toEqual(['node', ...SERVER_NODE_FLAGS, 'dist/src/server.js']);
+    expect(JSON.parse(command!)).toEqual(['node', ...SERVER_NODE_FLAGS, ...THREAD_POOL_PRELOAD, 'dist/src/server.js']);
+  });
+
+  it.each<{ given?: string; expected: string }>([
+    // One thread more than the password line's cores + 1, never fewer than libuv's default.
+    { expected: String(Math.max(4, availableParallelism() + 2)) },
+    { given: '7', expected: '7' },
+    { given: '2', expected: '2' },
+  ])('the preload sets UV_THREADPOOL_SIZE unless the operator did: given $given, it is $expected', async ({ given, expected }) => {
+    const env = childEnv(given === undefined ? {} : { UV_THREADPOOL_SIZE: given });
+    const ended = await start([...THREAD_POOL_PRELOAD, '-e', 'process.stdout.write(process.env.UV_THREADPOOL_SIZE)'], env).done;
+    expect(ended.stdout).toBe(expected);
   });
 
   it.each([
@@ -145,18 +156,24 @@ describe('npm start', { timeout: 60_000 }, () => {
     }
   });
 
-  // src/shared/thread-pool.ts: libuv's pool at nice 10, every other thread (the event loop first) as started.
-  it.each<{ env: Record<string, string>; poolThreads: number }>([
-    { env: {}, poolThreads: 4 },
-    { env: { UV_THREADPOOL_SIZE: '6' }, poolThreads: 6 },
-  ])('runs each of libuv\'s $poolThreads pool threads at nice 10, and the event loop at 0 ($env)', async ({ env, poolThreads }) => {
-    const { server } = await serve(env);
+  // src/shared/thread-pool.ts: libuv's pool at nice 10, every other thread (the event loop first) as
+  // started. src/auth/passwords.ts: the password line one per core plus one, one fewer than the pool.
+  const cores = availableParallelism();
+  it.each<{ env: Record<string, string>; poolThreads: number; passwordChecksAtOnce: number }>([
+    { env: {}, poolThreads: Math.max(4, cores + 2), passwordChecksAtOnce: cores + 1 },
+    { env: { UV_THREADPOOL_SIZE: '6' }, poolThreads: 6, passwordChecksAtOnce: Math.min(cores + 1, 5) },
+    // The operator's smaller pool shortens the line: one thread always stays free.
+    { env: { UV_THREADPOOL_SIZE: '3' }, poolThreads: 3, passwordChecksAtOnce: Math.min(cores + 1, 2) },
+  ])('runs each of libuv\'s $poolThreads pool threads at nice 10, the event loop at 0, and $passwordChecksAtOnce password checks at once ($env)', async ({ env, poolThreads, passwordChecksAtOnce }) => {
+    const { port, server } = await serve({ METRICS: '1', ...env });
     const pid = server.child.pid!;
     // One snapshot: a thread started between two reads would make their counts disagree.
     const threads = threadNiceOf(pid);
     expect(threads.get(pid)).toBe(0);
     expect(countAt(threads, 10)).toBe(poolThreads);
     expect(countAt(threads, 0)).toBe(threads.size - poolThreads);
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`^gatehouse_password_hashing_limit ${passwordChecksAtOnce}$`, 'm'));
   });
 
   it('with WORKERS=2 serves through node:cluster, its workers with the V8 flags and their pools at nice 10, and stops every process on SIGTERM', async () => {

@@ -17,13 +17,13 @@ describe('createTurns', () => {
     const results = jobs.map((job) => turns.run(job.work));
     await nextTurn();
     expect(started).toEqual(['a', 'b']);
-    expect(turns.stats()).toEqual({ running: 2, waiting: 2, done: 0, skipped: 0, overdue: 0 });
+    expect(turns.stats()).toEqual({ limit: 2, running: 2, waiting: 2, done: 0, skipped: 0, overdue: 0 });
     jobs[1]!.release();
     await nextTurn();
     expect(started).toEqual(['a', 'b', 'c']);
     for (const job of jobs) job.release();
     expect(await Promise.all(results)).toEqual(['a', 'b', 'c', 'd']);
-    expect(turns.stats()).toEqual({ running: 0, waiting: 0, done: 4, skipped: 0, overdue: 0 });
+    expect(turns.stats()).toEqual({ limit: 2, running: 0, waiting: 0, done: 4, skipped: 0, overdue: 0 });
   });
 
   it('a caller gone by its turn is skipped: its work never starts, the turn goes to the next', async () => {
@@ -42,7 +42,7 @@ describe('createTurns', () => {
     expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(TurnAbandoned);
     expect(started).toEqual(['first', 'last']);
-    expect(turns.stats()).toEqual({ running: 0, waiting: 0, done: 2, skipped: 1, overdue: 0 });
+    expect(turns.stats()).toEqual({ limit: 1, running: 0, waiting: 0, done: 2, skipped: 1, overdue: 0 });
   });
 
   it('work that throws still hands its turn on', async () => {
@@ -53,7 +53,7 @@ describe('createTurns', () => {
     const next = turns.run(async () => 'next');
     await expect(failing).rejects.toThrow('boom');
     expect(await next).toBe('next');
-    expect(turns.stats()).toEqual({ running: 0, waiting: 0, done: 2, skipped: 0, overdue: 0 });
+    expect(turns.stats()).toEqual({ limit: 1, running: 0, waiting: 0, done: 2, skipped: 0, overdue: 0 });
   });
 
   it('a caller that waited over its bound is skipped at its turn; one within it, or without one, runs', async () => {
@@ -78,7 +78,7 @@ describe('createTurns', () => {
     expect(reason).toBeInstanceOf(TurnOverdue);
     expect([reason.waitedMs, reason.maxWaitMs]).toEqual([1000, 999]);
     expect(started).toEqual(['first', 'just', 'patient']);
-    expect(turns.stats()).toEqual({ running: 0, waiting: 0, done: 3, skipped: 0, overdue: 1 });
+    expect(turns.stats()).toEqual({ limit: 1, running: 0, waiting: 0, done: 3, skipped: 0, overdue: 1 });
   });
 
   it('the bound counts only the wait: a caller that found a free turn runs however slow the clock', async () => {
@@ -105,6 +105,6 @@ describe('createTurns', () => {
     expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(TurnAbandoned);
     expect((settled[2] as PromiseRejectedResult).reason).toBeInstanceOf(TurnOverdue);
     expect(settled[3]).toEqual({ status: 'fulfilled', value: 'next' });
-    expect(turns.stats()).toEqual({ running: 0, waiting: 0, done: 2, skipped: 1, overdue: 1 });
+    expect(turns.stats()).toEqual({ limit: 1, running: 0, waiting: 0, done: 2, skipped: 1, overdue: 1 });
   });
 });

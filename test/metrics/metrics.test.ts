@@ -30,7 +30,7 @@ describe('GET /metrics', () => {
     expect(res.body).toMatch(/^gatehouse_http_request_duration_seconds_count\{route="\/healthz"\} 1$/m);
     expect(res.body).toMatch(/^gatehouse_outbox_pending \d+$/m);
     // The argon2 queue (test/auth/abandoned-login.test.ts moves these).
-    for (const gauge of ['running', 'waiting']) expect(res.body).toMatch(new RegExp(`^# TYPE gatehouse_password_hashing_${gauge} gauge\\ngatehouse_password_hashing_${gauge} \\d+$`, 'm'));
+    for (const gauge of ['limit', 'running', 'waiting']) expect(res.body).toMatch(new RegExp(`^# TYPE gatehouse_password_hashing_${gauge} gauge\\ngatehouse_password_hashing_${gauge} \\d+$`, 'm'));
     for (const counter of ['total', 'skipped_total', 'overdue_total']) expect(res.body).toMatch(new RegExp(`^# TYPE gatehouse_password_hashing_${counter} counter\\ngatehouse_password_hashing_${counter} \\d+$`, 'm'));
     expect(res.body).not.toContain('secret-looking-value');
   });

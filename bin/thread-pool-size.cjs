@@ -1,0 +1,13 @@
+'use strict';
+// Preloaded by every server process before any ES module (`node --require ./bin/thread-pool-size.cjs`:
+// npm start, the Docker image, the benchmark; src/node-flags.ts). libuv reads UV_THREADPOOL_SIZE once,
+// when its pool starts, and Node's ES module loader starts it while loading the entry: set from the
+// server's own code, the size would come too late (bench/RESULTS.md, finding 135).
+//
+// Password checks run up to one per core plus one at once (src/auth/passwords.ts), each holding a pool
+// thread for ~13 ms. The pool gets one thread more than that, and never fewer than libuv's 4, so that
+// ES256 verifications, RS256 signatures and file reads still find a thread during a login burst. An
+// operator's own UV_THREADPOOL_SIZE is kept: the password line then fits itself under it.
+const { availableParallelism } = require('node:os');
+
+process.env.UV_THREADPOOL_SIZE ??= String(Math.max(4, availableParallelism() + 2));
