@@ -1,8 +1,9 @@
 'use strict';
-// Preloaded by every server process before any ES module (`node --require ./bin/thread-pool-size.cjs`:
-// npm start, the Docker image, the benchmark; src/node-flags.ts). libuv reads UV_THREADPOOL_SIZE once,
-// when its pool starts, and Node's ES module loader starts it while loading the entry: set from the
-// server's own code, the size would come too late (bench/RESULTS.md, finding 135).
+// Loaded by every server process before any ES module: given with `--require` by npm start, the Docker
+// image and the benchmark (src/node-flags.ts), required first by the CLI (bin/gatehouse.cjs). libuv
+// reads UV_THREADPOOL_SIZE once, when its pool starts, and Node's ES module loader starts it while
+// loading the entry: set from the server's own code, the size would come too late (bench/RESULTS.md,
+// finding 135).
 //
 // Password checks run up to one per core plus one at once (src/auth/passwords.ts), each holding a pool
 // thread for ~13 ms. The pool gets one thread more than that, and never fewer than libuv's 4, so that

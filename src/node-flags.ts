@@ -21,7 +21,8 @@ export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', 
 /**
  * The preload that sizes libuv's thread pool for the password line (bin/thread-pool-size.cjs), as npm
  * start, the Docker image and the benchmark give it: a path from the package root, where they start.
- * A cluster worker inherits the size through its primary's environment.
+ * The CLI (bin/gatehouse.cjs) requires it itself. A cluster worker inherits the size through its
+ * primary's environment.
  */
 export const THREAD_POOL_PRELOAD: readonly string[] = ['--require', './bin/thread-pool-size.cjs'];
 

@@ -6,7 +6,7 @@ import { TEST_SECRET_KEY } from '../helpers/app.js';
 import { childEnv, freshDatabaseUrl, runCli, runCliInProcess } from '../helpers/processes.js';
 
 /**
- * The `gatehouse` CLI. The first test runs it as a real process through bin/gatehouse.js (tsx): the
+ * The `gatehouse` CLI. The first test runs it as a real process through bin/gatehouse.cjs (tsx): the
  * wiring, exit code and output streams; the others run the same command code in-process (a process
  * start costs seconds each). Tests run in order and share one database.
  */

@@ -176,14 +176,20 @@ describe('npm start', { timeout: 60_000 }, () => {
     expect(metrics).toMatch(new RegExp(`^gatehouse_password_hashing_limit ${passwordChecksAtOnce}$`, 'm'));
   });
 
-  it('with WORKERS=2 serves through node:cluster, its workers with the V8 flags and their pools at nice 10, and stops every process on SIGTERM', async () => {
-    // Started without the flags, as `gatehouse serve` may be: the workers get them all the same.
-    const { server } = await serve({ WORKERS: '2' }, CLUSTER_READY_WITHIN_MS, ['--import', 'tsx', 'src/server.ts']);
+  it('`gatehouse serve` with WORKERS=2 serves through node:cluster, its workers with the V8 flags and the sized pool at nice 10, and stops every process on SIGTERM', async () => {
+    // The CLI started without the V8 flags, as `npx gatehouse serve` is: the workers get them all the
+    // same, and the pool's size (bin/gatehouse.cjs requires the preload) through the environment.
+    const { server } = await serve({ WORKERS: '2' }, CLUSTER_READY_WITHIN_MS, ['bin/gatehouse.cjs', 'serve']);
     const workers = childrenOf(server.child.pid!);
     expect(workers).toHaveLength(2);
-    for (const worker of workers) expect(commandLineOf(worker)).toEqual(expect.arrayContaining([...SERVER_NODE_FLAGS]));
+    const poolThreads = Math.max(4, cores + 2);
+    for (const worker of workers) {
+      expect(commandLineOf(worker)).toEqual(expect.arrayContaining([...SERVER_NODE_FLAGS]));
+      // A worker's environment as it was started, which the primary's preload had set.
+      expect(readFileSync(`/proc/${worker}/environ`, 'utf8').split('\0')).toContain(`UV_THREADPOOL_SIZE=${poolThreads}`);
+    }
     // /readyz answers as soon as one worker listens: the other may still be starting.
-    await expect.poll(() => workers.map((worker) => countAt(threadNiceOf(worker), 10)), { timeout: 20_000 }).toEqual([4, 4]);
+    await expect.poll(() => workers.map((worker) => countAt(threadNiceOf(worker), 10)), { timeout: 20_000 }).toEqual([poolThreads, poolThreads]);
     expect(countAt(threadNiceOf(server.child.pid!), 10)).toBe(0);
     server.child.kill('SIGTERM');
     const ended = await server.done;

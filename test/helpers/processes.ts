@@ -33,7 +33,7 @@ export function start(args: string[], env: Record<string, string>): { child: Chi
 
 /** Runs `gatehouse <args>` through the package's bin shim and waits for it to exit. */
 export function runCli(args: string[], env: Record<string, string>): Promise<Finished> {
-  return start(['bin/gatehouse.js', ...args], env).done;
+  return start(['bin/gatehouse.cjs', ...args], env).done;
 }
 
 /**
