@@ -26,6 +26,9 @@ export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', 
  */
 export const THREAD_POOL_PRELOAD: readonly string[] = ['--require', './bin/thread-pool-size.cjs'];
 
+/** What node is given before the entry where a server is started from the package root: npm start, Docker, the benchmark. */
+export const SERVER_START_ARGS: readonly string[] = [...SERVER_NODE_FLAGS, ...THREAD_POOL_PRELOAD];
+
 /** `execArgv` with the server's flags, each once; a flag given explicitly (`--max-semi-space-size=8`) wins. */
 export function withServerFlags(execArgv: readonly string[]): string[] {
   const nameOf = (flag: string) => flag.split('=')[0];

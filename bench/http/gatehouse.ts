@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { SERVER_NODE_FLAGS, THREAD_POOL_PRELOAD } from '../../src/node-flags.js';
+import { SERVER_START_ARGS } from '../../src/node-flags.js';
 import { parallel, startServer, type ServerProcess } from './proc.js';
 
 /**
@@ -33,7 +33,7 @@ export async function startGatehouse(
   return startServer({
     name: opts.name,
     command: process.execPath,
-    args: [...SERVER_NODE_FLAGS, ...THREAD_POOL_PRELOAD, ...nodeArgs, 'dist/src/server.js'],
+    args: [...SERVER_START_ARGS, ...nodeArgs, 'dist/src/server.js'],
     cwd: env.root,
     port: opts.port,
     logFile: opts.logFile,

@@ -20,7 +20,7 @@ import {
   startGatehouse,
   withRetry,
 } from './gatehouse.js';
-import { SERVER_NODE_FLAGS, THREAD_POOL_PRELOAD } from '../../src/node-flags.js';
+import { SERVER_START_ARGS } from '../../src/node-flags.js';
 import type { LoadJob, LoadResult, LoadSummary } from './load.js';
 import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, type RssSummary, runLoadGenerator, sampleRss, type ServerProcess, startServer } from './proc.js';
 import { formatSummary, summarizeProfile, windowFileOf } from './profile-summary.js';
@@ -820,7 +820,7 @@ ${command}
 
 Measured ${now} (${minutes.toFixed(0)} min) on ${measuredSource}; machine: ${machine().text}. Load average at start: ${load}.
 
-Setup: the production build as the Docker image starts it (\`node ${[...SERVER_NODE_FLAGS, ...THREAD_POOL_PRELOAD].join(' ')} dist/src/server.js\`, \`NODE_ENV=production\`, default settings except
+Setup: the production build as the Docker image starts it (\`node ${SERVER_START_ARGS.join(' ')} dist/src/server.js\`, \`NODE_ENV=production\`, default settings except
 \`IP_AUTH_PER_MINUTE\` raised and a fixed \`SECRET_KEY\`/\`ADMIN_TOKEN\`; logs at the default level to a file),
 on a fresh SQLite file and a fresh PostgreSQL database. autocannon in its own process, ${opts.connections}
 connections, ${opts.warmup} s warm-up, a pause for the requests it left in flight (autocannon drops its

@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SERVER_NODE_FLAGS, THREAD_POOL_PRELOAD, withServerFlags } from '../../src/node-flags.js';
+import { SERVER_NODE_FLAGS, SERVER_START_ARGS, THREAD_POOL_PRELOAD, withServerFlags } from '../../src/node-flags.js';
 import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
 
 /** `npm start`'s command line, as package.json has it. */
@@ -28,15 +28,14 @@ const childrenOf = (pid: number) =>
       }
     })
     .map(Number);
-
 describe('the server processes run with the server\'s V8 flags and thread pool preload (src/node-flags.ts)', () => {
   it('npm start is node with the flags and the preload, loading tsx in-process', () => {
-    expect(startScript).toBe(`node ${[...SERVER_NODE_FLAGS, ...THREAD_POOL_PRELOAD].join(' ')} --import tsx src/server.ts`);
+    expect(startScript).toBe(`node ${SERVER_START_ARGS.join(' ')} --import tsx src/server.ts`);
   });
 
   it('the Docker image starts the build with the flags and the preload', () => {
     const command = /^CMD (\[.*\])$/m.exec(readFileSync('Dockerfile', 'utf8'))?.[1];
-    expect(JSON.parse(command!)).toEqual(['node', ...SERVER_NODE_FLAGS, ...THREAD_POOL_PRELOAD, 'dist/src/server.js']);
+    expect(JSON.parse(command!)).toEqual(['node', ...SERVER_START_ARGS, 'dist/src/server.js']);
   });
 
   it.each<{ given?: string; expected: string }>([
