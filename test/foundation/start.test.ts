@@ -28,6 +28,19 @@ const childrenOf = (pid: number) =>
       }
     })
     .map(Number);
+/**
+ * The node processes among a process's children: a cluster's workers. Started through tsx with a cold
+ * transform cache, the primary also has esbuild's service process as a child.
+ */
+const nodeChildrenOf = (pid: number) =>
+  childrenOf(pid).filter((child) => {
+    try {
+      return commandLineOf(child)[0] === process.execPath;
+    } catch {
+      return false; // gone meanwhile
+    }
+  });
+
 describe('the server processes run with the server\'s V8 flags and thread pool preload (src/node-flags.ts)', () => {
   it('npm start is node with the flags and the preload, loading tsx in-process', () => {
     expect(startScript).toBe(`node ${SERVER_START_ARGS.join(' ')} --import tsx src/server.ts`);
@@ -179,7 +192,7 @@ describe('npm start', { timeout: 60_000 }, () => {
     // The CLI started without the V8 flags, as `npx gatehouse serve` is: the workers get them all the
     // same, and the pool's size (bin/gatehouse.cjs requires the preload) through the environment.
     const { server } = await serve({ WORKERS: '2' }, CLUSTER_READY_WITHIN_MS, ['bin/gatehouse.cjs', 'serve']);
-    const workers = childrenOf(server.child.pid!);
+    const workers = nodeChildrenOf(server.child.pid!);
     expect(workers).toHaveLength(2);
     const poolThreads = Math.max(4, cores + 2);
     for (const worker of workers) {
