@@ -1,17 +1,7 @@
-import { execFileSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TEST_DIALECT } from '../helpers/app.js';
-import { freshDatabaseUrl } from '../helpers/processes.js';
+import { childrenOf, freshDatabaseUrl } from '../helpers/processes.js';
 import { call, isAlive, launch, MixedLoad, pause, provision, report, type Server, until, verifyAcknowledged } from './harness.js';
-
-/** The live child processes of `pid` (the cluster's workers). */
-function childrenOf(pid: number): number[] {
-  try {
-    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' }).split('\n').map((l) => Number(l.trim())).filter((n) => n > 0);
-  } catch {
-    return []; // ps exits 1 when there are none
-  }
-}
 
 const alive = (pid: number) => {
   try {

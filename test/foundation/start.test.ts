@@ -4,42 +4,16 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_NODE_FLAGS, SERVER_START_ARGS, THREAD_POOL_PRELOAD, withServerFlags } from '../../src/node-flags.js';
-import { childEnv, freePort, freshDatabaseUrl, start } from '../helpers/processes.js';
+import { childEnv, commandLineOf, freePort, freshDatabaseUrl, nodeChildrenOf, start } from '../helpers/processes.js';
 
 /** `npm start`'s command line, as package.json has it. */
 const startScript = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start;
 
-/** The command line of a process and the pids of its children (Linux /proc). */
-const commandLineOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
 /** Each thread of a process and its nice value (the 19th field of its stat line). */
 const threadNiceOf = (pid: number) =>
   new Map(readdirSync(`/proc/${pid}/task`).map((tid) => [Number(tid), Number(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16])]));
 /** How many of the threads (one snapshot of threadNiceOf) run at `nice`. */
 const countAt = (threads: Map<number, number>, nice: number) => [...threads.values()].filter((value) => value === nice).length;
-const childrenOf = (pid: number) =>
-  readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((entry) => {
-      try {
-        // The parent pid is the second field after the parenthesised command name.
-        return Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]) === pid;
-      } catch {
-        return false; // gone meanwhile
-      }
-    })
-    .map(Number);
-/**
- * The node processes among a process's children: a cluster's workers. Started through tsx with a cold
- * transform cache, the primary also has esbuild's service process as a child.
- */
-const nodeChildrenOf = (pid: number) =>
-  childrenOf(pid).filter((child) => {
-    try {
-      return commandLineOf(child)[0] === process.execPath;
-    } catch {
-      return false; // gone meanwhile
-    }
-  });
 
 describe('the server processes run with the server\'s V8 flags and thread pool preload (src/node-flags.ts)', () => {
   it('npm start is node with the flags and the preload, loading tsx in-process', () => {

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +8,36 @@ import { createStorage } from '../../src/storage/connect.js';
 import { TEST_ADMIN_TOKEN, TEST_DIALECT, TEST_SECRET_KEY, createTestStorage } from './app.js';
 
 /** Helpers for tests that run Gatehouse as a separate process (CLI, `npm start`). */
+
+/** The command line of a process (Linux /proc). */
+export const commandLineOf = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+
+/** The live child processes of `pid` (Linux /proc). */
+export const childrenOf = (pid: number): number[] =>
+  readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => {
+      try {
+        // The parent pid is the second field after the parenthesised command name.
+        return Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]) === pid;
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+
+/**
+ * The node processes among a process's children: a cluster's workers. Started through tsx with a cold
+ * transform cache, the primary also has esbuild's service process as a child.
+ */
+export const nodeChildrenOf = (pid: number): number[] =>
+  childrenOf(pid).filter((child) => {
+    try {
+      return commandLineOf(child)[0] === process.execPath;
+    } catch {
+      return false; // gone meanwhile
+    }
+  });
 
 export interface Finished {
   code: number | null;
