@@ -4,14 +4,14 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_NODE_FLAGS, SERVER_START_ARGS, THREAD_POOL_PRELOAD, withServerFlags } from '../../src/node-flags.js';
-import { childEnv, commandLineOf, freePort, freshDatabaseUrl, nodeChildrenOf, start } from '../helpers/processes.js';
+import { childEnv, commandLineOf, freePort, freshDatabaseUrl, nodeChildrenOf, start, statFieldsOf } from '../helpers/processes.js';
 
 /** `npm start`'s command line, as package.json has it. */
 const startScript = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } }).scripts.start;
 
-/** Each thread of a process and its nice value (the 19th field of its stat line). */
+/** Each thread of a process and its nice value (field 19 of its stat line). */
 const threadNiceOf = (pid: number) =>
-  new Map(readdirSync(`/proc/${pid}/task`).map((tid) => [Number(tid), Number(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16])]));
+  new Map(readdirSync(`/proc/${pid}/task`).map((tid) => [Number(tid), Number(statFieldsOf(`/proc/${pid}/task/${tid}/stat`)[16])]));
 /** How many of the threads (one snapshot of threadNiceOf) run at `nice`. */
 const countAt = (threads: Map<number, number>, nice: number) => [...threads.values()].filter((value) => value === nice).length;
 

@@ -12,14 +12,22 @@ import { TEST_ADMIN_TOKEN, TEST_DIALECT, TEST_SECRET_KEY, createTestStorage } fr
 /** The command line of a process (Linux /proc). */
 export const commandLineOf = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
 
+/**
+ * The fields of a /proc `stat` line after the parenthesised command name (`state` first, so field N of
+ * proc(5) is at N - 3). Cut at the last `)`: the name itself may hold `) `.
+ */
+export const statFieldsOf = (statPath: string): string[] => {
+  const line = readFileSync(statPath, 'utf8');
+  return line.slice(line.lastIndexOf(')') + 2).split(' ');
+};
+
 /** The live child processes of `pid` (Linux /proc). */
 export const childrenOf = (pid: number): number[] =>
   readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
     .filter((entry) => {
       try {
-        // The parent pid is the second field after the parenthesised command name.
-        return Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]) === pid;
+        return Number(statFieldsOf(`/proc/${entry}/stat`)[1]) === pid; // ppid, field 4
       } catch {
         return false; // gone meanwhile
       }
