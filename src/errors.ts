@@ -188,6 +188,8 @@ export interface AppErrorOptions {
   /** Extra public body fields (`retry_after`, `attempts_left`, `hosted_url`, …). */
   extra?: Record<string, unknown>;
   headers?: Record<string, string>;
+  /** The hosted pages' message key that says this refusal better than its code's (views/locales). */
+  messageKey?: string;
 }
 
 export class AppError extends Error {
@@ -199,6 +201,7 @@ export class AppError extends Error {
   readonly details?: Array<{ path: string; message: string }>;
   readonly extra?: Record<string, unknown>;
   readonly headers?: Record<string, string>;
+  readonly messageKey?: string;
 
   constructor(code: ErrorCode, options: AppErrorOptions = {}) {
     const [status, message] = ERROR_CATALOGUE[code];
@@ -213,6 +216,7 @@ export class AppError extends Error {
     this.details = options.details;
     this.extra = options.extra;
     this.headers = options.headers;
+    this.messageKey = options.messageKey;
   }
 }
 

@@ -24,6 +24,7 @@ import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.j
 import { revokeConsentsOfUser } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { deleteFactorsOfUser } from '../storage/repos/factors.js';
 import { deleteIdentityOfUser, listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { acceptCurrentPlatformDocuments } from '../storage/repos/legal-acceptances.js';
 import {
@@ -62,7 +63,8 @@ export const VERIFY_CODE_TTL = 10 * 60;
 const KIND = { magic: 'magic_link', reset: 'password_reset', verify: 'email_verify' } as const;
 
 /** Single-use rows of a user that a claim voids (the sign-in features' own and the provider's tickets). */
-const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind'];
+// The single-use tickets a claim voids: mailed links and codes, provider transactions, passkey challenges and authenticator-app setups.
+const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind', 'passkey_registration', 'passkey_authentication', 'totp_enrolment'];
 
 /** The app a mail is requested through (`/v1/auth` names one): named in the mail; a link to its redirect URI is bound to it. */
 export interface MailingApp {
@@ -418,8 +420,9 @@ export class Accounts {
    * The first proof of an address (a magic link or reset link reached its mailbox) on an account
    * created unverified: whoever set the password may not be the mailbox owner (pre-account takeover),
    * so everything they may hold is revoked — the password (cleared), every grant (refresh tokens,
-   * session JWTs, unredeemed codes), browser session, consent, provider binding and live single-use
-   * ticket — and the address is marked verified; event `user.claimed`. Runs inside the proving request's
+   * session JWTs, unredeemed codes), browser session, consent, provider binding, second factor
+   * (authenticator app, recovery codes, every passkey) and live single-use ticket — and the address is
+   * marked verified; event `user.claimed` says what went. Runs inside the proving request's
    * transaction, before it issues anything. Verification by code (`confirmEmailVerification`) does not
    * claim: it needs the account's own credential and the mailed code together, which is the owner.
    */
@@ -428,6 +431,7 @@ export class Accounts {
     const identities = await listIdentitiesOfUser(trx, user.id);
     for (const identity of identities) await deleteIdentityOfUser(trx, user.id, identity.issuer);
     await updateUser(trx, user.id, { email_verified: 1, password_hash: null, password_changed_at: now, updated_at: now });
+    const factors = await deleteFactorsOfUser(trx, user.id);
     await revokeGrantsOfUser(trx, user.id, now, 'account_claimed');
     await revokeBrowserSessionsOfUser(trx, user.id, now);
     await revokeConsentsOfUser(trx, user.id);
@@ -438,7 +442,12 @@ export class Accounts {
       userId: user.id,
       ip: ctx.ip,
       userAgent: ctx.userAgent,
-      data: { via, password_cleared: user.password_hash !== null, identities_removed: identities.length },
+      data: {
+        via,
+        password_cleared: user.password_hash !== null,
+        identities_removed: identities.length,
+        factors_removed: { totp: factors.totp, passkeys: factors.passkeys, recovery_codes: factors.recoveryCodes },
+      },
     });
   }
 

@@ -198,7 +198,7 @@ export default async function consolePages(app: FastifyInstance) {
     if (request.browserSession?.user_id) return reply.redirect(returnTo, 303);
     await sessions.ensure(request, reply);
     const login: LoginState = { state: randomBytes(16).toString('base64url'), verifier: randomBytes(32).toString('base64url'), return: returnTo };
-    await sessions.writeData(request, { console_login: login } satisfies ConsoleData);
+    await sessions.writeData(request, reply, { console_login: login } satisfies ConsoleData);
     const authorize = new URLSearchParams({
       response_type: 'code',
       client_id: CONSOLE_APP_ID,
@@ -240,7 +240,7 @@ export default async function consolePages(app: FastifyInstance) {
     // The console keeps its own session; the platform's refresh token is not needed.
     if (tokens.refresh_token) await app.inject({ url: '/oauth/revoke', ...form({ token: tokens.refresh_token, client_id: CONSOLE_APP_ID }) });
     await sessions.signIn(request, reply, String(claims.sub), parseAmr(JSON.stringify(claims.amr ?? [])));
-    await sessions.writeData(request, {});
+    await sessions.writeData(request, reply, {});
     return reply.redirect(login.return, 303);
   });
 

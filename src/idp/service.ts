@@ -11,7 +11,7 @@ import type { Clock } from '../shared/time.js';
 import { appendQuery } from '../shared/url.js';
 import { isRegisteredRedirectUri, unregisteredRedirectUri } from '../shared/redirect-uri-match.js';
 import { checkChallenge, s256 } from '../sign-in/pkce.js';
-import type { SecondFactor } from '../sign-in/policy.js';
+import { isFactorDue, type SecondFactor } from '../sign-in/policy.js';
 import { FIRST_FACTOR, type SignIn } from '../sign-in/service.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
 import { type FlowState, pendingMfa } from '../shared/pending-flow.js';
@@ -398,12 +398,12 @@ export class IdpService {
       });
     request.browserSession ??= await browserSessions.load(request);
 
-    if ((await signIn.secondFactorDemand(this.db, user.id, factor.amr, app)).demand !== 'none') {
+    if (isFactorDue((await signIn.secondFactorDemand(this.db, user, factor.amr, app)).demand)) {
       if (appRequest.responseMode === 'code') {
         await browserSessions.ensure(request, reply);
         const flow = browserSessions.readData<FlowState>(request);
         const resume = authorizeAgain().slice(this.deps.config.baseUrl.length);
-        await browserSessions.writeData(request, { ...flow, resume, mfa: pendingMfa(user.id, factor, { via: 'idp_callback', since: now }) });
+        await browserSessions.writeData(request, reply, { ...flow, resume, mfa: pendingMfa(user.id, factor, { via: 'idp_callback', since: now }) });
         return appendQuery(`${this.deps.config.authUrl}/mfa`, { client_id: app.id });
       }
       const grantId = await this.deps.tokens.createGrant(this.db, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: now, amr: factor.amr, awaiting: AWAITING.secondFactor });
@@ -542,8 +542,8 @@ export class IdpService {
     const mode = input.response_mode ?? 'session';
     // A second factor comes before anything else, in either mode (CONTRACT §15.6): the session of this
     // answer is good for nothing but `resume` with the factor's `code` (or `/v1/auth/mfa/verify`).
-    const { demand, methods } = await signIn.secondFactorDemand(trx, user.id, options.amr, app);
-    if (demand !== 'none') {
+    const { demand, methods } = await signIn.secondFactorDemand(trx, user, options.amr, app);
+    if (isFactorDue(demand)) {
       const grantId =
         options.grantId ??
         (await tokens.createGrant(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: options.authTime, amr: options.amr, awaiting: AWAITING.secondFactor }));

@@ -10,7 +10,7 @@ import { AWAITING, findGrant, type GrantRow } from '../storage/repos/grants.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { AuthenticationOptions } from '../passkeys/schemas.js';
 import { originsOfApp } from '../shared/cors.js';
-import type { SecondFactorProof } from '../sign-in/service.js';
+import { enrolmentOwnerOf, type SecondFactorProof } from '../sign-in/service.js';
 import { MfaPasskeyOptionsBody, MfaVerifyBody, TotpSetup, TotpSetupBody } from './schemas.js';
 
 /**
@@ -58,8 +58,10 @@ export default async function mfaSignInRoutes(scope: FastifyInstance) {
           ? { kind: 'code', code: code! }
           : {
               kind: 'passkey',
-              // Only a passkey of the user who gave the first factor, answering a challenge issued to this app.
-              amr: (await app.passkeys.verifyAuthentication({ userId: user.id, binding: `app:${client.id}`, response: passkey, appOrigins: originsOfApp(client) })).amr[0],
+              // Only an account-wide passkey of the user who gave the first factor, answering a challenge issued to this app.
+              amr: (
+                await app.passkeys.verifyAuthentication({ userId: user.id, binding: `app:${client.id}`, response: passkey, appId: client.id, secondFactor: true, appOrigins: originsOfApp(client) })
+              ).amr[0],
             };
       const result = await app.signIn.completeSecondFactor(client, grant, user, proof, requestContext(request));
       return noStore(reply).send(result);
@@ -94,8 +96,9 @@ export default async function mfaSignInRoutes(scope: FastifyInstance) {
         operationId: 'setUpTotpDuringSignIn',
         summary: 'Set up an authenticator app during a sign-in that requires one',
         description:
-          'Only for a `pending` `mfa` answer with `enroll`: the app requires a second factor the user does not have. Returns a new secret; ' +
-          'the first code from the app, sent to `POST /v1/auth/mfa/verify`, confirms it and completes the sign-in (with the recovery codes, once).',
+          'Only for a `pending` `mfa` answer with `enroll`: the app requires a second factor the user does not have. Returns a new secret, ' +
+          'known only to this pending sign-in and usable for 10 minutes; the first code from the app, sent to `POST /v1/auth/mfa/verify` with the same `session`, ' +
+          'confirms it and completes the sign-in (with the recovery codes, once).',
         security: OPTIONAL_CLIENT_AUTH,
         body: TotpSetupBody,
         response: { 200: json('The secret to add to an authenticator app.', TotpSetup) },
@@ -104,9 +107,9 @@ export default async function mfaSignInRoutes(scope: FastifyInstance) {
     },
     async (request, reply) => {
       const { client, grant, user } = await pendingOf(request, request.body);
-      const { demand } = await app.signIn.secondFactorDemand(app.db, user.id, parseAmr(grant.amr), client);
+      const { demand } = await app.signIn.secondFactorDemand(app.db, user, parseAmr(grant.amr), client);
       if (demand !== 'enrol') throw new AppError('conflict', { message: 'This sign-in asks for a second factor the user already has.' });
-      const enrolment = await app.mfa.beginTotp(user);
+      const enrolment = await app.mfa.beginTotp(user, enrolmentOwnerOf(grant));
       return noStore(reply).send({ secret: enrolment.secret, otpauth_uri: enrolment.uri });
     },
   );

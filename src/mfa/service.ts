@@ -5,22 +5,24 @@ import { AppError } from '../errors.js';
 import type { Amr } from '../shared/acr.js';
 import { type FactorChangeRefusal, factorChangeRefusal, type SecondFactor, secondFactorsOf } from '../sign-in/policy.js';
 import { SecretBox } from '../shared/crypto.js';
+import { newId } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
 import type { Clock } from '../shared/time.js';
 import { appendEvent } from '../storage/repos/events.js';
 import {
   acceptTotpStep,
+  deleteFactorsOfUser,
   deleteRecoveryCodes,
   deleteTotpFactor,
   type FactorSummary,
   findFactorSummary,
   findTotpFactor,
-  putUnconfirmedTotp,
+  insertConfirmedTotp,
   replaceRecoveryCodes,
   useRecoveryCode,
 } from '../storage/repos/factors.js';
-import { deletePasskeysOfUser } from '../storage/repos/passkeys.js';
-import type { Database } from '../storage/schema.js';
+import { consumeOneTimeToken, insertOneTimeToken, listLiveOneTimeTokensOfUser, type OneTimeTokenRow } from '../storage/repos/one-time-tokens.js';
+import type { Database, UserRow } from '../storage/schema.js';
 import type { Throttle } from '../throttle/service.js';
 import { looksLikeTotp, matchTotpStep, newRecoveryCodes, newTotpSecret, recoveryCodeHash, totpUri } from './codes.js';
 
@@ -29,7 +31,19 @@ import { looksLikeTotp, matchTotpStep, newRecoveryCodes, newTotpSecret, recovery
  * and checking a code a user typed as the second step of a sign-in. Code checks share the password
  * lockout (Throttle.reserveFactorAttempt): the attempt is reserved before the check, a failure keeps
  * it, five failures lock the user's second factor for LOGIN_LOCK_SECONDS.
+ *
+ * An authenticator app being set up is a secret of whoever started it (an `EnrolmentOwner`: the browser
+ * session, or the pending REST sign-in) for TOTP_ENROLMENT_SECONDS: only that owner is shown it and may
+ * confirm it, so nobody can plant a secret in another session's setup or read one from it.
  */
+
+/** Who started an enrolment, and alone may see and confirm it: `session:<id hash>` or `grant:<id>`. */
+export type EnrolmentOwner = `session:${string}` | `grant:${string}`;
+
+/** How long a new authenticator-app secret waits for its first code. */
+export const TOTP_ENROLMENT_SECONDS = 600;
+
+const ENROLMENT_KIND = 'totp_enrolment';
 
 export interface MfaDeps {
   db: Kysely<Database>;
@@ -72,20 +86,51 @@ export class Mfa {
 
   // Authenticator app ----------------------------------------------------------------------------------
 
-  /** Starts (or restarts) enrolling an authenticator app: a new secret, unconfirmed until a first code. */
-  async beginTotp(user: { id: string; email: string }): Promise<TotpEnrolment> {
+  /**
+   * Starts (or restarts) enrolling an authenticator app for `owner`: a new secret, shown only to that
+   * owner and unconfirmed until its first code (within TOTP_ENROLMENT_SECONDS). The owner's earlier
+   * enrolment is voided; other owners' are not touched.
+   */
+  async beginTotp(user: { id: string; email: string }, owner: EnrolmentOwner): Promise<TotpEnrolment> {
+    if ((await findTotpFactor(this.deps.db, user.id))?.confirmedAt != null) {
+      throw new AppError('conflict', { message: 'An authenticator app is already set up. Remove it first to set up another.' });
+    }
+    const now = this.deps.clock.now();
     const secret = newTotpSecret();
-    const stored = await putUnconfirmedTotp(this.deps.db, user.id, this.box.seal(secret), this.deps.clock.now());
-    if (!stored) throw new AppError('conflict', { message: 'An authenticator app is already set up. Remove it first to set up another.' });
+    await this.deps.db.transaction().execute(async (trx) => {
+      for (const earlier of await this.enrolmentsOf(trx, user.id, owner)) await consumeOneTimeToken(trx, earlier.row.id, now);
+      await insertOneTimeToken(trx, {
+        id: newId('ott'),
+        kind: ENROLMENT_KIND,
+        token_hash: null,
+        code_hash: null,
+        user_id: user.id,
+        email: null,
+        app_id: null,
+        data: JSON.stringify({ owner, secret: this.box.seal(secret) }),
+        attempts: 0,
+        created_at: now,
+        expires_at: now + TOTP_ENROLMENT_SECONDS,
+        consumed_at: null,
+      });
+    });
     return this.enrolmentOf(secret, user.email);
   }
 
-  /** The enrolment in progress (to show the QR code again after a wrong first code), if any. */
-  async pendingTotp(user: { id: string; email: string }): Promise<TotpEnrolment | null> {
-    const factor = await findTotpFactor(this.deps.db, user.id);
-    if (!factor || factor.confirmedAt !== null) return null;
-    const secret = this.secretOf(user.id, factor.secretSealed);
-    return secret === null ? null : this.enrolmentOf(secret, user.email);
+  /** The owner's enrolment in progress (to show the QR code again after a wrong first code), if any. */
+  async pendingTotp(user: { id: string; email: string }, owner: EnrolmentOwner): Promise<TotpEnrolment | null> {
+    const [latest] = await this.enrolmentsOf(this.deps.db, user.id, owner);
+    const secret = latest && this.secretOf(user.id, latest.sealed);
+    return secret ? this.enrolmentOf(secret, user.email) : null;
+  }
+
+  /** The owner's live enrolments, newest first. */
+  private async enrolmentsOf(db: Kysely<Database>, userId: string, owner: EnrolmentOwner): Promise<Array<{ row: OneTimeTokenRow; sealed: string }>> {
+    const rows = await listLiveOneTimeTokensOfUser(db, ENROLMENT_KIND, userId, this.deps.clock.now());
+    return rows.flatMap((row) => {
+      const data = parseEnrolment(row.data);
+      return data && data.owner === owner ? [{ row, sealed: data.secret }] : [];
+    });
   }
 
   private async enrolmentOf(secret: string, account: string): Promise<TotpEnrolment> {
@@ -97,20 +142,25 @@ export class Mfa {
   }
 
   /**
-   * Confirms the authenticator app with its first code. The first factor a user enrols also gets the
-   * ten recovery codes, returned once (only their hashes are kept). Counts as a second-factor check.
+   * Confirms the owner's authenticator app with its first code. The first factor a user enrols also
+   * gets the ten recovery codes, returned once (only their hashes are kept). Counts as a second-factor
+   * check. Another owner's enrolment is never confirmed here.
    */
-  async confirmTotp(userId: string, code: string, ctx: RequestContext): Promise<{ recoveryCodes: string[] | null }> {
-    const factor = await findTotpFactor(this.deps.db, userId);
-    if (!factor || factor.confirmedAt !== null) throw new AppError('invalid_request', { message: 'Start setting up an authenticator app first.' });
-    const secret = this.secretOf(userId, factor.secretSealed);
-    // The step that confirms the app, its event and the first recovery codes commit together.
+  async confirmTotp(userId: string, owner: EnrolmentOwner, code: string, ctx: RequestContext): Promise<{ recoveryCodes: string[] | null }> {
+    const [enrolment] = await this.enrolmentsOf(this.deps.db, userId, owner);
+    if (!enrolment) throw new AppError('invalid_request', { message: 'Start setting up an authenticator app first (the last setup expired or was finished).' });
+    const secret = this.secretOf(userId, enrolment.sealed);
+    // The enrolment taken, the factor stored with its first step, its event and the first recovery codes commit together.
     return this.checkCode(
       userId,
       ctx,
       async (trx, now) => {
         const step = secret === null ? null : await matchTotpStep(secret, code, now);
-        return step !== null && (await acceptTotpStep(trx, userId, step, now));
+        if (step === null || !(await consumeOneTimeToken(trx, enrolment.row.id, now))) return false;
+        if (!(await insertConfirmedTotp(trx, userId, enrolment.sealed, step, now))) {
+          throw new AppError('conflict', { message: 'An authenticator app is already set up. Remove it first to set up another.' });
+        }
+        return true;
       },
       async (trx, now) => {
         await appendEvent(trx, now, { type: 'mfa.enrolled', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'totp' } });
@@ -129,11 +179,17 @@ export class Mfa {
   }
 
   /**
-   * Why a session (its `amr` and `auth_time`) may not add or remove this user's second factors now,
-   * or null when it may (policy.ts: factorChangeRefusal). Every door that changes factors asks this.
+   * Why a session (its `amr` and `auth_time`) may not add (`add`) or remove or replace (`change`) this
+   * user's second factors now, or null when it may (policy.ts: factorChangeRefusal). Every door that
+   * changes factors asks this.
    */
-  async changeRefusal(userId: string, session: { amr: readonly Amr[]; authTime: number }): Promise<FactorChangeRefusal | null> {
-    return factorChangeRefusal(await this.enrolled(this.deps.db, userId), session, this.deps.clock.now());
+  async changeRefusal(
+    user: Pick<UserRow, 'id' | 'email_verified'>,
+    change: 'add' | 'change',
+    session: { amr: readonly Amr[]; authTime: number },
+  ): Promise<FactorChangeRefusal | null> {
+    const account = { enrolled: await this.enrolled(this.deps.db, user.id), emailVerified: user.email_verified === 1 };
+    return factorChangeRefusal(account, change, session, this.deps.clock.now());
   }
 
   /** New recovery codes replace all earlier ones; returned once. Only for a user with a factor. */
@@ -178,9 +234,7 @@ export class Mfa {
    */
   async resetFactors(userId: string, ctx: RequestContext): Promise<{ totp: boolean; passkeys: number }> {
     return this.deps.db.transaction().execute(async (trx) => {
-      const totp = await deleteTotpFactor(trx, userId);
-      await deleteRecoveryCodes(trx, userId);
-      const passkeys = await deletePasskeysOfUser(trx, userId);
+      const { totp, passkeys } = await deleteFactorsOfUser(trx, userId);
       await this.deps.throttle.clearFactorFailures(trx, userId);
       await appendEvent(trx, this.deps.clock.now(), { type: 'mfa.reset', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { by: 'admin', totp, passkeys } });
       return { totp, passkeys };
@@ -205,7 +259,7 @@ export class Mfa {
       if (!factor || factor.confirmedAt === null) return false;
       const secret = this.secretOf(userId, factor.secretSealed);
       const step = secret === null ? null : await matchTotpStep(secret, code, now);
-      return step !== null && (await acceptTotpStep(db, userId, step, now));
+      return step !== null && (await acceptTotpStep(db, userId, step));
     });
     return method;
   }
@@ -258,5 +312,15 @@ export class Mfa {
       if (locked) await appendEvent(trx, now, { type: 'user.locked', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { seconds: this.deps.config.throttle.loginLockSeconds, factor: 'second' } });
     });
     throw new AppError('invalid_code', { detail: 'second-factor code refused' });
+  }
+}
+
+/** The stored enrolment: its owner and the sealed secret (null when the row is not one). */
+function parseEnrolment(data: string): { owner: string; secret: string } | null {
+  try {
+    const value = JSON.parse(data) as { owner?: unknown; secret?: unknown };
+    return typeof value.owner === 'string' && typeof value.secret === 'string' ? { owner: value.owner, secret: value.secret } : null;
+  } catch {
+    return null;
   }
 }

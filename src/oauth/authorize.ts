@@ -208,7 +208,7 @@ async function signedInUser(app: FastifyInstance, request: FastifyRequest, req: 
 async function writeFlow(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, update: (state: FlowState) => FlowState): Promise<void> {
   await app.browserSessions.ensure(request, reply);
   const state = app.browserSessions.readData<FlowState>(request) as FlowState;
-  await app.browserSessions.writeData(request, update(state));
+  await app.browserSessions.writeData(request, reply, update(state));
 }
 
 export async function authorize(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
@@ -270,7 +270,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   if (step === 'profile' || step === 'verify_email') {
     if (req.prompt.has('none')) throw new AppError('interaction_required', { message: 'The user must complete their profile.' });
     const resume = resumePath(req.params);
-    const missing = missingRequiredFields(req.app.requiredFields, user);
+    const missing = missingRequiredFields(req.app, user);
     await writeFlow(app, request, reply, (s) => ({
       ...s,
       resume,
@@ -296,7 +296,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   if (request.browserSession) {
     const state = app.browserSessions.readData<FlowState>(request);
     if (state.resume || state.consent || state.profile) {
-      await app.browserSessions.writeData(request, { ...state, resume: undefined, consent: undefined, profile: undefined });
+      await app.browserSessions.writeData(request, reply, { ...state, resume: undefined, consent: undefined, profile: undefined });
     }
   }
   request.log.info({ client_id: req.app.id, user_id: user.id, ...requestContext(request) }, 'authorization code issued');

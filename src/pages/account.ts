@@ -31,7 +31,7 @@ const AccountQuery = z.object({
   idp_error: z.string().max(40).optional(),
   done: z.string().max(20).optional(),
   client_id: z.string().max(200).optional(),
-  mfa_error: z.string().max(10).optional(),
+  mfa_error: z.string().max(20).optional(),
   // The page's language (views.ts localeOf), kept through validation.
   ui_locales: z.string().max(100).optional(),
 });
@@ -53,7 +53,7 @@ const Form = z.object({
 /** Provider-bind outcomes the account page can explain (anything else shows a generic message). */
 const IDP_ERRORS = new Set(['conflict', 'access_denied', 'invalid_id_token', 'invalid_idp_code', 'idp_unavailable', 'idp_oauth_not_configured', 'forbidden']);
 const DONE = new Set(['profile', 'password', 'unbound', 'revoked', 'mfa_enrolled', 'mfa_removed']);
-const MFA_ERRORS = new Set(['change', 'remove']);
+const MFA_ERRORS = new Set(['change', 'remove', 'verify_email', 'setup_expired']);
 
 export default async function accountPages(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
@@ -116,7 +116,7 @@ export default async function accountPages(scope: FastifyInstance) {
       sessions,
       apps,
       passkeys: passkeys && { ...passkeys, items: passkeys.items.map((p) => ({ ...p, createdAt: when(p.createdAt), lastUsedAt: p.lastUsedAt && when(p.lastUsedAt) })) },
-      mfa: { ...(await accountMfa(app, user.id)), error: mfaError },
+      mfa: { ...(await accountMfa(app, user, session)), error: mfaError },
       notice,
       form,
       backTo,

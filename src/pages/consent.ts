@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import type { FlowState, PendingConsent, PendingProfile } from '../shared/pending-flow.js';
@@ -31,9 +31,9 @@ function pendingStep<K extends 'consent' | 'profile'>(request: FastifyRequest, k
   return step as NonNullable<FlowState[K]>;
 }
 
-async function clearStep(request: FastifyRequest, kind: 'consent' | 'profile'): Promise<void> {
+async function clearStep(request: FastifyRequest, reply: FastifyReply, kind: 'consent' | 'profile'): Promise<void> {
   const state = readFlow(request);
-  await request.server.browserSessions.writeData(request, { ...state, [kind]: undefined });
+  await request.server.browserSessions.writeData(request, reply, { ...state, [kind]: undefined });
 }
 
 export default async function consentPages(app: FastifyInstance) {
@@ -59,7 +59,7 @@ export default async function consentPages(app: FastifyInstance) {
     const step = pendingStep(request, 'consent');
     const action = field(request.body, 'action');
     if (action !== 'allow' && action !== 'deny') throw new AppError('invalid_request', { message: 'Choose Allow or Deny.' });
-    await clearStep(request, 'consent');
+    await clearStep(request, reply, 'consent');
     if (action === 'deny') {
       return reply.redirect(
         appendQuery(step.redirectUri, {
@@ -105,7 +105,7 @@ export default async function consentPages(app: FastifyInstance) {
       const form = formFailure(request, reply, error, { codes: ['invalid_request'] });
       return renderProfile(request, reply, step, { form, values: Object.fromEntries(fields.map((f) => [f, data[f].slice(0, 100)])) });
     }
-    await clearStep(request, 'profile');
+    await clearStep(request, reply, 'profile');
     return reply.redirect(step.resume, 303);
   });
 }

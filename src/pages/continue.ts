@@ -58,7 +58,7 @@ export default async function continuePages(scope: FastifyInstance) {
     const user = await findUserById(app.db, userId);
     if (!client || !user) throw deadTicket();
     const t = app.messages.translator(localeOf(request));
-    const missing = missingRequiredFields(client.requiredFields, user);
+    const missing = missingRequiredFields(client, user);
     return renderPage(request, reply, 'continue', {
       titleKey: data.next_step === 'consent' ? 'idp.continue.consent_title' : 'idp.continue.profile_title',
       csrf: session.csrf_token,
@@ -188,7 +188,7 @@ export default async function continuePages(scope: FastifyInstance) {
     }
     // Profile data the app requires and the user lacks, through the one rule, then consent: one
     // transaction with taking the ticket, so refused data leaves the ticket usable and nothing written.
-    const fields = missingRequiredFields(client.requiredFields, user).filter((f): f is ProfileField => f !== 'email_verified');
+    const fields = missingRequiredFields(client, user).filter((f): f is ProfileField => f !== 'email_verified');
     const values = Object.fromEntries(fields.map((f) => [f, form[f] ?? ''])) as Record<ProfileField, string>;
     try {
       await app.db.transaction().execute(async (trx) => {

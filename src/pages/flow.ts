@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { type FactorChangeRefusal, isFactorDue } from '../sign-in/policy.js';
 import type { FirstFactor } from '../sign-in/service.js';
 import { type FlowState, isSafeResume, pendingMfa } from '../shared/pending-flow.js';
 import { requestContext } from '../shared/request-context.js';
@@ -77,10 +78,11 @@ export async function completeBrowserSignIn(
 ): Promise<FastifyReply> {
   const app = request.server;
   const client = await flowApp(request);
-  const { demand } = await app.signIn.secondFactorDemand(app.db, user.id, factor.amr, client);
-  if (demand !== 'none') {
+  const { demand } = await app.signIn.secondFactorDemand(app.db, user, factor.amr, client);
+  // `verify_email`: the address comes first (the resumed request asks for it), then the factor.
+  if (isFactorDue(demand)) {
     await app.browserSessions.ensure(request, reply);
-    await app.browserSessions.writeData(request, { ...readFlow(request), mfa: pendingMfa(user.id, factor, { via, since: app.clock.now(), returnTo }) });
+    await app.browserSessions.writeData(request, reply, { ...readFlow(request), mfa: pendingMfa(user.id, factor, { via, since: app.clock.now(), returnTo }) });
     return reply.redirect(`/mfa${carriedQuery(request)}`, 303);
   }
   await app.browserSessions.signIn(request, reply, user.id, factor.amr);
@@ -110,4 +112,10 @@ export function field(body: unknown, name: string): string {
 export function showRecoveryCodes(request: FastifyRequest, reply: FastifyReply, codes: string[], next: string) {
   reply.header('cache-control', 'no-store');
   return renderPage(request, reply, 'mfa-codes', { titleKey: 'mfa.codes.title', codes, next });
+}
+
+/** The account page's `mfa_error` for a refused factor change (its message says what to do: account.ts MFA_ERRORS). */
+export function accountMfaError(refusal: FactorChangeRefusal, removal: boolean): 'verify_email' | 'remove' | 'change' {
+  if (refusal === 'email_unverified') return 'verify_email';
+  return removal ? 'remove' : 'change';
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError, isAppError } from '../errors.js';
-import type { TotpEnrolment } from '../mfa/service.js';
+import type { EnrolmentOwner, TotpEnrolment } from '../mfa/service.js';
 import { AuthenticationResponse } from '../passkeys/schemas.js';
 import { sessionAuthentication } from '../plugins/browser-sessions.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
@@ -9,10 +9,10 @@ import { renderPage } from '../plugins/views.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
 import { livePendingMfa, type PendingMfa, pendingMfa, STEP_UP } from '../shared/pending-flow.js';
 import { requestContext } from '../shared/request-context.js';
-import { type SecondFactorDemand, withSecondFactor } from '../sign-in/policy.js';
+import { isFactorDue, type SecondFactorDemand, withSecondFactor } from '../sign-in/policy.js';
 import type { SecondFactorProof } from '../sign-in/service.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { afterSignIn, carriedQuery, field, flowApp, readFlow, showRecoveryCodes } from './flow.js';
+import { accountMfaError, afterSignIn, carriedQuery, field, flowApp, readFlow, showRecoveryCodes } from './flow.js';
 import { type FormState, formFailure, formState } from './form-state.js';
 import { ceremonyAnswer, passkeyGetForm } from './passkeys.js';
 
@@ -43,13 +43,16 @@ const AccountMfaForm = z.object({
   code: z.string().max(40).optional(),
 });
 
+/** An authenticator app set up on these pages belongs to the browser session that started it (Mfa.beginTotp). */
+const enrolmentOwner = (request: FastifyRequest): EnrolmentOwner => `session:${request.browserSession!.id_hash}`;
+
 /** The second factor a `/mfa` form gives: the typed code, or the answer of the passkey ceremony. */
 async function proofOf(app: FastifyInstance, request: FastifyRequest, pending: PendingMfa): Promise<SecondFactorProof> {
   if (field(request.body, 'action') === 'passkey') {
     app.passkeys.assertEnabled();
     const response = ceremonyAnswer(AuthenticationResponse, field(request.body, 'response'));
-    // Only a passkey of the user who gave the first factor, answering this browser's challenge.
-    const verified = await app.passkeys.verifyAuthentication({ userId: pending.userId, binding: `session:${request.browserSession!.id_hash}`, response });
+    // Only an account-wide passkey of the user who gave the first factor, answering this browser's challenge.
+    const verified = await app.passkeys.verifyAuthentication({ userId: pending.userId, binding: `session:${request.browserSession!.id_hash}`, response, appId: null, secondFactor: true });
     return { kind: 'passkey', amr: verified.amr[0] };
   }
   if (field(request.body, 'action') !== 'verify') throw new AppError('invalid_request', { detail: 'unknown mfa action' });
@@ -87,12 +90,13 @@ export default async function mfaPages(scope: FastifyInstance) {
     const user = await findUserById(app.db, pending.userId);
     if (!user) throw expired();
     const client = await flowApp(request);
-    const { demand, methods } = await app.signIn.secondFactorDemand(app.db, user.id, pending.amr, client, pending.stepUp);
+    const { demand, methods } = await app.signIn.secondFactorDemand(app.db, user, pending.amr, client, pending.stepUp);
     return { demand, user, methods };
   }
 
-  async function enrolmentFor(user: UserRow): Promise<TotpEnrolment> {
-    return (await app.mfa.pendingTotp(user)) ?? app.mfa.beginTotp(user);
+  async function enrolmentFor(request: FastifyRequest, user: UserRow): Promise<TotpEnrolment> {
+    const owner = enrolmentOwner(request);
+    return (await app.mfa.pendingTotp(user, owner)) ?? app.mfa.beginTotp(user, owner);
   }
 
   async function renderMfa(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState } = {}) {
@@ -106,7 +110,7 @@ export default async function mfaPages(scope: FastifyInstance) {
       appName: client?.name,
       email: user.email,
       formAction: `/mfa${carriedQuery(request)}`,
-      enrolment: demand === 'enrol' ? await enrolmentFor(user) : undefined,
+      enrolment: demand === 'enrol' ? await enrolmentFor(request, user) : undefined,
       hasRecoveryCodes: methods.includes('recovery_code'),
       hasTotp: methods.includes('totp'),
       passkeys,
@@ -118,7 +122,7 @@ export default async function mfaPages(scope: FastifyInstance) {
   /** Signs the browser in with the strengthened `amr`, records the sign-in, and goes on. */
   async function finish(request: FastifyRequest, reply: FastifyReply, pending: PendingMfa, amr: Amr[], method: string, recoveryCodes?: string[]) {
     const client = await flowApp(request);
-    await app.browserSessions.writeData(request, { ...readFlow(request), mfa: undefined });
+    await app.browserSessions.writeData(request, reply, { ...readFlow(request), mfa: undefined });
     await app.browserSessions.signIn(request, reply, pending.userId, amr);
     const via = pending.via;
     await app.signIn.recordLogin(app.db, { userId: pending.userId, appId: client?.id ?? null, method: pending.method === STEP_UP ? method : pending.method, amr, via }, requestContext(request));
@@ -136,9 +140,10 @@ export default async function mfaPages(scope: FastifyInstance) {
     try {
       await app.throttle.hitIp(request);
       const { demand } = await demandOf(request, pending);
-      if (demand === 'none') return await finish(request, reply, pending, pending.amr, pending.method);
+      // Nothing to give (any more): the first factor signs in, and the flow asks for what remains.
+      if (!isFactorDue(demand)) return await finish(request, reply, pending, pending.amr, pending.method);
       const proof = await proofOf(app, request, pending);
-      const checked = await app.signIn.checkSecondFactor(pending.userId, pending.amr, proof, demand, requestContext(request));
+      const checked = await app.signIn.checkSecondFactor(pending.userId, pending.amr, proof, demand, enrolmentOwner(request), requestContext(request));
       return await finish(request, reply, pending, checked.amr, checked.method, checked.recoveryCodes);
     } catch (error) {
       return renderMfa(request, reply, { form: codeFailure(request, reply, error) });
@@ -158,8 +163,9 @@ export default async function mfaPages(scope: FastifyInstance) {
   const backToAccount = (reply: FastifyReply, done?: string) => reply.redirect(done ? `/account?done=${done}#mfa` : '/account#mfa', 303);
 
   async function renderSetup(request: FastifyRequest, reply: FastifyReply, user: UserRow, form?: FormState) {
-    const enrolment = await app.mfa.pendingTotp(user);
-    if (!enrolment) return backToAccount(reply);
+    const enrolment = await app.mfa.pendingTotp(user, enrolmentOwner(request));
+    // None in progress (never started here, finished, or expired): the account page says so after a code.
+    if (!enrolment) return reply.redirect(form ? '/account?mfa_error=setup_expired#mfa' : '/account#mfa', 303);
     reply.header('cache-control', 'no-store');
     return renderPage(request, reply, 'mfa-setup', { titleKey: 'mfa.setup.title', csrf: request.browserSession!.csrf_token, enrolment, form: form ?? CODE_FIRST });
   }
@@ -173,16 +179,18 @@ export default async function mfaPages(scope: FastifyInstance) {
     const session = request.browserSession!;
     if (action === 'reauth') {
       // Verify again: /mfa asks for the factor and comes back here with a fresh sign-in.
-      await app.browserSessions.writeData(request, {
+      await app.browserSessions.writeData(request, reply, {
         ...readFlow(request),
         mfa: pendingMfa(user.id, { method: STEP_UP, amr: parseAmr(session.amr) }, { via: 'account', since: app.clock.now(), stepUp: true, returnTo: '/account' }),
       });
       return reply.redirect('/mfa', 303);
     }
-    if (await app.mfa.changeRefusal(user.id, sessionAuthentication(session))) return reply.redirect(`/account?mfa_error=${action === 'remove_totp' ? 'remove' : 'change'}#mfa`, 303);
+    const adding = action === 'setup_totp' || action === 'verify';
+    const refusal = await app.mfa.changeRefusal(user, adding ? 'add' : 'change', sessionAuthentication(session));
+    if (refusal) return reply.redirect(`/account?mfa_error=${accountMfaError(refusal, action === 'remove_totp')}#mfa`, 303);
     if (action === 'setup_totp') {
       try {
-        await app.mfa.beginTotp(user);
+        await app.mfa.beginTotp(user, enrolmentOwner(request));
       } catch (error) {
         if (!isAppError(error) || error.code !== 'conflict') throw error;
       }
@@ -190,7 +198,7 @@ export default async function mfaPages(scope: FastifyInstance) {
     }
     if (action === 'verify') {
       try {
-        const { recoveryCodes } = await app.mfa.confirmTotp(user.id, request.body.code ?? '', ctx);
+        const { recoveryCodes } = await app.mfa.confirmTotp(user.id, enrolmentOwner(request), request.body.code ?? '', ctx);
         // The code just proved the factor: this session now counts as two-factor.
         await app.browserSessions.signIn(request, reply, user.id, withSecondFactor(parseAmr(session.amr), 'otp'));
         if (recoveryCodes) return showRecoveryCodes(request, reply, recoveryCodes, '/account#mfa');
@@ -208,8 +216,19 @@ export default async function mfaPages(scope: FastifyInstance) {
   });
 }
 
-/** What the account page shows of second factors. */
-export async function accountMfa(app: FastifyInstance, userId: string) {
-  const overview = await app.mfa.overview(app.db, userId);
-  return { totp: overview.totp, recoveryCodes: overview.recoveryCodes, hasFactor: overview.methods.length > 0 };
+/**
+ * What the account page shows of second factors: the factors, whether this session may change them
+ * now (else the page offers "Verify with my second factor"), and whether the address must be proven
+ * before a factor can be added.
+ */
+export async function accountMfa(app: FastifyInstance, user: UserRow, session: Parameters<typeof sessionAuthentication>[0]) {
+  const overview = await app.mfa.overview(app.db, user.id);
+  const refusal = await app.mfa.changeRefusal(user, 'change', sessionAuthentication(session));
+  return {
+    totp: overview.totp,
+    recoveryCodes: overview.recoveryCodes,
+    hasFactor: overview.methods.length > 0,
+    needsStepUp: refusal !== null,
+    needsVerifiedEmail: user.email_verified !== 1,
+  };
 }

@@ -7,8 +7,9 @@ import { sessionAuthentication } from '../plugins/browser-sessions.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import { requestContext } from '../shared/request-context.js';
+import { findApp } from '../storage/repos/apps.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { completeBrowserSignIn, showRecoveryCodes } from './flow.js';
+import { accountMfaError, completeBrowserSignIn, showRecoveryCodes } from './flow.js';
 
 /**
  * Passkeys on the hosted pages (issue 16): `/account` lists, adds, renames and removes them;
@@ -21,10 +22,13 @@ import { completeBrowserSignIn, showRecoveryCodes } from './flow.js';
 /** The page scripts, in order: the WebAuthn library (its version in the URL: it is cached for a year), then ours. */
 export const PASSKEY_SCRIPTS = [`/assets/simplewebauthn.js?v=${BROWSER_BUNDLE_VERSION}`, '/assets/passkeys.js'];
 
-/** What `/account` shows of passkeys (undefined while they are off). */
+/** What `/account` shows of passkeys (undefined while they are off): each one, with the app it signs in at only. */
 export async function accountPasskeys(app: FastifyInstance, userId: string) {
   if (!app.passkeys.enabled) return undefined;
-  return { scripts: PASSKEY_SCRIPTS, items: await app.passkeys.list(userId) };
+  const items = await app.passkeys.list(userId);
+  const appIds = [...new Set(items.flatMap((p) => (p.appId ? [p.appId] : [])))];
+  const names = new Map(await Promise.all(appIds.map(async (id) => [id, (await findApp(app.db, id))?.name ?? id] as const)));
+  return { scripts: PASSKEY_SCRIPTS, items: items.map((p) => ({ ...p, appName: p.appId ? names.get(p.appId) : undefined })) };
 }
 
 /** A form that asks the page script for a passkey (views/partials/passkey-get.eta) and posts its answer to `action`. */
@@ -65,7 +69,7 @@ export default async function passkeyPages(scope: FastifyInstance) {
   function refused(request: FastifyRequest, reply: FastifyReply, error: unknown) {
     if (!isAppError(error) || error.status >= 500) throw error;
     const t = app.messages.translator(localeOf(request));
-    const key = `passkey.error.${error.code}`;
+    const key = error.messageKey ?? `passkey.error.${error.code}`;
     const message = t(key) === key ? error.publicMessage : t(key);
     if (error.code === 'rate_limited' && typeof error.extra?.retry_after === 'number') reply.header('retry-after', String(error.extra.retry_after));
     return renderPage(request, reply.code(error.status), 'error', { titleKey: 'passkey.error.title', code: error.code, message });
@@ -83,16 +87,17 @@ export default async function passkeyPages(scope: FastifyInstance) {
     try {
       const user = await signedInUser(request);
       const ctx = requestContext(request);
-      // Adding or removing a factor needs a fresh second factor once the account has one (Mfa.changeRefusal).
-      if ((form.action === 'add_passkey' || form.action === 'remove_passkey') && (await app.mfa.changeRefusal(user.id, sessionAuthentication(request.browserSession!)))) {
-        return reply.redirect('/account?mfa_error=change#mfa', 303);
+      if (form.action === 'add_passkey') app.passkeys.assertEnabled();
+      // Adding or removing a factor needs a fresh second factor once the account has one, and adding a proven address (Mfa.changeRefusal).
+      if (form.action === 'add_passkey' || form.action === 'remove_passkey') {
+        const refusal = await app.mfa.changeRefusal(user, form.action === 'add_passkey' ? 'add' : 'change', sessionAuthentication(request.browserSession!));
+        if (refusal) return reply.redirect(`/account?mfa_error=${accountMfaError(refusal, false)}#mfa`, 303);
       }
       if (form.action === 'add_passkey') {
-        app.passkeys.assertEnabled();
         await app.throttle.hitIp(request);
         const response = ceremonyAnswer(RegistrationResponse, form.response);
         const { recoveryCodes } = await app.passkeys.verifyRegistration(
-          { userId: user.id, binding: `session:${request.browserSession!.id_hash}`, response, name: form.name, via: 'account' },
+          { userId: user.id, binding: `session:${request.browserSession!.id_hash}`, response, name: form.name, appId: null, via: 'account' },
           ctx,
         );
         if (recoveryCodes) return showRecoveryCodes(request, reply, recoveryCodes, '/account#passkeys');
@@ -117,7 +122,8 @@ export default async function passkeyPages(scope: FastifyInstance) {
       await app.throttle.hitIp(request);
       const response = ceremonyAnswer(AuthenticationResponse, form.response);
       // The CSRF check of the pages scope has made sure there is a browser session.
-      const verified = await app.passkeys.verifyAuthentication({ response, binding: `session:${request.browserSession!.id_hash}` });
+      // Gatehouse's own page: only an account-wide passkey (one an app registered signs in only at that app).
+      const verified = await app.passkeys.verifyAuthentication({ response, binding: `session:${request.browserSession!.id_hash}`, appId: null });
       const user = await findUserById(app.db, verified.userId);
       if (!user) throw new AppError('invalid_credentials', { message: 'The passkey could not be verified.', detail: 'user of the passkey gone' });
       if (user.status !== 'active') throw new AppError('user_disabled');

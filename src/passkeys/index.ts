@@ -22,7 +22,7 @@ import { relyingPartyOf } from './relying-party.js';
 import {
   AuthenticationOptions,
   PageOptionsBody,
-  RegisteredPasskey,
+  Passkey,
   RegisterVerifyBody,
   RegistrationOptions,
   SignInOptionsBody,
@@ -55,7 +55,15 @@ const pageScript = readFileSync(join(VIEWS_DIR, 'assets', 'passkeys.js'), 'utf8'
 
 const noStore = (reply: FastifyReply) => reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
 
-export const toPasskeyJson = (p: PasskeyView) => ({ id: p.id, name: p.name, device_type: p.deviceType, backed_up: p.backedUp, created_at: p.createdAt, last_used_at: p.lastUsedAt });
+export const toPasskeyJson = (p: PasskeyView) => ({
+  id: p.id,
+  name: p.name,
+  device_type: p.deviceType,
+  backed_up: p.backedUp,
+  app_id: p.appId,
+  created_at: p.createdAt,
+  last_used_at: p.lastUsedAt,
+});
 
 /**
  * The passkey routes outside the hosted form pages (those are in pages/passkeys.ts):
@@ -117,10 +125,14 @@ async function pageOptionsRoutes(scope: FastifyInstance) {
       const user = session.user_id ? await findUserById(app.db, session.user_id) : undefined;
       if (!user || user.status !== 'active') throw new AppError('unauthorized', { message: 'Sign in on the account page first.' });
       // Refused before the ceremony, so the authenticator does not make a credential the server then refuses.
-      if (await app.mfa.changeRefusal(user.id, sessionAuthentication(session))) {
-        throw new AppError('forbidden', { message: 'Confirm your second factor first (“Verify with my second factor” below).', detail: 'factor change refused' });
+      const refusal = await app.mfa.changeRefusal(user, 'add', sessionAuthentication(session));
+      if (refusal === 'email_unverified') {
+        throw new AppError('forbidden', { message: 'Verify your email address first, then add a passkey.', detail: 'factor change refused: email_unverified' });
       }
-      const options = await app.passkeys.registrationOptions({ user, binding: `session:${session.id_hash}` });
+      if (refusal) {
+        throw new AppError('forbidden', { message: 'Confirm your second factor first (“Verify with my second factor” above).', detail: `factor change refused: ${refusal}` });
+      }
+      const options = await app.passkeys.registrationOptions({ user, binding: `session:${session.id_hash}`, appId: null });
       return noStore(reply).send(options);
     },
   );
@@ -168,8 +180,10 @@ async function pageOptionsRoutes(scope: FastifyInstance) {
 /**
  * `/v1/auth/passkey/*`: passkeys for apps that render their own UI. The ceremony runs on the app's
  * page, so its origins (those of its redirect URIs and `allowed_origins`) are accepted beside
- * AUTH_URL's; the RP ID stays AUTH_URL's host, so the app must be on it or below it. Every POST counts
- * against the per-IP limit of `/v1/auth`.
+ * AUTH_URL's; the RP ID stays AUTH_URL's host, so the app must be on it or below it. A passkey an app
+ * registers with its access token belongs to that app: it signs in only there and is no second factor
+ * (an app's token must never add a credential that opens the account at every app — service.ts).
+ * Every POST counts against the per-IP limit of `/v1/auth`.
  */
 async function restRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
@@ -184,21 +198,22 @@ async function restRoutes(scope: FastifyInstance) {
   );
 
   /**
-   * The signed-in user of an app's access token (registration), when its sign-in may add a factor:
-   * once the user has one, the token's sign-in must have proved a second factor within the last 15
-   * minutes (Mfa.changeRefusal), or a stolen password would be enough to add an attacker's passkey.
+   * The signed-in user of an app's access token (registration), when its sign-in may add a passkey
+   * for this app (Mfa.changeRefusal): only on a proven address, and once the user has a second factor,
+   * from a sign-in that proved one within the last 15 minutes — or a stolen password would be enough.
    */
   async function bearerUser(request: FastifyRequest): Promise<{ user: UserRow; appId: string }> {
     const identity = await app.tokens.authenticate(request);
     request.corsAppId = identity.appId;
     const [user, grant] = await Promise.all([findUserById(app.db, identity.userId), findGrant(app.db, identity.grantId)]);
     if (!user || user.status !== 'active' || !grant) throw new AppError('unauthorized', { detail: 'user or grant gone, or user disabled' });
-    const refusal = await app.mfa.changeRefusal(user.id, { amr: parseAmr(grant.amr), authTime: grant.auth_time });
+    const refusal = await app.mfa.changeRefusal(user, 'add', { amr: parseAmr(grant.amr), authTime: grant.auth_time });
     if (refusal) {
-      throw new AppError('forbidden', {
-        message: 'Adding a passkey to an account with a second factor needs a sign-in with that factor in the last 15 minutes.',
-        detail: `factor change refused: ${refusal}`,
-      });
+      const message =
+        refusal === 'email_unverified'
+          ? 'The user must verify their email address before a passkey can be added.'
+          : 'Adding a passkey to an account with a second factor needs a sign-in with that factor in the last 15 minutes.';
+      throw new AppError('forbidden', { message, detail: `factor change refused: ${refusal}` });
     }
     return { user, appId: identity.appId };
   }
@@ -230,7 +245,9 @@ async function restRoutes(scope: FastifyInstance) {
         operationId: 'passkeySignIn',
         summary: 'Sign in with a passkey',
         description:
-          'The answer of `navigator.credentials.get()` to options from `POST /v1/auth/passkey/options` of the same app. A confidential app authenticates (Basic or `client_secret`). The sign-in is strong: `amr` `hwk` (device-bound passkey) or `swk` (synced).',
+          'The answer of `navigator.credentials.get()` to options from `POST /v1/auth/passkey/options` of the same app. A confidential app authenticates (Basic or `client_secret`). ' +
+          'An account-wide passkey (added on the hosted account page) or one this app registered; a passkey another app registered → 401 `invalid_credentials`. ' +
+          'The sign-in is strong: `amr` `swk` (no attestation is asked for, so nothing claims the key is hardware).',
         security: OPTIONAL_CLIENT_AUTH,
         body: SignInVerifyBody,
         response: { 200: json('Signed in (`status: ok`), or a step is pending (`status: pending`).', SignInResult) },
@@ -241,7 +258,7 @@ async function restRoutes(scope: FastifyInstance) {
       const client = await resolveApp(app, request, request.body, { authenticate: true });
       request.corsAppId = client.id;
       const ctx = { ...requestContext(request), appId: client.id };
-      const verified = await app.passkeys.verifyAuthentication({ response: request.body.response, binding: `app:${client.id}`, appOrigins: originsOfApp(client) });
+      const verified = await app.passkeys.verifyAuthentication({ response: request.body.response, binding: `app:${client.id}`, appId: client.id, appOrigins: originsOfApp(client) });
       const user = await findUserById(app.db, verified.userId);
       if (!user) throw new AppError('invalid_credentials', { message: 'The passkey could not be verified.', detail: 'user of the passkey gone' });
       const result = await app.signIn.completeDirect(client, user, ctx, { method: 'passkey', amr: verified.amr });
@@ -254,10 +271,11 @@ async function restRoutes(scope: FastifyInstance) {
     {
       schema: {
         operationId: 'passkeyRegistrationOptions',
-        summary: 'Options to add a passkey to the signed-in user',
+        summary: 'Options to add a passkey for this app to the signed-in user',
         description:
           "With the user's access token from this app. A discoverable credential with user verification; the user's passkeys are excluded. " +
-          'Once the user has a second factor, the token must come from a sign-in that proved one (`amr` has `mfa`, `hwk` or `swk`) in the last 15 minutes: otherwise 403 `forbidden`.',
+          'The passkey will sign in only at this app, and is no second factor of the account (account-wide passkeys are added on the hosted account page). ' +
+          'Refused (403 `forbidden`) while the user has not verified their email address, and, once the user has a second factor, unless the token comes from a sign-in that proved one (`amr` has `mfa` or `swk`) in the last 15 minutes.',
         security: [{ accessToken: [] }],
         response: { 200: json('Options for `navigator.credentials.create()`.', RegistrationOptions) },
         errors: { 401: ['unauthorized'], 403: ['forbidden'] },
@@ -275,26 +293,24 @@ async function restRoutes(scope: FastifyInstance) {
     {
       schema: {
         operationId: 'passkeyRegister',
-        summary: 'Add a passkey to the signed-in user',
+        summary: 'Add a passkey for this app to the signed-in user',
         description:
-          'The answer of `navigator.credentials.create()` to options from `POST /v1/auth/passkey/register/options` with the same token\'s app. Records `passkey.registered`. ' +
-          "The user's first second factor comes with ten recovery codes (`recovery_codes`), shown only in this answer.",
+          'The answer of `navigator.credentials.create()` to options from `POST /v1/auth/passkey/register/options` with the same token\'s app. Records `passkey.registered` (`scope: app`). ' +
+          'The passkey signs in only at this app (`POST /v1/auth/passkey/verify`); it is no second factor, so no recovery codes come with it.',
         security: [{ accessToken: [] }],
         body: RegisterVerifyBody,
-        response: { 201: json('The passkey.', RegisteredPasskey) },
+        response: { 201: json('The passkey, scoped to this app.', Passkey) },
         errors: { 400: ['invalid_token'], 401: ['unauthorized'], 403: ['forbidden'], 409: ['conflict'] },
       },
     },
     async (request, reply) => {
       const { user, appId } = await bearerUser(request);
       const client = await resolveApp(app, request, { client_id: appId }, { authenticate: false });
-      const { passkey, recoveryCodes } = await app.passkeys.verifyRegistration(
+      const { passkey } = await app.passkeys.verifyRegistration(
         { userId: user.id, binding: `app:${appId}`, response: request.body.response, name: request.body.name, appOrigins: originsOfApp(client), appId, via: 'api' },
         requestContext(request),
       );
-      return noStore(reply)
-        .code(201)
-        .send({ ...toPasskeyJson(passkey), ...(recoveryCodes ? { recovery_codes: recoveryCodes } : {}) });
+      return noStore(reply).code(201).send(toPasskeyJson(passkey));
     },
   );
 }

@@ -91,14 +91,11 @@ export const Passkey = z
     name: z.string(),
     device_type: z.enum(['singleDevice', 'multiDevice']).describe('`multiDevice`: a synced passkey.'),
     backed_up: z.boolean(),
+    app_id: z.string().nullable().describe('The app this passkey signs in at, and only there (it registered it); null: account-wide (added on the hosted account page).'),
     created_at: z.string().describe('RFC 3339 UTC.'),
     last_used_at: z.string().nullable(),
   })
   .meta({ id: 'Passkey', description: 'A registered passkey (never its key).' });
-
-export const RegisteredPasskey = Passkey.extend({
-  recovery_codes: z.array(z.string()).length(10).optional().describe("Only with the user's first second factor: ten one-time recovery codes, shown only here."),
-}).meta({ id: 'RegisteredPasskey', description: 'A passkey just added.' });
 
 /** `POST /v1/auth/passkey/options`: the app that asks (it renders its own sign-in UI). */
 export const SignInOptionsBody = z.object({ client_id: ClientId });

@@ -16,7 +16,6 @@ import { isoTime, type Clock } from '../shared/time.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { insertOneTimeToken, takeOneTimeTokenByHash } from '../storage/repos/one-time-tokens.js';
 import {
-  countPasskeysOfUser,
   deletePasskey,
   findPasskeyByCredentialId,
   insertPasskey,
@@ -31,20 +30,27 @@ import { passkeyName } from './names.js';
 import type { RelyingParty } from './relying-party.js';
 
 /**
- * Passkeys (WebAuthn, issue 16): registration, sign-in verification and management, for every door
- * (hosted pages, `/v1/auth/passkey/*`, and the MFA step, which uses a passkey as a second factor).
+ * Passkeys (WebAuthn): registration, sign-in verification and management, for every door (hosted
+ * pages, `/v1/auth/passkey/*`, and the MFA step, which uses a passkey as a second factor).
+ *
+ * Two kinds (docs/security/passkeys.md): an account-wide passkey, added on the hosted account page,
+ * signs in everywhere and is a second factor; a passkey an app registered with its access token is
+ * scoped to that app — it signs in only there and is no factor of the account, so no app can add a
+ * credential that opens the person's account at other apps or the console.
  *
  * Challenges are single-use rows of `one_time_tokens` (stored as the SHA-256 of the challenge, like
  * every other secret), short-lived, and bound to whoever asked for them (`binding`: the browser
  * session, the app, or the user): the answer names its challenge in `clientDataJSON`, which is taken
  * exactly once before anything else is checked. User verification is always required, so a passkey
- * sign-in is strong on its own: `amr` `hwk` for a device-bound credential, `swk` for a synced one.
+ * sign-in is strong on its own.
  */
 
-/** RFC 8176 `amr` of a passkey sign-in: a device-bound key (`hwk`) or one synced between devices (`swk`). */
-export type PasskeyAmr = Extract<Amr, 'hwk' | 'swk'>;
-
-export const amrOfDeviceType = (deviceType: Passkey['deviceType']): PasskeyAmr => (deviceType === 'multiDevice' ? 'swk' : 'hwk');
+/**
+ * RFC 8176 `amr` of a passkey sign-in: `swk`. Registration asks for no attestation, so nothing proves
+ * that a key lives in hardware (`hwk`): the authenticator's own flags say so, and any software can set them.
+ */
+export type PasskeyAmr = Extract<Amr, 'swk'>;
+const PASSKEY_AMR: PasskeyAmr = 'swk';
 
 /** What the account page and events show of a passkey (never its key). */
 export interface PasskeyView {
@@ -52,6 +58,8 @@ export interface PasskeyView {
   name: string;
   deviceType: Passkey['deviceType'];
   backedUp: boolean;
+  /** The app it signs in at only (registered with that app's token), or null: account-wide. */
+  appId: string | null;
   createdAt: string;
   lastUsedAt: string | null;
 }
@@ -122,8 +130,11 @@ export class Passkeys {
 
   // Registration -------------------------------------------------------------------------------------
 
-  /** Options for `navigator.credentials.create`: a discoverable credential with user verification. */
-  async registrationOptions(input: { user: UserRow; binding: Binding; appId?: string | null }): Promise<PublicKeyCredentialCreationOptionsJSON> {
+  /**
+   * Options for `navigator.credentials.create`: a discoverable credential with user verification. Every
+   * passkey of the user is excluded (an authenticator keeps one credential per account and RP ID).
+   */
+  async registrationOptions(input: { user: UserRow; binding: Binding; appId: string | null }): Promise<PublicKeyCredentialCreationOptionsJSON> {
     const rp = this.relyingParty();
     const existing = await listPasskeysOfUser(this.deps.db, input.user.id);
     const { generateRegistrationOptions } = await webauthn();
@@ -138,17 +149,19 @@ export class Passkeys {
       authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
       timeout: CEREMONY_TIMEOUT_MS,
     });
-    await this.storeChallenge('registration', options.challenge, { userId: input.user.id, appId: input.appId ?? null, binding: input.binding });
+    await this.storeChallenge('registration', options.challenge, { userId: input.user.id, appId: input.appId, binding: input.binding });
     return options;
   }
 
   /**
    * Checks the answer to a registration challenge of this user and binding, and stores the passkey
-   * (`passkey.registered`). The ceremony ran on AUTH_URL's origin, or on one of `appOrigins`. A first
-   * factor comes with the user's first recovery codes, returned once.
+   * (`passkey.registered`). Account-wide (`appId` null): the ceremony ran on AUTH_URL's origin, and the
+   * user's first factor comes with the first recovery codes, returned once. Scoped to an app: the
+   * ceremony ran on AUTH_URL's origin or one of the app's (`appOrigins`), and no recovery codes come
+   * (the passkey is no factor).
    */
   async verifyRegistration(
-    input: { userId: string; binding: Binding; response: RegistrationResponseJSON; name?: string; appOrigins?: readonly string[]; appId?: string | null; via: string },
+    input: { userId: string; binding: Binding; response: RegistrationResponseJSON; name?: string; appOrigins?: readonly string[]; appId: string | null; via: string },
     ctx: RequestContext,
   ): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
     const rp = this.relyingParty();
@@ -181,6 +194,7 @@ export class Passkeys {
       deviceType: info.credentialDeviceType,
       backedUp: info.credentialBackedUp,
       name: name ?? `Passkey ${isoTime(now).slice(0, 10)}`,
+      appId: input.appId,
       createdAt: now,
     };
     const recoveryCodes = await this.deps.db.transaction().execute(async (trx) => {
@@ -188,13 +202,13 @@ export class Passkeys {
       await insertPasskey(trx, passkey);
       await appendEvent(trx, now, {
         type: 'passkey.registered',
-        appId: input.appId ?? null,
+        appId: input.appId,
         userId: input.userId,
         ip: ctx.ip,
         userAgent: ctx.userAgent,
-        data: { passkey_id: passkey.id, device_type: passkey.deviceType, backed_up: passkey.backedUp, via: input.via },
+        data: { passkey_id: passkey.id, device_type: passkey.deviceType, backed_up: passkey.backedUp, via: input.via, scope: input.appId === null ? 'account' : 'app' },
       });
-      return this.deps.factors.firstRecoveryCodes(trx, input.userId, ctx);
+      return input.appId === null ? this.deps.factors.firstRecoveryCodes(trx, input.userId, ctx) : null;
     });
     return { passkey: toView({ ...passkey, lastUsedAt: null }), recoveryCodes };
   }
@@ -204,11 +218,11 @@ export class Passkeys {
   /**
    * Options for `navigator.credentials.get`. Without a user: discoverable credentials (empty
    * `allowCredentials`, the authenticator offers the passkeys it holds). With one (a second factor):
-   * that user's passkeys; the challenge is then bound to the user unless a binding is given.
+   * that user's account-wide passkeys; the challenge is then bound to the user unless a binding is given.
    */
   async authenticationOptions(input: Answerer): Promise<PublicKeyCredentialRequestOptionsJSON> {
     const rp = this.relyingParty();
-    const allowed = input.userId === undefined ? [] : await listPasskeysOfUser(this.deps.db, input.userId);
+    const allowed = input.userId === undefined ? [] : await listPasskeysOfUser(this.deps.db, input.userId, 'account-wide');
     const { generateAuthenticationOptions } = await webauthn();
     const options = await generateAuthenticationOptions({
       rpID: rp.id,
@@ -222,19 +236,27 @@ export class Passkeys {
 
   /**
    * Checks a sign-in answer: its challenge (taken once; issued to this binding, and equal to
-   * `challenge` when the caller kept it), the credential (of `userId` when given), the signature with
-   * user verification, the origin and RP ID, and the signature counter, which must advance (unless
-   * the authenticator keeps none); then records the use. The ceremony ran on AUTH_URL's origin, or on
-   * one of `appOrigins`. Throws AppError on any failure.
+   * `challenge` when the caller kept it), the credential (of `userId` when given; usable where the
+   * answer is checked: `appId`, the app signing in, or null for Gatehouse's own pages — see usableAt),
+   * the signature with user verification, the origin and RP ID, and the signature counter, which must
+   * advance (unless the authenticator keeps none); then records the use. The ceremony ran on AUTH_URL's
+   * origin, or on one of `appOrigins`. Throws AppError on any failure.
    */
   async verifyAuthentication(
-    input: Answerer & { response: AuthenticationResponseJSON; challenge?: string; appOrigins?: readonly string[] },
+    input: Answerer & { response: AuthenticationResponseJSON; appId: string | null; secondFactor?: boolean; challenge?: string; appOrigins?: readonly string[] },
   ): Promise<{ userId: string; amr: [PasskeyAmr]; passkeyId: string }> {
     const rp = this.relyingParty();
     const { challenge, userId } = await this.takeChallenge('authentication', input.response, { userId: input.userId ?? null, binding: bindingOf(input), expected: input.challenge });
     const passkey = await findPasskeyByCredentialId(this.deps.db, input.response.id);
     if (!passkey) throw verificationFailed('unknown credential');
     if (userId !== null && passkey.userId !== userId) throw verificationFailed('credential of another user');
+    if (!usableAt(passkey, input.appId, input.secondFactor === true)) {
+      throw new AppError('invalid_credentials', {
+        message: 'This passkey was added by another app and signs in only there. Use another way to sign in.',
+        messageKey: 'passkey.error.other_app',
+        detail: `passkey scoped to app ${passkey.appId}`,
+      });
+    }
     const userHandle = input.response.response.userHandle;
     if (userHandle !== undefined && userHandle !== Buffer.from(passkey.userId, 'utf8').toString('base64url')) throw verificationFailed('user handle does not match the credential');
     const { verifyAuthenticationResponse } = await webauthn();
@@ -263,18 +285,13 @@ export class Passkeys {
       at: this.deps.clock.now(),
     });
     if (!recorded) throw verificationFailed('signature counter moved meanwhile');
-    return { userId: passkey.userId, amr: [amrOfDeviceType(info.credentialDeviceType)], passkeyId: passkey.id };
+    return { userId: passkey.userId, amr: [PASSKEY_AMR], passkeyId: passkey.id };
   }
 
   // Management ---------------------------------------------------------------------------------------
 
   async list(userId: string): Promise<PasskeyView[]> {
     return (await listPasskeysOfUser(this.deps.db, userId)).map(toView);
-  }
-
-  /** How many passkeys the user has (the MFA rules need it: removing the last factor). */
-  async countPasskeys(userId: string): Promise<number> {
-    return countPasskeysOfUser(this.deps.db, userId);
   }
 
   async rename(userId: string, id: string, name: string): Promise<void> {
@@ -350,12 +367,23 @@ export class Passkeys {
   }
 }
 
+/**
+ * Where a passkey may sign in: an account-wide one anywhere (Gatehouse's pages, any app, as a second
+ * factor); one scoped to an app only at that app's own sign-in, never as a second factor and never on
+ * Gatehouse's pages (`appId` null), the console's sign-in included.
+ */
+export function usableAt(passkey: Pick<Passkey, 'appId'>, appId: string | null, secondFactor: boolean): boolean {
+  if (passkey.appId === null) return true;
+  return !secondFactor && passkey.appId === appId;
+}
+
 function toView(passkey: Passkey): PasskeyView {
   return {
     id: passkey.id,
     name: passkey.name,
     deviceType: passkey.deviceType,
     backedUp: passkey.backedUp,
+    appId: passkey.appId,
     createdAt: isoTime(passkey.createdAt),
     lastUsedAt: passkey.lastUsedAt === null ? null : isoTime(passkey.lastUsedAt),
   };

@@ -3,9 +3,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import { createHmac, hkdfSync } from 'node:crypto';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
+import { SecretBox } from '../shared/crypto.js';
 import { hashSecret, newSecret } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
 import {
@@ -23,20 +25,39 @@ import type { Database } from '../storage/schema.js';
  * on plain http; HttpOnly, SameSite=Lax, Path=/), a server-side row keyed by the cookie's SHA-256,
  * a CSRF token per session, a new id at every sign-in, idle and absolute timeouts.
  *
- * An anonymous visitor costs no row until there is something to remember: its session is the cookie
- * alone (the CSRF token is an HMAC of the cookie value), and the row is written with the first page
- * state or at sign-in. Page state is capped (MAX_DATA_BYTES).
+ * An anonymous visitor costs no storage at all: its session is the cookie alone (the CSRF token is an
+ * HMAC of the cookie value), and what it must remember before someone signs in (the authorization
+ * request in flight, a first factor waiting for its second) travels in a sealed cookie (`…_flow`:
+ * AES-256-GCM under SECRET_KEY, bound to the session id, expiring with it). The row is written at
+ * sign-in, taking that state along, or when state must be revocable on the server (`serverSide`: the
+ * console's operator proof). So no number of anonymous requests makes the database grow.
  */
 
 /** The most page state a session keeps (the authorization request in flight and its pending step). */
 export const MAX_DATA_BYTES = 16 * 1024;
 
+/**
+ * The sealed state of an anonymous session spans at most FLOW_COOKIES cookies of FLOW_CHUNK characters:
+ * room for the largest authorization request the authorize limits allow (state 4096, nonce 512, a
+ * 2000-character redirect URI), and under the 8 KiB request line common proxies accept.
+ */
+const FLOW_CHUNK = 3800;
+const FLOW_COOKIES = 2;
+
+/** Options of BrowserSessions.writeData. */
+export interface WriteOptions {
+  /** Keep the state in a row even for an anonymous session, so that it can be revoked on the server. */
+  serverSide?: boolean;
+}
+
 const COOKIE_VALUE = /^bs_[A-Za-z0-9_-]{20,80}$/;
 
 export class BrowserSessions {
   readonly cookieName: string;
+  private readonly flowCookieNames: string[];
   private readonly secure: boolean;
   private readonly csrfKey: Buffer;
+  private readonly flowBox: SecretBox;
   /** Sessions that exist only as a cookie so far (no row yet). */
   private readonly unsaved = new WeakSet<BrowserSessionRow>();
 
@@ -49,7 +70,9 @@ export class BrowserSessions {
   ) {
     this.secure = config.authUrl.startsWith('https://');
     this.cookieName = this.secure ? `__Host-${cookieBase}` : cookieBase;
+    this.flowCookieNames = Array.from({ length: FLOW_COOKIES }, (_, i) => `${this.cookieName}_flow${i === 0 ? '' : i + 1}`);
     this.csrfKey = Buffer.from(hkdfSync('sha256', config.secretKey, 'gatehouse', 'gatehouse:csrf', 32));
+    this.flowBox = new SecretBox(config.secretKey, `browser-flow:${cookieBase}`);
   }
 
   /** The request's live session, if its cookie names one (idle timeout applied; refreshed as used). */
@@ -59,8 +82,8 @@ export class BrowserSessions {
     const now = this.clock.now();
     const idHash = hashSecret(value);
     const row = await findBrowserSession(this.db, idHash);
-    // No row: an anonymous session that has remembered nothing yet.
-    if (!row) return this.anonymous(value, now);
+    // No row: an anonymous session, with what its sealed cookie remembers.
+    if (!row) return this.anonymous(value, now, this.sealedFlow(request, idHash, now));
     if (row.revoked_at !== null || row.expires_at <= now) return null;
     const ttl = this.config.ttl;
     if (row.last_seen_at + ttl.browserSessionIdle <= now) {
@@ -78,7 +101,7 @@ export class BrowserSessions {
     if (request.browserSession) return request.browserSession;
     const value = newSecret('bs');
     this.setCookie(reply, value);
-    return (request.browserSession = this.anonymous(value, this.clock.now()));
+    return (request.browserSession = this.anonymous(value, this.clock.now(), '{}'));
   }
 
   /**
@@ -90,6 +113,7 @@ export class BrowserSessions {
   async signIn(request: FastifyRequest, reply: FastifyReply, userId: string, amr: readonly Amr[]): Promise<BrowserSessionRow> {
     const previous = request.browserSession;
     if (previous && !this.unsaved.has(previous)) await revokeBrowserSession(this.db, previous.id_hash, this.clock.now());
+    this.clearFlow(request, reply);
     return (request.browserSession = await this.create(reply, userId, { time: this.clock.now(), amr }, previous?.data ?? '{}'));
   }
 
@@ -97,6 +121,7 @@ export class BrowserSessions {
     const session = request.browserSession;
     if (session && !this.unsaved.has(session)) await revokeBrowserSession(this.db, session.id_hash, this.clock.now());
     request.browserSession = null;
+    this.clearFlow(request, reply);
     reply.clearCookie(this.cookieName, { path: '/', secure: this.secure, httpOnly: true, sameSite: 'lax' });
   }
 
@@ -114,27 +139,68 @@ export class BrowserSessions {
     }
   }
 
-  async writeData(request: FastifyRequest, data: object): Promise<void> {
+  /**
+   * Stores the session's page state: in its row, or for an anonymous session in the sealed cookie
+   * (a row only with `serverSide`). Too large → 400 `invalid_request`, nothing stored.
+   */
+  async writeData(request: FastifyRequest, reply: FastifyReply, data: object, options: WriteOptions = {}): Promise<void> {
     const session = request.browserSession;
     if (!session) throw new Error('writeData needs a session (call ensure first)');
     const json = JSON.stringify(data);
-    if (Buffer.byteLength(json) > MAX_DATA_BYTES) {
-      throw new AppError('invalid_request', { message: 'This request is too large to continue.', detail: `session data of ${Buffer.byteLength(json)} bytes` });
-    }
-    session.data = json;
-    if (this.unsaved.has(session)) {
+    if (Buffer.byteLength(json) > MAX_DATA_BYTES) throw tooLarge(`session data of ${Buffer.byteLength(json)} bytes`);
+    if (!this.unsaved.has(session)) {
+      session.data = json;
+      await setBrowserSessionData(this.db, session.id_hash, json);
+    } else if (options.serverSide) {
+      session.data = json;
       await insertBrowserSession(this.db, session);
       this.unsaved.delete(session);
+      this.clearFlow(request, reply);
     } else {
-      await setBrowserSessionData(this.db, session.id_hash, session.data);
+      this.setFlow(request, reply, session, json);
+      session.data = json;
     }
   }
 
-  /** The in-memory session of a cookie that has no row yet. */
-  private anonymous(value: string, now: number): BrowserSessionRow {
-    const row = this.newRow(value, null, null, '{}', now);
+  /** The in-memory session of a cookie that has no row yet, with the state its sealed cookie carries. */
+  private anonymous(value: string, now: number, data: string): BrowserSessionRow {
+    const row = this.newRow(value, null, null, data, now);
     this.unsaved.add(row);
     return row;
+  }
+
+  /** The state an anonymous session's sealed cookie carries: '{}' when none, or when it is not this session's, expired or damaged. */
+  private sealedFlow(request: FastifyRequest, idHash: string, now: number): string {
+    const sealed = this.flowCookieNames.map((name) => request.cookies[name] ?? '').join('');
+    if (!sealed) return '{}';
+    try {
+      const flow = JSON.parse(inflateRawSync(this.flowBox.openBytes(sealed)).toString('utf8')) as { sid?: unknown; exp?: unknown; data?: unknown };
+      if (flow.sid !== idHash || typeof flow.exp !== 'number' || flow.exp <= now || typeof flow.data !== 'string') return '{}';
+      return flow.data;
+    } catch {
+      return '{}';
+    }
+  }
+
+  /** Seals an anonymous session's state into its cookies (bound to the session, expiring with it); `{}` clears them. */
+  private setFlow(request: FastifyRequest, reply: FastifyReply, session: BrowserSessionRow, json: string): void {
+    if (json === '{}') return this.clearFlow(request, reply);
+    const payload = JSON.stringify({ sid: session.id_hash, exp: session.expires_at, data: json });
+    const sealed = this.flowBox.seal(deflateRawSync(payload));
+    if (sealed.length > FLOW_CHUNK * FLOW_COOKIES) throw tooLarge(`sealed session state of ${sealed.length} characters`);
+    this.flowCookieNames.forEach((name, i) => {
+      const chunk = sealed.slice(i * FLOW_CHUNK, (i + 1) * FLOW_CHUNK);
+      if (chunk) reply.setCookie(name, chunk, this.cookieOptions(Math.max(1, session.expires_at - this.clock.now())));
+      else if (request.cookies[name] !== undefined) reply.clearCookie(name, this.cookieOptions());
+    });
+  }
+
+  private clearFlow(request: FastifyRequest, reply: FastifyReply): void {
+    for (const name of this.flowCookieNames) if (request.cookies[name] !== undefined) reply.clearCookie(name, this.cookieOptions());
+  }
+
+  private cookieOptions(maxAge?: number) {
+    return { path: '/', httpOnly: true, secure: this.secure, sameSite: 'lax' as const, ...(maxAge === undefined ? {} : { maxAge }) };
   }
 
   private newRow(value: string, userId: string | null, auth: { time: number; amr: readonly Amr[] } | null, data: string, now: number): BrowserSessionRow {
@@ -154,7 +220,7 @@ export class BrowserSessions {
   }
 
   private setCookie(reply: FastifyReply, value: string): void {
-    reply.setCookie(this.cookieName, value, { path: '/', httpOnly: true, secure: this.secure, sameSite: 'lax', maxAge: this.config.ttl.browserSession });
+    reply.setCookie(this.cookieName, value, this.cookieOptions(this.config.ttl.browserSession));
   }
 
   /** A signed-in session: always a row (the account page lists them, sign-outs revoke them). */
@@ -191,3 +257,5 @@ export default fp(
 export function sessionAuthentication(session: Pick<BrowserSessionRow, 'amr' | 'auth_time' | 'created_at'>): { amr: Amr[]; authTime: number } {
   return { amr: parseAmr(session.amr), authTime: session.auth_time ?? session.created_at };
 }
+
+const tooLarge = (detail: string) => new AppError('invalid_request', { message: 'This request is too large to continue.', detail });

@@ -12,18 +12,22 @@ export class SecretBox {
     this.key = Buffer.from(hkdfSync('sha256', secretKey, 'gatehouse', `gatehouse:${purpose}`, 32));
   }
 
-  seal(plaintext: string): string {
+  seal(plaintext: string | Uint8Array): string {
     const iv = randomBytesPooled(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
-    const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    const body = Buffer.concat([typeof plaintext === 'string' ? cipher.update(plaintext, 'utf8') : cipher.update(plaintext), cipher.final()]);
     return ['v1', iv.toString('base64url'), body.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
   }
 
   open(sealed: string): string {
+    return this.openBytes(sealed).toString('utf8');
+  }
+
+  openBytes(sealed: string): Buffer {
     const [version, iv, body, tag] = sealed.split('.');
     if (version !== 'v1' || !iv || body === undefined || !tag) throw new Error('sealed value has an unknown format');
     const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
-    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
+    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]);
   }
 }

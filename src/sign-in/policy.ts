@@ -35,8 +35,16 @@ export function refusalError(cause: SignInRefusal | CodeBasisProblem, style: Ref
   return new AppError('access_denied', { message, detail: cause });
 }
 
-/** The app's required profile fields the user has not supplied yet (CONTRACT §5), in the app's order. */
-export function missingRequiredFields(required: RequiredField[], user: Pick<UserRow, 'name' | 'phone_number' | 'birthdate' | 'email_verified'>): RequiredField[] {
+/**
+ * The app's required profile fields the user has not supplied yet (CONTRACT §5), in the app's order. An
+ * app that requires a second factor also requires a proven address: factors are enrolled only on one
+ * (canEnrolFactors).
+ */
+export function missingRequiredFields(
+  app: { requiredFields: readonly RequiredField[]; mfa: MfaPolicy },
+  user: Pick<UserRow, 'name' | 'phone_number' | 'birthdate' | 'email_verified'>,
+): RequiredField[] {
+  const required = app.mfa === 'required' && !app.requiredFields.includes('email_verified') ? [...app.requiredFields, 'email_verified' as const] : app.requiredFields;
   return required.filter((field) => {
     if (field === 'email_verified') return user.email_verified !== 1;
     const value = user[field];
@@ -62,41 +70,75 @@ export function secondFactorsOf(summary: FactorSummary): SecondFactor[] {
   return methods;
 }
 
-/** What an authentication still needs: nothing, a factor the user has (`verify`), or enrolling one first (`enrol`). */
-export type SecondFactorDemand = 'none' | 'verify' | 'enrol';
+/**
+ * What an authentication still needs: nothing, a factor the user has (`verify`), enrolling one first
+ * (`enrol`), or, before an enrolment, proving the email address (`verify_email`).
+ */
+export type SecondFactorDemand = 'none' | 'verify' | 'enrol' | 'verify_email';
 
 /**
  * Must this authentication be completed by a second factor? Not when it already is multi-factor (or
  * a passkey). A user who enrolled a factor is always asked for it, whatever the app's policy: it was the
  * user's own choice to protect the account, and an app cannot waive it. A user without one is made to
- * enrol only by an app that requires MFA; `off` and `optional` both let such a user through.
+ * enrol only by an app that requires MFA; `off` and `optional` both let such a user through — and an
+ * account whose address is not proven enrols nothing until it is (`verify_email`): whoever registered
+ * it may not own the mailbox, and the owner's claim must not meet a stranger's factor (canEnrolFactors).
  * A step-up (the account page before changing factors) asks for a factor the user has even from a
  * session that is already multi-factor: it proves the factor is still at hand now.
  */
-export function secondFactorDemand(amr: readonly Amr[], enrolled: readonly SecondFactor[], policy: MfaPolicy, stepUp = false): SecondFactorDemand {
+export function secondFactorDemand(
+  amr: readonly Amr[],
+  enrolled: readonly SecondFactor[],
+  policy: MfaPolicy,
+  account: { emailVerified: boolean },
+  stepUp = false,
+): SecondFactorDemand {
   if (stepUp && enrolled.length > 0) return 'verify';
   if (isMultiFactor(amr)) return 'none';
   if (enrolled.length > 0) return 'verify';
-  return policy === 'required' ? 'enrol' : 'none';
+  if (policy !== 'required') return 'none';
+  return canEnrolFactors(account) ? 'enrol' : 'verify_email';
+}
+
+/** Is a second step due now: a factor to give (`verify`) or one to set up (`enrol`)? */
+export function isFactorDue(demand: SecondFactorDemand): boolean {
+  return demand === 'verify' || demand === 'enrol';
+}
+
+/**
+ * Factors (an authenticator app, passkeys, recovery codes) are enrolled only on an account whose
+ * address is proven: until then whoever registered it may not own the mailbox, and the claim by the
+ * mailbox owner removes whatever they added (SECURITY: pre-account takeover).
+ */
+export function canEnrolFactors(account: { emailVerified: boolean }): boolean {
+  return account.emailVerified;
 }
 
 /** The `amr` after a second factor: the first factor's, the new method, and `mfa`. */
-export function withSecondFactor(amr: readonly Amr[], method: 'otp' | 'hwk' | 'swk'): Amr[] {
+export function withSecondFactor(amr: readonly Amr[], method: 'otp' | 'swk'): Amr[] {
   return [...new Set<Amr>([...amr, method, 'mfa'])];
 }
 
 /** How long a sign-in counts as fresh for changing second factors. */
 export const FACTOR_CHANGE_FRESH_SECONDS = 900;
 
-export type FactorChangeRefusal = 'needs_second_factor' | 'needs_fresh_sign_in';
+export type FactorChangeRefusal = 'email_unverified' | 'needs_second_factor' | 'needs_fresh_sign_in';
 
 /**
- * May this signed-in session add, remove or replace second factors (authenticator app, recovery codes,
- * passkeys)? Freely while the account has none; once it has one, only from a session that proved a
- * second factor (or a passkey) within FACTOR_CHANGE_FRESH_SECONDS: a stolen password, or a session
- * left open, must not be enough to remove the factor that protects the account or to add one.
+ * May this signed-in session add (`add`), or remove or replace (`change`), second factors and other
+ * credentials (authenticator app, recovery codes, passkeys)? Adding needs a proven address
+ * (canEnrolFactors). Then: freely while the account has no factor; once it has one, only from a session
+ * that proved a second factor (or a passkey) within FACTOR_CHANGE_FRESH_SECONDS: a stolen password, or
+ * a session left open, must not be enough to remove the factor that protects the account or to add one.
  */
-export function factorChangeRefusal(enrolled: readonly SecondFactor[], session: { amr: readonly Amr[]; authTime: number }, now: number): FactorChangeRefusal | null {
+export function factorChangeRefusal(
+  account: { enrolled: readonly SecondFactor[]; emailVerified: boolean },
+  change: 'add' | 'change',
+  session: { amr: readonly Amr[]; authTime: number },
+  now: number,
+): FactorChangeRefusal | null {
+  if (change === 'add' && !canEnrolFactors(account)) return 'email_unverified';
+  const enrolled = account.enrolled;
   if (enrolled.length === 0) return null;
   if (!isMultiFactor(session.amr)) return 'needs_second_factor';
   if (now - session.authTime > FACTOR_CHANGE_FRESH_SECONDS) return 'needs_fresh_sign_in';
@@ -124,7 +166,8 @@ export interface GrantState {
 
 /**
  * What a signed-in user still has to do before the app gets a code, tokens or a session: a second
- * factor first (until then the user is not authenticated, so nothing else is shown), then consent
+ * factor first (until then the user is not authenticated, so nothing else is shown; an address not yet
+ * proven comes before enrolling one), then consent
  * (nothing is shown to an app the user has not allowed), then the app's required profile data, then a
  * verified email address.
  */
@@ -133,9 +176,12 @@ export function nextStep(
   app: { requiredFields: RequiredField[]; mfa: MfaPolicy },
   grant: GrantState,
 ): NextStep {
-  if (secondFactorDemand(grant.amr, grant.enrolled, app.mfa) !== 'none') return 'mfa';
+  const demand = secondFactorDemand(grant.amr, grant.enrolled, app.mfa, { emailVerified: user.email_verified === 1 });
+  if (isFactorDue(demand)) return 'mfa';
+  // An app that requires a factor the user cannot enrol yet: the address first, then the factor.
+  if (demand === 'verify_email') return 'verify_email';
   if (!grant.consentImplied && (grant.forceConsent || !isSubsetScope(grant.requestedScope, grant.consentedScope))) return 'consent';
-  const missing = missingRequiredFields(app.requiredFields, user);
+  const missing = missingRequiredFields(app, user);
   if (missing.some((field) => field !== 'email_verified')) return 'profile';
   if (missing.length > 0) return 'verify_email';
   return 'done';

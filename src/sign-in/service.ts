@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
-import type { Mfa } from '../mfa/service.js';
+import type { EnrolmentOwner, Mfa } from '../mfa/service.js';
 import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { DEFAULT_SCOPE, isSubsetScope } from '../shared/scopes.js';
@@ -9,7 +9,7 @@ import { findAppUser, recordAppSignIn } from '../storage/repos/app-users.js';
 import type { App, RequiredField } from '../storage/repos/apps.js';
 import { findConsentedScope, grantConsent, revokeConsent } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
-import { AWAITING, type CodeRedemption, finishPendingGrant, type GrantRow, recordSecondFactor, revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { AWAITING, awaitSecondFactor, type CodeRedemption, finishPendingGrant, type GrantRow, recordSecondFactor, revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { findSignInBasis, type SignInBasis } from '../storage/repos/sign-in-basis.js';
 import { type PublicUser, toPublicUser, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
@@ -70,7 +70,7 @@ export const FIRST_FACTOR = {
 } as const satisfies Record<string, FirstFactor>;
 
 /** The proof of a second factor a door received: a typed code (TOTP or recovery), or a checked passkey. */
-export type SecondFactorProof = { kind: 'code'; code: string } | { kind: 'passkey'; amr: 'hwk' | 'swk' };
+export type SecondFactorProof = { kind: 'code'; code: string } | { kind: 'passkey'; amr: 'swk' };
 
 export interface SignInDeps {
   db: Kysely<Database>;
@@ -133,33 +133,34 @@ export class SignIn {
    */
   async secondFactorDemand(
     db: Kysely<Database>,
-    userId: string,
+    user: Pick<UserRow, 'id' | 'email_verified'>,
     amr: readonly Amr[],
     app: Pick<App, 'mfa'> | undefined,
     stepUp = false,
   ): Promise<{ demand: SecondFactorDemand; methods: SecondFactor[] }> {
-    const methods = await this.deps.mfa.enrolled(db, userId);
-    return { demand: secondFactorDemand(amr, methods, app?.mfa ?? 'optional', stepUp), methods };
+    const methods = await this.deps.mfa.enrolled(db, user.id);
+    return { demand: secondFactorDemand(amr, methods, app?.mfa ?? 'optional', { emailVerified: user.email_verified === 1 }, stepUp), methods };
   }
 
   /**
    * Checks a second factor for a user whose first factor is `amr`, and returns the strengthened `amr`.
    * A code is an authenticator-app or recovery code (Mfa.verifyCode, under the login lockout); a
    * passkey was checked by the door (Passkeys.verifyAuthentication). With nothing enrolled and an app
-   * that requires a second factor, the code confirms the authenticator app being set up, and the
-   * first recovery codes come back once.
+   * that requires a second factor, the code confirms the authenticator app `owner` is setting up, and
+   * the first recovery codes come back once.
    */
   async checkSecondFactor(
     userId: string,
     amr: readonly Amr[],
     proof: SecondFactorProof,
     demand: SecondFactorDemand,
+    owner: EnrolmentOwner,
     ctx: RequestContext,
   ): Promise<{ amr: Amr[]; method: string; recoveryCodes?: string[] }> {
-    if (demand === 'none') throw new AppError('invalid_request', { message: 'No second factor is due for this sign-in.' });
+    if (demand !== 'verify' && demand !== 'enrol') throw new AppError('invalid_request', { message: 'No second factor is due for this sign-in.' });
     if (proof.kind === 'passkey') return { amr: withSecondFactor(amr, proof.amr), method: 'passkey' };
     if (demand === 'enrol') {
-      const { recoveryCodes } = await this.deps.mfa.confirmTotp(userId, proof.code, ctx);
+      const { recoveryCodes } = await this.deps.mfa.confirmTotp(userId, owner, proof.code, ctx);
       return { amr: withSecondFactor(amr, 'otp'), method: 'totp', ...(recoveryCodes ? { recoveryCodes } : {}) };
     }
     const method = await this.deps.mfa.verifyCode(userId, proof.code, ctx);
@@ -318,8 +319,8 @@ export class SignIn {
     this.assertPendingOf(app, grant, user, 'second_factor');
     await this.assertMaySignIn(this.db, user, app.id);
     const firstAmr = parseAmr(grant.amr);
-    const { demand } = await this.secondFactorDemand(this.db, user.id, firstAmr, app);
-    const checked = await this.checkSecondFactor(user.id, firstAmr, proof, demand, ctx);
+    const { demand } = await this.secondFactorDemand(this.db, user, firstAmr, app);
+    const checked = await this.checkSecondFactor(user.id, firstAmr, proof, demand, enrolmentOwnerOf(grant), ctx);
     if (!(await recordSecondFactor(this.db, grant.id, serializeAmr(checked.amr), next))) {
       throw new AppError('invalid_token', { detail: 'second factor already given for this sign-in' });
     }
@@ -364,9 +365,11 @@ export class SignIn {
     this.assertPendingOf(app, grant, user, 'rest_sign_in');
     await this.assertMaySignIn(this.db, user, app.id);
     const amr = parseAmr(grant.amr);
-    const missing = missingRequiredFields(app.requiredFields, user).filter((f): f is ProfileField => f !== 'email_verified');
+    const missing = missingRequiredFields(app, user).filter((f): f is ProfileField => f !== 'email_verified');
     const updated = await this.applyProfileData(this.db, { user, appId: app.id, data, accepted: missing, via: 'profile_complete', pathPrefix: 'data.' }, ctx);
     const step = await this.nextStep(this.db, updated, app, { requestedScope: DEFAULT_SCOPE, consentImplied: true, amr });
+    // The address proven since (email verification), an app that requires a factor has one enrolled now.
+    if (step === 'mfa' && !(await awaitSecondFactor(this.db, grant.id))) throw new AppError('invalid_token', { detail: 'pending sign-in completed meanwhile' });
     if (step !== 'done') return this.pendingResult(app, updated, grant.id, step, amr);
     return this.finishDirect(app, updated, ctx, { method: 'profile_complete', amr, authTime: grant.auth_time, pendingGrantId: grant.id });
   }
@@ -374,14 +377,14 @@ export class SignIn {
   private async pendingResult(app: App, user: UserRow, grantId: string, step: Exclude<NextStep, 'done'>, amr: readonly Amr[]): Promise<SignInResult> {
     const session = await this.deps.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
     if (step === 'mfa') {
-      const { demand, methods } = await this.secondFactorDemand(this.db, user.id, amr, app);
+      const { demand, methods } = await this.secondFactorDemand(this.db, user, amr, app);
       return { status: 'pending', next_step: 'mfa', session, methods, ...(demand === 'enrol' ? { enroll: ['totp'] as ['totp'] } : {}) };
     }
     return {
       status: 'pending',
       next_step: step === 'verify_email' ? 'verify_email' : 'profile',
       session,
-      required_fields: missingRequiredFields(app.requiredFields, user),
+      required_fields: missingRequiredFields(app, user),
     };
   }
 
@@ -407,3 +410,6 @@ export class SignIn {
     return { status: 'ok', user: toPublicUser(user), ...response };
   }
 }
+
+/** The owner of an authenticator app set up during a pending sign-in: the sign-in's grant (Mfa.beginTotp). */
+export const enrolmentOwnerOf = (grant: Pick<GrantRow, 'id'>): EnrolmentOwner => `grant:${grant.id}`;

@@ -313,6 +313,8 @@ export interface PasskeysTable {
   device_type: 'singleDevice' | 'multiDevice';
   backed_up: number;
   name: string; // given by the user
+  /** The app whose access token registered it: it signs in only there and is no second factor. NULL: account-wide. */
+  app_id: string | null;
   created_at: number;
   last_used_at: number | null;
 }

@@ -48,10 +48,17 @@ const nextStep = () => clock.advance(30);
 
 const fieldValues = (html: string, field: string) => [...html.matchAll(new RegExp(`data-field="${field}">([^<]+)<`, 'g'))].map((m) => m[1]!);
 
+/** A user who registered in a browser and proved the address (factors are enrolled only on proven addresses). */
+async function verifiedUser(prefix: string): Promise<{ browser: Browser; email: string }> {
+  const browser = new Browser(t.app);
+  const { email } = await browser.register(uniqueEmail(prefix));
+  await t.db.updateTable('users').set({ email_verified: 1 }).where('email', '=', email).execute();
+  return { browser, email };
+}
+
 /** Registers a user in a browser and turns on an authenticator app; returns its secret and recovery codes. */
 async function enrolledUser(): Promise<{ browser: Browser; email: string; secret: string; recoveryCodes: string[] }> {
-  const browser = new Browser(t.app);
-  const { email } = await browser.register(uniqueEmail('mfa'));
+  const { browser, email } = await verifiedUser('mfa');
   const account = await browser.get('/account');
   const setup = await browser.post('/account/mfa', { csrf: csrfOf(account.body), action: 'setup_totp' });
   expect(setup.statusCode).toBe(303);
@@ -221,8 +228,7 @@ describe('REST sign-in with an authenticator app', () => {
 describe('an app that requires MFA', () => {
   it('REST: a user without a factor sets up an authenticator app during sign-in and gets the recovery codes once', async () => {
     const client = await makeClient(t, { mfa: 'required' });
-    const browser = new Browser(t.app);
-    const { email } = await browser.register(uniqueEmail('req'));
+    const { email } = await verifiedUser('req');
     const pending = (await restLogin(client, email)).json();
     expect(pending).toMatchObject({ status: 'pending', next_step: 'mfa', methods: [], enroll: ['totp'] });
     const setup = await t.app.inject({ method: 'POST', url: '/v1/auth/mfa/totp/setup', payload: { session: pending.session, client_id: client.app.id } });
@@ -243,8 +249,7 @@ describe('an app that requires MFA', () => {
 
   it('hosted: /mfa shows the QR code and the secret, and the first code signs in', async () => {
     const client = await makeClient(t, { mfa: 'required' });
-    const seed = new Browser(t.app);
-    const { email } = await seed.register(uniqueEmail('reqh'));
+    const { email } = await verifiedUser('reqh');
     const { browser, login } = await signInThroughAuthorize(client, email);
     expect(login.headers.location).toMatch(/^\/mfa/);
     const page = await browser.get(String(login.headers.location));
@@ -260,8 +265,7 @@ describe('an app that requires MFA', () => {
   it('a signed-in session without a second factor is stepped up at /oauth/authorize', async () => {
     const optional = await makeClient(t);
     const required = await makeClient(t, { mfa: 'required' });
-    const browser = new Browser(t.app);
-    await browser.register(uniqueEmail('step'));
+    const { browser } = await verifiedUser('step');
     // Fine for an app that does not require MFA ...
     const first = await browser.get(authorizeUrl(optional).url);
     expect(relative(String(first.headers.location))).toMatch(/^\/consent/);
@@ -326,7 +330,7 @@ describe('native sign-in through the provider (POST /oauth/idp/exchange, /oauth/
 
   it('a user without a factor sets one up with the pending session, then resume completes', async () => {
     const client = await makeClient(t, { mfa: 'required', redirectUris: [REDIRECT] });
-    const email = (await new Browser(t.app).register(uniqueEmail('native'))).email;
+    const { email } = await verifiedUser('native');
     const pending = (await native('exchange', client, { id_token: await boundIdToken(email, `native-${email}`) })).json();
     expect(pending).toMatchObject({ status: 'pending', next_step: 'mfa', methods: [], enroll: ['totp'] });
     const setup = await t.app.inject({ method: 'POST', url: '/v1/auth/mfa/totp/setup', payload: { session: pending.session, client_id: client.app.id } });

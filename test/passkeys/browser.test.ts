@@ -3,6 +3,7 @@ import type { BrowserContext, Browser as PwBrowser, Page } from 'playwright-core
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
+import { countAll } from '../helpers/db.js';
 import { makeUser } from '../helpers/factories.js';
 import { authorizeUrl, exchangeCode, makeClient, type TestClient } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
@@ -11,7 +12,7 @@ import { freePort } from '../helpers/processes.js';
  * Passkeys in Chromium with a CDP virtual authenticator (internal transport, resident keys, user
  * verification) on a real listening Gatehouse at http://localhost:PORT (browsers refuse WebAuthn on an
  * IP-address origin): add a passkey on /account through the page script, sign out, sign in with it
- * through /oauth/authorize of an app, and get tokens whose ID token says `amr: ["hwk"]`; another
+ * through /oauth/authorize of an app, and get tokens whose ID token says `amr: ["swk"]` (no attestation is asked for, so nothing claims hardware); another
  * authenticator without the credential cannot sign in; removing the passkey needs it as a second
  * factor first (/mfa), and a removed passkey stops working.
  */
@@ -93,13 +94,13 @@ describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', (
     await page.waitForSelector('form[data-passkey]');
   }
 
-  it('adds a passkey on /account, then signs in with it through /oauth/authorize (button, then autofill): the ID token says amr hwk', async () => {
-    const user = await makeUser(t.app);
+  it('adds a passkey on /account, then signs in with it through /oauth/authorize (button, then autofill): the ID token says amr swk', async () => {
+    const user = await makeUser(t.app, { email_verified: 1 });
     const { context, page } = await contextWithAuthenticator();
 
     await addFirstPasskey(page, user, 'Virtual key');
     expect(await page.inputValue('form[data-passkey] input[name=name]')).toBe('Virtual key');
-    expect(await t.app.passkeys.countPasskeys(user.id)).toBe(1);
+    expect(await countAll(t.db, 'passkeys', { user_id: user.id })).toBe(1);
 
     await page.click('button[name=action][value=logout]');
     await page.waitForSelector('input[name=password]');
@@ -115,13 +116,13 @@ describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', (
       const code = new URL(callback).searchParams.get('code')!;
       const tokens = await exchangeCode(t.app, client, code, verifier);
       expect(tokens.statusCode, tokens.body).toBe(200);
-      expect(decodeJwt(tokens.json().id_token), how).toMatchObject({ sub: user.id, aud: client.app.id, nonce: 'n-passkey', amr: ['hwk'] });
+      expect(decodeJwt(tokens.json().id_token), how).toMatchObject({ sub: user.id, aud: client.app.id, nonce: 'n-passkey', amr: ['swk'] });
     }
     await context.close();
   }, 120_000);
 
   it('another authenticator without the credential cannot sign in; removal asks for the passkey at /mfa; a removed passkey stops working', async () => {
-    const user = await makeUser(t.app);
+    const user = await makeUser(t.app, { email_verified: 1 });
     const { context, page } = await contextWithAuthenticator();
     await addFirstPasskey(page, user);
 

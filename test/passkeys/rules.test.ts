@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { passkeyName } from '../../src/passkeys/names.js';
 import { relyingPartyOf } from '../../src/passkeys/relying-party.js';
-import { amrOfDeviceType } from '../../src/passkeys/service.js';
+import { usableAt } from '../../src/passkeys/service.js';
 
 describe('the relying party comes from AUTH_URL', () => {
   it.each([
@@ -44,11 +44,17 @@ describe('passkey names', () => {
   });
 });
 
-describe('amr of a passkey sign-in', () => {
+describe('where a passkey signs in (an app\'s passkey never opens the account elsewhere)', () => {
   it.each([
-    ['singleDevice', 'hwk'],
-    ['multiDevice', 'swk'],
-  ] as const)('%s → %s', (deviceType, amr) => {
-    expect(amrOfDeviceType(deviceType)).toBe(amr);
+    { passkey: null, at: null, secondFactor: false, expected: true, name: 'account-wide, on Gatehouse\'s pages' },
+    { passkey: null, at: 'app_a', secondFactor: false, expected: true, name: 'account-wide, at an app' },
+    { passkey: null, at: 'app_a', secondFactor: true, expected: true, name: 'account-wide, as a second factor' },
+    { passkey: 'app_a', at: 'app_a', secondFactor: false, expected: true, name: 'an app\'s, at that app' },
+    { passkey: 'app_a', at: 'app_b', secondFactor: false, expected: false, name: 'an app\'s, at another app' },
+    { passkey: 'app_a', at: null, secondFactor: false, expected: false, name: 'an app\'s, on Gatehouse\'s pages (the console\'s sign-in too)' },
+    { passkey: 'app_a', at: 'app_a', secondFactor: true, expected: false, name: 'an app\'s, as a second factor even at that app' },
+    { passkey: 'app_a', at: null, secondFactor: true, expected: false, name: 'an app\'s, as a second factor on Gatehouse\'s pages' },
+  ])('$name → $expected', ({ passkey, at, secondFactor, expected }) => {
+    expect(usableAt({ appId: passkey }, at, secondFactor)).toBe(expected);
   });
 });

@@ -67,6 +67,11 @@ export const NEXT_STEP_CASES: NextStepCase[] = [
   { name: 'app requires MFA, nothing enrolled', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, mfa: 'required', expected: 'mfa' },
   { name: 'app requires MFA, given', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: '', mfa: 'required', amr: ['fed', 'otp', 'mfa'], enrolled: ['totp'], expected: 'consent' },
   { name: 'optional MFA, nothing enrolled', user: complete, requiredFields: [], requestedScope: ALL, consentedScope: ALL, mfa: 'optional', expected: 'done' },
+  // A factor is enrolled only on a proven address: an app that requires one asks for the address first.
+  { name: 'app requires MFA, nothing enrolled, address not verified', user: { ...complete, email_verified: 0 }, requiredFields: [], requestedScope: ALL, consentedScope: '', mfa: 'required', expected: 'verify_email' },
+  { name: 'app requires MFA, address not verified, REST', user: bare, requiredFields: ['name'], requestedScope: ALL, consentedScope: '', consentImplied: true, mfa: 'required', expected: 'verify_email' },
+  { name: 'app requires MFA, factor enrolled and given, address not verified', user: { ...complete, email_verified: 0 }, requiredFields: [], requestedScope: ALL, consentedScope: ALL, mfa: 'required', amr: ['pwd', 'otp', 'mfa'], enrolled: ['totp'], expected: 'verify_email' },
+  { name: 'app requires MFA, factor enrolled, address not verified: the factor first', user: { ...complete, email_verified: 0 }, requiredFields: [], requestedScope: ALL, consentedScope: ALL, mfa: 'required', enrolled: ['totp'], expected: 'mfa' },
 ];
 
 export interface SecondFactorCase {
@@ -75,6 +80,8 @@ export interface SecondFactorCase {
   enrolled: SecondFactor[];
   policy: MfaPolicy;
   stepUp?: boolean;
+  /** Whether the account's address is proven (default yes). */
+  emailVerified?: boolean;
   expected: SecondFactorDemand;
 }
 
@@ -95,6 +102,9 @@ export const SECOND_FACTOR_CASES: SecondFactorCase[] = [
   { name: 'step-up of a passkey session', amr: ['hwk'], enrolled: ['passkey'], policy: 'off', stepUp: true, expected: 'verify' },
   { name: 'step-up with nothing enrolled: nothing to ask', amr: ['pwd'], enrolled: [], policy: 'optional', stepUp: true, expected: 'none' },
   { name: 'step-up with nothing enrolled, app requires MFA', amr: ['pwd'], enrolled: [], policy: 'required', stepUp: true, expected: 'enrol' },
+  { name: 'app requires MFA, nothing enrolled, address not proven', amr: ['pwd'], enrolled: [], policy: 'required', emailVerified: false, expected: 'verify_email' },
+  { name: 'address not proven, optional MFA', amr: ['pwd'], enrolled: [], policy: 'optional', emailVerified: false, expected: 'none' },
+  { name: 'address not proven, factor enrolled', amr: ['pwd'], enrolled: ['totp'], policy: 'required', emailVerified: false, expected: 'verify' },
 ];
 
 export interface FactorChangeCase {
@@ -103,6 +113,10 @@ export interface FactorChangeCase {
   amr: Amr[];
   /** Seconds since the session authenticated. */
   age: number;
+  /** Adding a factor, or removing or replacing one (default: add). */
+  change?: 'add' | 'change';
+  /** Whether the account's address is proven (default yes). */
+  emailVerified?: boolean;
   expected: FactorChangeRefusal | null;
 }
 
@@ -113,6 +127,10 @@ export const FACTOR_CHANGE_CASES: FactorChangeCase[] = [
   { name: 'factor, fresh passkey session', enrolled: ['passkey'], amr: ['hwk'], age: 900, expected: null },
   { name: 'factor, two-factor session 15 min + 1 s old', enrolled: ['totp'], amr: ['pwd', 'otp', 'mfa'], age: 901, expected: 'needs_fresh_sign_in' },
   { name: 'factor, magic-link session', enrolled: ['passkey'], amr: ['email'], age: 5, expected: 'needs_second_factor' },
+  { name: 'address not proven: nothing may be added', enrolled: [], amr: ['pwd'], age: 5, emailVerified: false, expected: 'email_unverified' },
+  { name: 'address not proven, even from a fresh two-factor session', enrolled: ['totp'], amr: ['pwd', 'otp', 'mfa'], age: 5, emailVerified: false, expected: 'email_unverified' },
+  { name: 'address not proven: removing a factor follows the factor rule', enrolled: ['totp'], amr: ['pwd', 'otp', 'mfa'], age: 5, change: 'change', emailVerified: false, expected: null },
+  { name: 'address not proven, removal from a password session', enrolled: ['totp'], amr: ['pwd'], age: 5, change: 'change', emailVerified: false, expected: 'needs_second_factor' },
 ];
 
 export interface CodeBasisCase {

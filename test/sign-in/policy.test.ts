@@ -55,16 +55,18 @@ describe('nextStep', () => {
     expect(step).toBe(c.expected);
   });
 
-  it('missingRequiredFields keeps the app order and counts an unverified address', () => {
+  it('missingRequiredFields keeps the app order and counts an unverified address; an app that requires MFA requires a proven address', () => {
     const user = { name: null, phone_number: '+14155550100', birthdate: '', email_verified: 0 as const };
-    expect(missingRequiredFields(['email_verified', 'birthdate', 'phone_number', 'name'], user)).toEqual(['email_verified', 'birthdate', 'name']);
-    expect(missingRequiredFields([], user)).toEqual([]);
+    expect(missingRequiredFields({ requiredFields: ['email_verified', 'birthdate', 'phone_number', 'name'], mfa: 'optional' }, user)).toEqual(['email_verified', 'birthdate', 'name']);
+    expect(missingRequiredFields({ requiredFields: [], mfa: 'optional' }, user)).toEqual([]);
+    expect(missingRequiredFields({ requiredFields: ['name'], mfa: 'required' }, user)).toEqual(['name', 'email_verified']);
+    expect(missingRequiredFields({ requiredFields: [], mfa: 'required' }, { ...user, email_verified: 1 })).toEqual([]);
   });
 });
 
 describe('secondFactorDemand (CONTRACT §15.6)', () => {
-  it.each(SECOND_FACTOR_CASES)('$name → $expected', ({ amr, enrolled, policy, stepUp, expected }) => {
-    expect(secondFactorDemand(amr, enrolled, policy, stepUp)).toBe(expected);
+  it.each(SECOND_FACTOR_CASES)('$name → $expected', ({ amr, enrolled, policy, stepUp, emailVerified, expected }) => {
+    expect(secondFactorDemand(amr, enrolled, policy, { emailVerified: emailVerified ?? true }, stepUp)).toBe(expected);
   });
 
   it.each([
@@ -81,7 +83,7 @@ describe('secondFactorDemand (CONTRACT §15.6)', () => {
 
   it('a second factor adds its method and mfa once, keeping the first factor', () => {
     expect(withSecondFactor(['pwd'], 'otp')).toEqual(['pwd', 'otp', 'mfa']);
-    expect(withSecondFactor(['email'], 'hwk')).toEqual(['email', 'hwk', 'mfa']);
+    expect(withSecondFactor(['email'], 'swk')).toEqual(['email', 'swk', 'mfa']);
     expect(withSecondFactor(['pwd', 'otp', 'mfa'], 'otp')).toEqual(['pwd', 'otp', 'mfa']);
   });
 
@@ -103,8 +105,8 @@ describe('secondFactorDemand (CONTRACT §15.6)', () => {
 
 describe('factorChangeRefusal', () => {
   const NOW = 1_800_000_000;
-  it.each(FACTOR_CHANGE_CASES)('$name → $expected', ({ enrolled, amr, age, expected }) => {
-    expect(factorChangeRefusal(enrolled, { amr, authTime: NOW - age }, NOW)).toBe(expected);
+  it.each(FACTOR_CHANGE_CASES)('$name → $expected', ({ enrolled, amr, age, change, emailVerified, expected }) => {
+    expect(factorChangeRefusal({ enrolled, emailVerified: emailVerified ?? true }, change ?? 'add', { amr, authTime: NOW - age }, NOW)).toBe(expected);
   });
 });
 

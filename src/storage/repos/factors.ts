@@ -16,26 +16,31 @@ export async function findTotpFactor(db: Kysely<Database>, userId: string): Prom
   return row && { userId: row.user_id, secretSealed: row.secret_sealed, confirmedAt: row.confirmed_at, lastStep: row.last_step };
 }
 
-/** A new, unconfirmed secret; replaces an earlier unconfirmed one, never a confirmed factor. Returns false when one is confirmed. */
-export async function putUnconfirmedTotp(db: Kysely<Database>, userId: string, secretSealed: string, now: number): Promise<boolean> {
+/**
+ * The authenticator app confirmed by its first code (time step `step`). An unconfirmed row a version
+ * before enrolments moved to `one_time_tokens` left behind is replaced; a confirmed factor never is:
+ * false when the user has one.
+ */
+export async function insertConfirmedTotp(db: Kysely<Database>, userId: string, secretSealed: string, step: number, now: number): Promise<boolean> {
   await db.deleteFrom('totp_factors').where('user_id', '=', userId).where('confirmed_at', 'is', null).execute();
   const result = await db
     .insertInto('totp_factors')
-    .values({ user_id: userId, secret_sealed: secretSealed, confirmed_at: null, last_step: null, created_at: now })
+    .values({ user_id: userId, secret_sealed: secretSealed, confirmed_at: now, last_step: step, created_at: now })
     .onConflict((oc) => oc.column('user_id').doNothing())
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
 }
 
 /**
- * Accepts the code of time step `step` once: the step must be later than the last accepted one.
- * Confirms an unconfirmed factor on the way. Exactly one concurrent caller wins.
+ * Accepts a code of the confirmed authenticator app at time step `step` once: the step must be later
+ * than the last accepted one. Exactly one concurrent caller wins.
  */
-export async function acceptTotpStep(db: Kysely<Database>, userId: string, step: number, now: number): Promise<boolean> {
+export async function acceptTotpStep(db: Kysely<Database>, userId: string, step: number): Promise<boolean> {
   const result = await db
     .updateTable('totp_factors')
-    .set((eb) => ({ last_step: step, confirmed_at: eb.fn.coalesce('confirmed_at', eb.val(now)) }))
+    .set({ last_step: step })
     .where('user_id', '=', userId)
+    .where('confirmed_at', 'is not', null)
     .where((eb) => eb.or([eb('last_step', 'is', null), eb('last_step', '<', step)]))
     .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
@@ -84,7 +89,21 @@ export async function deleteRecoveryCodes(db: Kysely<Database>, userId: string):
   await db.deleteFrom('recovery_codes').where('user_id', '=', userId).execute();
 }
 
-/** What a user has set up as second factors: a confirmed authenticator app, passkeys, unused recovery codes. */
+/**
+ * Deletes every credential a user added beside the password: the authenticator app (confirmed or not),
+ * the recovery codes and every passkey (account-wide or an app's). For an operator's reset of lost
+ * factors, and for the claim of an account by its mailbox owner. Returns what was removed.
+ */
+export async function deleteFactorsOfUser(db: Kysely<Database>, userId: string): Promise<{ totp: boolean; passkeys: number; recoveryCodes: number }> {
+  const totp = await db.deleteFrom('totp_factors').where('user_id', '=', userId).where('confirmed_at', 'is not', null).executeTakeFirst();
+  await db.deleteFrom('totp_factors').where('user_id', '=', userId).execute();
+  const codes = await db.deleteFrom('recovery_codes').where('user_id', '=', userId).where('used_at', 'is', null).executeTakeFirst();
+  await db.deleteFrom('recovery_codes').where('user_id', '=', userId).execute();
+  const passkeys = await db.deleteFrom('passkeys').where('user_id', '=', userId).executeTakeFirst();
+  return { totp: Number(totp.numDeletedRows) > 0, passkeys: Number(passkeys.numDeletedRows), recoveryCodes: Number(codes.numDeletedRows) };
+}
+
+/** What a user has set up as second factors: a confirmed authenticator app, account-wide passkeys, unused recovery codes. */
 export interface FactorSummary {
   totp: boolean;
   passkeys: number;
@@ -105,6 +124,8 @@ export function factorSummaryColumns(eb: ExpressionBuilder<Database, never>, use
       .selectFrom('passkeys')
       .select((e) => e.fn.countAll<string | number>().as('n'))
       .where('user_id', '=', userId)
+      // A passkey an app registered signs in only at that app: it is no factor of the account.
+      .where('app_id', 'is', null)
       .as('f_passkeys'),
   ] as const;
 }

@@ -196,6 +196,20 @@ export async function finishPendingGrant(db: Kysely<Database>, id: string): Prom
 }
 
 /**
+ * A pending REST sign-in that needs a second factor only now (the app requires one, and the user's
+ * address was just proven, so one can be enrolled): it waits for the factor first. Exactly one caller wins.
+ */
+export async function awaitSecondFactor(db: Kysely<Database>, id: string): Promise<boolean> {
+  const result = await db
+    .updateTable('grants')
+    .set({ awaiting_completion: AWAITING.secondFactor })
+    .where('id', '=', id)
+    .where('awaiting_completion', '=', AWAITING.restSignIn)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/**
  * Records the second factor on a grant that waits for one, and what it waits for next (a REST sign-in
  * goes on to its other pending steps; a provider session is then complete). Exactly one caller wins.
  */

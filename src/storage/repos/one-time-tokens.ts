@@ -68,6 +68,20 @@ export async function findLiveOneTimeTokenByUser(db: Kysely<Database>, kind: str
     .executeTakeFirst();
 }
 
+/** Every live token of a kind for a user, newest first (a user has few: enrolments in progress). */
+export async function listLiveOneTimeTokensOfUser(db: Kysely<Database>, kind: string, userId: string, now: number): Promise<OneTimeTokenRow[]> {
+  return db
+    .selectFrom('one_time_tokens')
+    .selectAll()
+    .where('kind', '=', kind)
+    .where('user_id', '=', userId)
+    .where('consumed_at', 'is', null)
+    .where('expires_at', '>', now)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .execute();
+}
+
 /** Consumes a live token. Returns whether this caller won (false: used, expired, exhausted or unknown). */
 export async function consumeOneTimeToken(db: Kysely<Database>, id: string, now: number, maxAttempts?: number): Promise<boolean> {
   let q = db.updateTable('one_time_tokens').set({ consumed_at: now }).where('id', '=', id).where('consumed_at', 'is', null).where('expires_at', '>', now);

@@ -1,7 +1,11 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { Database, PasskeysTable } from '../schema.js';
 
-/** Passkeys (WebAuthn credentials) of users. A credential id names exactly one passkey. */
+/**
+ * Passkeys (WebAuthn credentials) of users. A credential id names exactly one passkey. An account-wide
+ * passkey (`appId` null, added on the hosted account page) signs in everywhere and is a second factor;
+ * one an app registered with its access token (`appId` set) signs in only at that app.
+ */
 
 export type PasskeyRow = Selectable<PasskeysTable>;
 
@@ -15,6 +19,8 @@ export interface Passkey {
   deviceType: 'singleDevice' | 'multiDevice';
   backedUp: boolean;
   name: string;
+  /** The app that registered it (it signs in only there), or null: account-wide. */
+  appId: string | null;
   createdAt: number;
   lastUsedAt: number | null;
 }
@@ -37,6 +43,7 @@ function toPasskey(row: PasskeyRow): Passkey {
     deviceType: row.device_type,
     backedUp: row.backed_up === 1,
     name: row.name,
+    appId: row.app_id,
     createdAt: row.created_at,
     lastUsedAt: row.last_used_at,
   };
@@ -55,6 +62,7 @@ export async function insertPasskey(db: Kysely<Database>, passkey: Omit<Passkey,
       device_type: passkey.deviceType,
       backed_up: passkey.backedUp ? 1 : 0,
       name: passkey.name,
+      app_id: passkey.appId,
       created_at: passkey.createdAt,
       last_used_at: null,
     })
@@ -66,15 +74,12 @@ export async function findPasskeyByCredentialId(db: Kysely<Database>, credential
   return row && toPasskey(row);
 }
 
-/** A user's passkeys, oldest first. */
-export async function listPasskeysOfUser(db: Kysely<Database>, userId: string): Promise<Passkey[]> {
-  const rows = await db.selectFrom('passkeys').selectAll().where('user_id', '=', userId).orderBy('created_at', 'asc').orderBy('id', 'asc').execute();
+/** A user's passkeys, oldest first: all of them, or only the account-wide ones (the second factors). */
+export async function listPasskeysOfUser(db: Kysely<Database>, userId: string, only?: 'account-wide'): Promise<Passkey[]> {
+  let query = db.selectFrom('passkeys').selectAll().where('user_id', '=', userId);
+  if (only === 'account-wide') query = query.where('app_id', 'is', null);
+  const rows = await query.orderBy('created_at', 'asc').orderBy('id', 'asc').execute();
   return rows.map(toPasskey);
-}
-
-export async function countPasskeysOfUser(db: Kysely<Database>, userId: string): Promise<number> {
-  const row = await db.selectFrom('passkeys').select((eb) => eb.fn.countAll<number>().as('n')).where('user_id', '=', userId).executeTakeFirstOrThrow();
-  return Number(row.n);
 }
 
 /** Renames one of the user's passkeys; false when the user has no passkey of that id. */
@@ -89,12 +94,6 @@ export async function deletePasskey(db: Kysely<Database>, userId: string, id: st
   if (!row) return undefined;
   const result = await db.deleteFrom('passkeys').where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
   return Number(result.numDeletedRows) === 1 ? toPasskey(row) : undefined;
-}
-
-/** Deletes every passkey of a user (an operator's reset of lost factors); returns how many. */
-export async function deletePasskeysOfUser(db: Kysely<Database>, userId: string): Promise<number> {
-  const result = await db.deleteFrom('passkeys').where('user_id', '=', userId).executeTakeFirst();
-  return Number(result.numDeletedRows);
 }
 
 /**
