@@ -2,17 +2,23 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CreateDeveloperBody, UserListQuery } from '../admin/schemas.js';
 import { createDeveloper, listDeveloperViews, listUsers, setUserStatus } from '../admin/service.js';
 import { AppError } from '../errors.js';
-import { checkAdminToken } from '../plugins/admin-token.js';
+import { adminTokenFingerprint, checkAdminToken } from '../plugins/admin-token.js';
 import type { BrowserSessions } from '../plugins/browser-sessions.js';
+import { safeEqual } from '../shared/ids.js';
 import { requestContext } from '../shared/request-context.js';
 import { check, field, type FormBody } from './forms.js';
 import { createInvitation } from './service.js';
 
 /**
  * The operator view (`/console/operator`): the admin API's developers and users, for whoever gives
- * ADMIN_TOKEN in a form (same check and per-IP limit as the API). The proof lasts as long as the
- * console session it is kept in; no user sign-in is needed.
+ * ADMIN_TOKEN in a form (same check and per-IP limit as the API); no user sign-in is needed. The console
+ * session keeps a keyed fingerprint of the token given and when (OperatorProof), checked against the
+ * current ADMIN_TOKEN on every request: rotating or removing the token ends every operator session at
+ * once, and one ends on its own after OPERATOR_SESSION_SECONDS.
  */
+
+/** How long an operator session lasts before the token must be given again. */
+export const OPERATOR_SESSION_SECONDS = 4 * 3600;
 
 export type Render = (
   request: FastifyRequest,
@@ -21,14 +27,27 @@ export type Render = (
   locals: Record<string, unknown> & { titleKey: string; titleParams?: Record<string, string> },
 ) => Promise<FastifyReply>;
 
+/** The proof an operator gave: the fingerprint of the ADMIN_TOKEN of the time, and when. */
+interface OperatorProof {
+  fingerprint: string;
+  since: number;
+}
+
 interface OperatorData {
-  operator?: boolean;
+  operator?: OperatorProof;
 }
 
 export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSessions, render: Render) {
   const { db, config } = app;
   const now = () => app.clock.now();
-  const isOperator = (request: FastifyRequest) => sessions.readData<OperatorData>(request).operator === true;
+  const fingerprint = adminTokenFingerprint(config);
+
+  /** Is this session's proof for the ADMIN_TOKEN set now, and recent enough? (None is valid without a token.) */
+  const isOperator = (request: FastifyRequest) => {
+    const proof = sessions.readData<OperatorData>(request).operator;
+    if (!fingerprint || typeof proof !== 'object' || proof === null || typeof proof.fingerprint !== 'string' || typeof proof.since !== 'number') return false;
+    return safeEqual(proof.fingerprint, fingerprint) && now() - proof.since < OPERATOR_SESSION_SECONDS;
+  };
 
   /** Operator pages: the operator flag in locals (the layout's navigation), or back to the token form. */
   async function operatorOnly(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
@@ -47,7 +66,7 @@ export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSess
     const body = request.body as FormBody;
     const action = field(body, 'action');
     if (action === 'logout') {
-      await sessions.writeData(request, {});
+      await sessions.writeData(request, reply, {});
       return reply.redirect('/console/operator', 303);
     }
     if (action !== 'login') throw new AppError('invalid_request', { message: 'Unknown action.' });
@@ -58,7 +77,8 @@ export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSess
       reply.code(401);
       return render(request, reply, 'operator-login', { titleKey: 'console.operator.title', errors: { admin_token: 'This is not the ADMIN_TOKEN, or none is set.' } });
     }
-    await sessions.writeData(request, { operator: true } satisfies OperatorData);
+    // Kept in a row, not the anonymous session's sealed cookie: leaving the view must revoke it on the server.
+    await sessions.writeData(request, reply, { operator: { fingerprint: fingerprint!, since: now() } } satisfies OperatorData, { serverSide: true });
     return reply.redirect('/console/operator/developers', 303);
   });
 

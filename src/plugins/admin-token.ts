@@ -1,4 +1,6 @@
 import type { FastifyRequest } from 'fastify';
+import { createHmac, hkdfSync } from 'node:crypto';
+import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import { bearerCredential } from '../shared/bearer.js';
 import { safeEqual } from '../shared/ids.js';
@@ -21,6 +23,17 @@ export async function authenticateAdmin(request: FastifyRequest): Promise<void> 
   const header = request.headers.authorization;
   if (!header) throw new AppError('unauthorized', { headers: { 'www-authenticate': 'Bearer realm="gatehouse-admin"' }, detail: 'no admin token' });
   await checkAdminToken(request, bearerCredential(header));
+}
+
+/**
+ * A keyed fingerprint of the current ADMIN_TOKEN (null when none is set), kept in place of the token
+ * where a proof of it must be remembered (the console's operator view): it stops matching as soon as
+ * the token is rotated or removed, and tells nothing about the token without SECRET_KEY.
+ */
+export function adminTokenFingerprint(config: Pick<ResolvedConfig, 'adminToken' | 'secretKey'>): string | null {
+  if (!config.adminToken) return null;
+  const key = Buffer.from(hkdfSync('sha256', config.secretKey, 'gatehouse', 'gatehouse:admin-token-fingerprint', 32));
+  return createHmac('sha256', key).update(config.adminToken).digest('base64url');
 }
 
 /**

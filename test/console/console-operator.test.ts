@@ -73,4 +73,42 @@ describe('console operator view (ADMIN_TOKEN)', () => {
       await open.close();
     }
   });
+
+  it('ends when ADMIN_TOKEN is rotated or removed (re-checked on every request), and on its own after 4 hours', async () => {
+    const base = await buildTestApp();
+    const restarts: TestApp[] = [];
+    try {
+      const browser = new Browser(base.app);
+      const form = await browser.get('/console/operator');
+      await browser.post('/console/operator', { csrf: csrfOf(form.body), action: 'login', admin_token: TEST_ADMIN_TOKEN });
+      const page = '/console/operator/developers';
+      expect((await browser.get(page)).statusCode).toBe(200);
+      // The session keeps a keyed fingerprint, never the token itself.
+      const rows = await base.db.selectFrom('browser_sessions').select('data').execute();
+      expect(rows.some((r) => r.data.includes('fingerprint'))).toBe(true);
+      expect(rows.some((r) => r.data.includes(TEST_ADMIN_TOKEN))).toBe(false);
+
+      // The same browser after a restart with a new token, and with none: refused, and nothing is created.
+      for (const env of [{ ADMIN_TOKEN: 'a-new-admin-token-0123456789abcdef-rotated' }, { ADMIN_TOKEN: '' }]) {
+        const restarted = await buildTestApp({ env, storage: base.storage, clock: base.clock });
+        restarts.push(restarted);
+        const same = new Browser(restarted.app);
+        for (const [name, value] of browser.jar.cookies) same.jar.cookies.set(name, value);
+        const guarded = await same.get(page);
+        expect([guarded.statusCode, guarded.headers.location]).toEqual([303, '/console/operator']);
+        const csrf = csrfOf((await same.get('/console/operator')).body);
+        const create = await same.post(page, { csrf, action: 'create', email: 'stale@example.com', name: '' });
+        expect(create.statusCode).toBe(303);
+        expect(await base.db.selectFrom('developers').select('id').where('email', '=', 'stale@example.com').executeTakeFirst()).toBeUndefined();
+      }
+
+      // Positive control: with the token it was given for, the session still works — for 4 hours.
+      expect((await browser.get(page)).statusCode).toBe(200);
+      base.clock.advance(4 * 3600);
+      expect((await browser.get(page)).statusCode).toBe(303);
+    } finally {
+      for (const r of restarts) await r.close();
+      await base.close();
+    }
+  });
 });

@@ -120,11 +120,14 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** Builds the real application on a fresh database with a controllable clock; logs are captured. */
+/**
+ * Builds the real application on a fresh database with a controllable clock; logs are captured.
+ * `storage`: another instance's database instead (a restart with other settings); it stays open on close.
+ */
 export async function buildTestApp(
-  options: { env?: Record<string, string>; clock?: TestClock; withDb?: (db: Kysely<Database>) => Kysely<Database> } = {},
-): Promise<TestApp> {
-  const { storage, drop } = await createTestStorage();
+  options: { env?: Record<string, string>; clock?: TestClock; withDb?: (db: Kysely<Database>) => Kysely<Database>; storage?: Storage } = {},
+): Promise<TestApp & { storage: Storage }> {
+  const { storage, drop } = options.storage ? { storage: options.storage, drop: undefined } : await createTestStorage();
   const config = testConfig(options.env);
   const clock = options.clock ?? new TestClock();
   const logs: string[] = [];
@@ -135,11 +138,13 @@ export async function buildTestApp(
   return {
     app,
     db: storage.db,
+    storage,
     clock,
     config,
     logs,
     close: async () => {
       await app.close();
+      if (!drop) return;
       await storage.close();
       await drop();
     },
