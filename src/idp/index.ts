@@ -97,11 +97,16 @@ async function idpRoutes(scope: FastifyInstance) {
       };
       let location: string;
       try {
+        // Each start stores a provider transaction for anyone who asks: bounded per IP like the sign-in doors.
+        await app.throttle.hitIp(request);
         location = await app.idp.begin(request, reply, { intent: 'signin', app: appRequest });
       } catch (error) {
         if (isAppError(error) && error.code === 'idp_unavailable') {
           request.log.warn({ detail: error.detail }, 'provider unavailable at start');
           return errorRedirect(app, reply, target, 'temporarily_unavailable', 'The identity provider could not be reached.');
+        }
+        if (isAppError(error) && error.code === 'rate_limited') {
+          return errorRedirect(app, reply, target, 'temporarily_unavailable', 'Too many sign-ins from this address. Try again in a minute.');
         }
         throw error;
       }
