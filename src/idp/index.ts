@@ -3,13 +3,14 @@ import fp from 'fastify-plugin';
 import { AppError, isAppError } from '../errors.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { checkChallenge } from '../sign-in/pkce.js';
+import { resolveApp } from '../sign-in/requesting-app.js';
 import { requestContext } from '../shared/request-context.js';
 import { scopeList, unknownScopes } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
 import { findIdentity } from '../storage/repos/idp.js';
 import { findUserById } from '../storage/repos/users.js';
 import { deleteProviderSetting, isValidIssuer, loadProviderConfig, providerFromEnv, saveProviderSetting } from './provider.js';
-import { json, noBody, redirect, shareRouteDocs } from '../shared/responses.js';
+import { json, noBody, OPTIONAL_CLIENT_AUTH, redirect, shareRouteDocs } from '../shared/responses.js';
 import {
   CallbackQuery,
   ExchangeBody,
@@ -197,7 +198,9 @@ async function idpRoutes(scope: FastifyInstance) {
       schema: {
         operationId: 'exchangeProviderToken',
         summary: 'Sign in with a provider id_token or code (SPEC 4.3)',
-        description: 'Exactly one of `id_token` and `idp_code`. An id_token is accepted once. Throttled per IP.',
+        description:
+          'Exactly one of `id_token` and `idp_code`. An id_token is accepted once. A confidential app authenticates (Basic or `client_secret`), as at every door that issues its tokens. Throttled per IP.',
+        security: OPTIONAL_CLIENT_AUTH,
         body: ExchangeBody,
         response: { 200: nativeResult },
         errors: nativeErrors,
@@ -206,7 +209,8 @@ async function idpRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       await app.throttle.hitIp(request);
       reply.header('cache-control', 'no-store');
-      return app.idp.exchange(request.body, requestContext(request));
+      const client = await resolveApp(app, request, request.body, { authenticate: true });
+      return app.idp.exchange(client, request.body, requestContext(request));
     },
   );
 
@@ -216,7 +220,9 @@ async function idpRoutes(scope: FastifyInstance) {
       schema: {
         operationId: 'resumeProviderSignIn',
         summary: 'Resume a pending native sign-in (SPEC 4.4)',
-        description: '`consent=1` is only a signal: the server checks that consent and profile data are recorded. A still-pending answer issues a fresh ticket.',
+        description:
+          '`consent=1` is only a signal: the server checks that consent and profile data are recorded. A still-pending answer issues a fresh ticket. A confidential app authenticates (Basic or `client_secret`).',
+        security: OPTIONAL_CLIENT_AUTH,
         body: ResumeBody,
         response: { 200: nativeResult },
         errors: nativeErrors,
@@ -225,7 +231,8 @@ async function idpRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       await app.throttle.hitIp(request);
       reply.header('cache-control', 'no-store');
-      return app.idp.resume(request.body, requestContext(request));
+      const client = await resolveApp(app, request, request.body, { authenticate: true });
+      return app.idp.resume(client, request.body, requestContext(request));
     },
   );
 }

@@ -36,6 +36,7 @@ export const CallbackQuery = z.object({
 /** What the app sends on both native calls (SPEC 4.3, 4.4): who it is, where to, and the PKCE pair. */
 const NativeAppParams = z.object({
   client_id: clientId,
+  client_secret: z.string().min(1).max(512).optional().describe('A confidential app authenticates here (`client_secret_post`) or with HTTP Basic, as at `/oauth/token`.'),
   redirect_uri: redirectUri,
   state,
   code_challenge: codeChallenge,

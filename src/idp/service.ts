@@ -180,10 +180,15 @@ export class IdpService {
 
   // Apps -----------------------------------------------------------------------------------------------
 
-  /** App + exact redirect_uri check shared by every entry point (SPEC §7 rule 1). */
+  /** App + exact redirect_uri check shared by every browser entry point (SPEC §7 rule 1). */
   async checkApp(clientId: string, redirectUri: string): Promise<App> {
     const app = await findApp(this.db, clientId);
     if (!app || app.disabled) throw new AppError('invalid_client', { reason: app ? 'client_disabled' : 'client_unknown' });
+    return this.checkRedirect(app, redirectUri);
+  }
+
+  /** The exact redirect_uri check of an app the door has already identified (and, natively, authenticated). */
+  checkRedirect(app: App, redirectUri: string): App {
     if (!isRegisteredRedirectUri(app.redirectUris, redirectUri)) throw unregisteredRedirectUri(app.redirectUris, redirectUri, { production: this.deps.config.production });
     return app;
   }
@@ -454,10 +459,11 @@ export class IdpService {
   }
 
   async exchange(
+    client: App,
     input: NativeInput & { id_token?: string; idp_code?: string; nonce?: string; idp_redirect_uri?: string; idp_code_verifier?: string },
     ctx: RequestContext,
   ): Promise<NativeResult> {
-    const app = await this.checkApp(input.client_id, input.redirect_uri);
+    const app = this.checkRedirect(client, input.redirect_uri);
     if ((input.id_token === undefined) === (input.idp_code === undefined)) {
       throw new AppError('invalid_request', { message: 'Send exactly one of id_token and idp_code.' });
     }
@@ -500,8 +506,8 @@ export class IdpService {
    * `pending` `mfa` answer asked for is checked first (a TOTP or recovery code; a wrong one → 400
    * `invalid_code`, under the login lockout).
    */
-  async resume(input: NativeInput & { session: string; consent?: string; code?: string }, ctx: RequestContext): Promise<NativeResult> {
-    const app = await this.checkApp(input.client_id, input.redirect_uri);
+  async resume(client: App, input: NativeInput & { session: string; consent?: string; code?: string }, ctx: RequestContext): Promise<NativeResult> {
+    const app = this.checkRedirect(client, input.redirect_uri);
     this.checkPkce(input);
     const claims = await this.deps.tokens.verifySession(input.session, app.id);
     const user = await findUserById(this.db, claims.sub);

@@ -15,7 +15,7 @@ describe('POST /oauth/idp/exchange with id_token (path A)', () => {
 
   beforeAll(async () => {
     p = await startProvider({ redirectUris: ['http://localhost:3000/oauth/idp/callback'] });
-    t = await buildTestApp({ env: { IDP_ISSUER: p.issuer, IDP_CLIENT_ID: p.clientId, IDP_CLIENT_SECRET: p.clientSecret, IDP_NAME: 'TestIdP' } });
+    t = await buildTestApp({ env: { IDP_ISSUER: p.issuer, IDP_CLIENT_ID: p.clientId, IDP_CLIENT_SECRET: p.clientSecret, IDP_NAME: 'TestIdP', IP_AUTH_PER_MINUTE: '1000' } });
     clientId = (await makeApp(t.db, { redirectUris: [REDIRECT] })).id;
   });
   afterAll(async () => {
@@ -75,6 +75,37 @@ describe('POST /oauth/idp/exchange with id_token (path A)', () => {
     const replay = await exchange({ id_token });
     expect(replay.statusCode).toBe(401);
     expect(replay.json().code).toBe('invalid_id_token');
+  });
+
+  it('a confidential app authenticates at exchange and resume, as at every door that issues its tokens', async () => {
+    const secret = 'cs_native-secret-0123456789abcdefghij';
+    const confidential = await makeApp(t.db, { type: 'confidential', redirectUris: [REDIRECT], clientSecret: secret });
+    const user = await bound('confidential-sub');
+    const native = (path: 'exchange' | 'resume', body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+      t.app.inject({ method: 'POST', url: `/oauth/idp/${path}`, headers, payload: { client_id: confidential.id, redirect_uri: REDIRECT, ...body } });
+
+    // The attack: someone holding only the provider id_token (or a pending session) completes the app's sign-in without its secret.
+    const idToken = await p.sign(p.claims('confidential-sub'));
+    for (const secretPart of [{}, { client_secret: 'cs_wrong' }]) {
+      const res = await native('exchange', { id_token: idToken, ...secretPart });
+      expect(res.statusCode).toBe(401);
+      expect(res.json().code).toBe('invalid_client');
+      expect(res.headers['www-authenticate']).toMatch(/^Basic/);
+    }
+    // Positive control: with the secret in the body, and with Basic.
+    const ok = await native('exchange', { id_token: idToken, client_secret: secret });
+    expect(ok.statusCode, ok.body).toBe(200);
+    expect(ok.json()).toMatchObject({ status: 'ok', response_mode: 'session' });
+    expect((await t.app.tokens.verifySession(ok.json().session, confidential.id)).sub).toBe(user.id);
+
+    const session = ok.json().session as string;
+    const anonymousResume = await native('resume', { session });
+    expect(anonymousResume.statusCode).toBe(401);
+    expect(anonymousResume.json().code).toBe('invalid_client');
+    const basic = { authorization: `Basic ${Buffer.from(`${confidential.id}:${secret}`).toString('base64')}` };
+    const resumed = await native('resume', { session }, basic);
+    expect(resumed.statusCode, resumed.body).toBe(200);
+    expect(resumed.json()).toMatchObject({ status: 'ok', response_mode: 'session' });
   });
 
   it('checks the nonce: raw or its SHA-256 hex, mismatch and missing rejected', async () => {
