@@ -4,7 +4,7 @@ import type { Translate } from '../plugins/i18n.js';
 import { requestContext } from '../shared/request-context.js';
 import { findUserById } from '../storage/repos/users.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
-import { carriedQuery, completeBrowserSignIn, field, flowApp } from './flow.js';
+import { carriedQuery, completeBrowserSignIn, field, shownFlowApp } from './flow.js';
 import { type FormState, formFailure, formState } from './form-state.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
@@ -31,9 +31,9 @@ function mailFormFailure(request: FastifyRequest, reply: FastifyReply, error: un
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
-/** The app of the authorization request in flight (named in the mail; the hosted pages never bind a link to it). */
+/** The app of the authorization request in flight, on its own pages (named in the mail; the hosted pages never bind a link to it). */
 async function mailingApp(request: FastifyRequest): Promise<{ id: string; name: string } | undefined> {
-  const flow = await flowApp(request);
+  const flow = await shownFlowApp(request);
   return flow ? { id: flow.id, name: flow.name } : undefined;
 }
 const cleanEmail = (value: string) => value.trim().slice(0, 254);

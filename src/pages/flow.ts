@@ -3,6 +3,7 @@ import { type FactorChangeRefusal, isFactorDue } from '../sign-in/policy.js';
 import type { FirstFactor } from '../sign-in/service.js';
 import { type FlowState, isSafeResume, pendingMfa } from '../shared/pending-flow.js';
 import { requestContext } from '../shared/request-context.js';
+import { findAppUser } from '../storage/repos/app-users.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import type { UserRow } from '../storage/repos/users.js';
 import { renderPage } from '../plugins/views.js';
@@ -22,12 +23,23 @@ export function resumeOf(request: FastifyRequest): string | undefined {
   return isSafeResume(resume) ? resume : undefined;
 }
 
-/** The app of the authorization request in flight (for the "to continue to {app}" line and events). */
+/** The app of the authorization request in flight (its sign-in policy, and the app events name). */
 export async function flowApp(request: FastifyRequest): Promise<App | undefined> {
   const resume = resumeOf(request);
   if (!resume) return undefined;
   const clientId = new URLSearchParams(resume.slice(resume.indexOf('?') + 1)).get('client_id');
   return clientId ? findApp(request.server.db, clientId) : undefined;
+}
+
+/**
+ * The app of the flow in flight as a page may show it (its name, logo and colour, "to continue to
+ * {app}", the app named in a mail), on the pages of that flow only: every one of them names its client
+ * (`?client_id`, carried from page to page). A request stored in the session by a drive-by
+ * `/oauth/authorize` therefore brands no page the visitor opens on their own.
+ */
+export async function shownFlowApp(request: FastifyRequest): Promise<App | undefined> {
+  const client = await flowApp(request);
+  return client && ((request.query ?? {}) as Record<string, unknown>).client_id === client.id ? client : undefined;
 }
 
 /** An app's home page, for links back to it: the origin of its first web redirect URI. */
@@ -41,14 +53,17 @@ export function appHome(app: App): string | undefined {
 
 /**
  * The way back to the app the user came from: the authorization request in flight (which returns to
- * the app signed in), else the home of the app the page was opened for (`?client_id=`).
+ * the app signed in), else, for a signed-in user of the app the page was opened for (`?client_id=`),
+ * its home. Nobody else is shown an app's name or a link of its choosing.
  */
 export async function appLink(request: FastifyRequest): Promise<{ name: string; href: string } | undefined> {
   const resume = resumeOf(request);
-  const inFlight = await flowApp(request);
+  const inFlight = await shownFlowApp(request);
   if (resume && inFlight && !inFlight.disabled) return { name: inFlight.name, href: resume };
   const clientId = ((request.query ?? {}) as Record<string, unknown>).client_id;
-  const named = typeof clientId === 'string' && clientId.length <= 200 ? await findApp(request.server.db, clientId) : undefined;
+  const userId = request.browserSession?.user_id;
+  if (!userId || typeof clientId !== 'string' || clientId.length > 200 || !(await findAppUser(request.server.db, clientId, userId))) return undefined;
+  const named = await findApp(request.server.db, clientId);
   const home = named && !named.disabled ? appHome(named) : undefined;
   return named && home ? { name: named.name, href: home } : undefined;
 }

@@ -8,7 +8,7 @@ import authMailPages from './auth-mail.js';
 import brandingRoutes, { brandOf } from './branding.js';
 import consentPages from './consent.js';
 import continuePages from './continue.js';
-import { flowApp } from './flow.js';
+import { shownFlowApp } from './flow.js';
 import { documentPage } from './docs.js';
 import legalPages from './legal.js';
 import loginPages from './login.js';
@@ -70,7 +70,7 @@ export default async function hostedPages(app: FastifyInstance) {
 
   app.addHook('preHandler', async (request) => {
     request.browserSession = await app.browserSessions.load(request);
-    request.pageBrand = brandOf(await flowApp(request));
+    request.pageBrand = brandOf(await shownFlowApp(request));
     const { csrf } = request.routeOptions.config;
     if (request.method !== 'POST' || !(typeof csrf === 'function' ? csrf(request) : csrf)) return;
     assertCsrf(request);

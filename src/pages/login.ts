@@ -3,7 +3,7 @@ import { requestContext } from '../shared/request-context.js';
 import { IDP_SETTING_KEY, getSetting, type IdpSetting } from '../storage/repos/settings.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
-import { carriedQuery, completeBrowserSignIn, field, flowApp, resumeOf } from './flow.js';
+import { carriedQuery, completeBrowserSignIn, field, flowApp, resumeOf, shownFlowApp } from './flow.js';
 import { type FormState, formFailure, formState, signInHelp } from './form-state.js';
 import { loginPasskeys } from './passkeys.js';
 
@@ -48,7 +48,7 @@ export default async function loginPages(app: FastifyInstance) {
   async function renderLogin(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; email?: string }) {
     const session = await app.browserSessions.ensure(request, reply);
     const resume = resumeOf(request);
-    const client = await flowApp(request);
+    const client = await shownFlowApp(request);
     const name = await providerName(app);
     const fields = name ? idpFields(resume) : undefined;
     const carried = carriedQuery(request);

@@ -12,7 +12,7 @@ import { requestContext } from '../shared/request-context.js';
 import { isFactorDue, type SecondFactorDemand, withSecondFactor } from '../sign-in/policy.js';
 import type { SecondFactorProof } from '../sign-in/service.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { accountMfaError, afterSignIn, carriedQuery, field, flowApp, readFlow, showRecoveryCodes } from './flow.js';
+import { accountMfaError, afterSignIn, carriedQuery, field, flowApp, readFlow, shownFlowApp, showRecoveryCodes } from './flow.js';
 import { type FormState, formFailure, formState } from './form-state.js';
 import { ceremonyAnswer, passkeyGetForm } from './passkeys.js';
 
@@ -102,7 +102,7 @@ export default async function mfaPages(scope: FastifyInstance) {
   async function renderMfa(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState } = {}) {
     const pending = pendingOf(request);
     const { demand, user, methods } = await demandOf(request, pending);
-    const client = await flowApp(request);
+    const client = await shownFlowApp(request);
     const passkeys = methods.includes('passkey') && app.passkeys.enabled ? passkeyGetForm(`/mfa${carriedQuery(request)}`, '/mfa/passkey/options', 'mfa.passkey') : undefined;
     return renderPage(request, reply, 'mfa', {
       titleKey: 'mfa.title',

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requestContext } from '../shared/request-context.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
-import { carriedQuery, completeBrowserSignIn, field, flowApp } from './flow.js';
+import { carriedQuery, completeBrowserSignIn, field, flowApp, shownFlowApp } from './flow.js';
 import { type FormState, formState } from './form-state.js';
 import { signInFailure } from './login.js';
 import { localeOf, renderPage } from '../plugins/views.js';
@@ -20,7 +20,7 @@ export default async function registerPages(app: FastifyInstance) {
 
   async function renderRegister(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; email?: string; name?: string }) {
     const session = await app.browserSessions.ensure(request, reply);
-    const client = await flowApp(request);
+    const client = await shownFlowApp(request);
     const carried = carriedQuery(request);
     return renderPage(request, reply, 'register', {
       titleKey: 'oauth.register.title',
