@@ -25,6 +25,7 @@ import mailerPlugin from './mail/index.js';
 import metricsPlugin from './metrics/index.js';
 import maintenancePlugin from './maintenance/index.js';
 import browserSessionsPlugin from './plugins/browser-sessions.js';
+import allAppOriginsPlugin from './plugins/cors.js';
 import hostedPages from './pages/index.js';
 import passkeyRoutes, { passkeysPlugin } from './passkeys/index.js';
 import viewsPlugin, { renderHtmlError } from './plugins/views.js';
@@ -145,6 +146,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(tokensPlugin);
   await app.register(viewsPlugin);
   await app.register(browserSessionsPlugin);
+  await app.register(allAppOriginsPlugin);
   await app.register(throttlePlugin);
   await app.register(mfaPlugin);
   await app.register(signInPlugin);

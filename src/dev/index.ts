@@ -44,6 +44,7 @@ async function appsRoutes(scope: FastifyInstance) {
       schema: {
         operationId: 'createApp',
         summary: 'Create an app',
+        description: 'A developer may have at most 100 apps (400 `invalid_request` beyond); an app at most 20 redirect URIs and 20 `allowed_origins`.',
         body: CreateAppBody,
         response: { 201: json("The app; a confidential app's client_secret is shown only here.", AppView) },
         examples: {

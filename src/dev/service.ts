@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
-import { type App, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
+import { type App, countAppsOfDeveloper, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
 import { appendEvent, type EventType } from '../storage/repos/events.js';
 import type { Database } from '../storage/schema.js';
 import { inTransaction } from '../storage/transaction.js';
@@ -59,7 +59,16 @@ async function recordAppChange(db: Kysely<Database>, now: number, type: EventTyp
   await appendEvent(db, now, { type, appId: app.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { developer_id: app.developerId, ...data } });
 }
 
-/** Creates an app; a confidential app gets a client secret, returned once (only its hash is stored). */
+/**
+ * The most apps a developer may have: with at most MAX_REDIRECT_URIS redirect URIs and
+ * MAX_ALLOWED_ORIGINS origins each, what one developer adds to every process's CORS origins is bounded.
+ */
+export const MAX_APPS_PER_DEVELOPER = 100;
+
+/**
+ * Creates an app; a confidential app gets a client secret, returned once (only its hash is stored).
+ * A developer at MAX_APPS_PER_DEVELOPER → 400 `invalid_request`, nothing created.
+ */
 export async function createApp(db: Kysely<Database>, now: number, developerId: string, input: NewAppInput, ctx: RequestContext = {}): Promise<AppView> {
   const clientSecret = input.type === 'confidential' ? newSecret('cs') : undefined;
   const app: App = {
@@ -79,6 +88,9 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     updatedAt: now,
   };
   await inTransaction(db, async (trx) => {
+    if ((await countAppsOfDeveloper(trx, developerId)) >= MAX_APPS_PER_DEVELOPER) {
+      throw new AppError('invalid_request', { message: `A developer may have at most ${MAX_APPS_PER_DEVELOPER} apps. Delete one you no longer use first.`, detail: 'app limit reached' });
+    }
     await insertApp(trx, app);
     await recordAppChange(trx, now, 'app.created', app, ctx, { name: app.name, type: app.type });
   });
@@ -129,7 +141,7 @@ export async function rotateClientSecret(db: Kysely<Database>, now: number, app:
 /** Deletes an app; its grants, codes, consents, app users and profiles go with it (foreign keys cascade). */
 export async function removeApp(db: Kysely<Database>, now: number, app: App, ctx: RequestContext = {}): Promise<void> {
   await inTransaction(db, async (trx) => {
-    await deleteApp(trx, app.id);
+    await deleteApp(trx, app.id, now);
     await recordAppChange(trx, now, 'app.deleted', app, ctx, { name: app.name });
   });
 }

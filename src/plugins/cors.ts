@@ -1,6 +1,9 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Kysely } from 'kysely';
 import { corsHeadersFor, originsOfApp, originsOfApps } from '../shared/cors.js';
-import { findApp, listAllApps } from '../storage/repos/apps.js';
+import { appsVersion, findApp, listAppOrigins } from '../storage/repos/apps.js';
+import type { Database } from '../storage/schema.js';
 
 /**
  * CORS for the endpoints single-page apps call (CONTRACT §14 items 17 and 23), one mechanism for every
@@ -14,7 +17,58 @@ declare module 'fastify' {
     /** The app a CORS-enabled request was identified as (its client or credential): its origins are allowed. */
     corsAppId?: string;
   }
+  interface FastifyInstance {
+    /** The origins of every app, for the requests that name none. */
+    allAppOrigins: AllAppOrigins;
+  }
 }
+
+/**
+ * The origins of every app (where a request names none: preflights, discovery, JWKS), kept in memory
+ * and rebuilt only when the apps changed: each use reads the apps' version stamp (one row, replaced
+ * in the transaction of every app write, on any process), so an anonymous request never reads the
+ * apps table, however many apps there are, and a change shows on every process at once. Concurrent
+ * rebuilds are one.
+ */
+export class AllAppOrigins {
+  private current: { version: string | undefined; origins: ReadonlySet<string> } | undefined;
+  private rebuilding: { version: string | undefined; origins: Promise<ReadonlySet<string>> } | undefined;
+
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async get(): Promise<ReadonlySet<string>> {
+    const version = await appsVersion(this.db);
+    const current = this.current;
+    if (current && current.version === version) return current.origins;
+    // A rebuild started for an older stamp may have read the apps before this change: only one for this stamp will do.
+    let rebuild = this.rebuilding;
+    if (!rebuild || rebuild.version !== version) {
+      const started = {
+        version,
+        origins: listAppOrigins(this.db).then((apps) => {
+          const origins = originsOfApps(apps);
+          this.current = { version, origins };
+          return origins;
+        }),
+      };
+      rebuild = this.rebuilding = started;
+      void started.origins
+        .finally(() => {
+          if (this.rebuilding === started) this.rebuilding = undefined;
+        })
+        .catch(() => undefined);
+    }
+    return rebuild.origins;
+  }
+}
+
+/** `app.allAppOrigins`, one per process. */
+export default fp(
+  async (app: FastifyInstance) => {
+    app.decorate('allAppOrigins', new AllAppOrigins(app.db));
+  },
+  { name: 'all-app-origins', dependencies: ['db'] },
+);
 
 export interface CorsPolicy {
   /** The client_id a request names before it is authenticated (a body field, X-Client-Id, Basic credentials). */
@@ -36,7 +90,7 @@ async function allowedOrigins(request: FastifyRequest, policy: CorsPolicy): Prom
     const app = await findApp(request.server.db, clientId);
     return app ? originsOfApp(app) : [];
   }
-  return policy.unnamed === 'all-apps' ? originsOfApps(await listAllApps(request.server.db)) : [];
+  return policy.unnamed === 'all-apps' ? request.server.allAppOrigins.get() : [];
 }
 
 /** An onSend hook adding the CORS headers of `policy` to every answer (apps are read only when a browser sends Origin). */
@@ -51,7 +105,7 @@ export function corsOnSend(policy: CorsPolicy) {
 /** Handler of an OPTIONS preflight route. */
 export async function answerPreflight(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const origin = request.headers.origin;
-  const allowed = origin === undefined ? [] : originsOfApps(await listAllApps(request.server.db));
+  const allowed = origin === undefined ? [] : await request.server.allAppOrigins.get();
   return reply.code(204).headers(corsHeadersFor(origin, allowed, 'preflight')).send();
 }
 

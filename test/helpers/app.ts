@@ -113,6 +113,8 @@ export function testConfig(env: Record<string, string> = {}): ResolvedConfig {
 export interface TestApp {
   app: FastifyInstance;
   db: Kysely<Database>;
+  /** The database under the app, for another instance on it (`buildTestApp({ storage })`). */
+  storage: Storage;
   clock: TestClock;
   config: ResolvedConfig;
   /** Every log line written so far (JSON strings), for secret-leak assertions. */
@@ -126,7 +128,7 @@ export interface TestApp {
  */
 export async function buildTestApp(
   options: { env?: Record<string, string>; clock?: TestClock; withDb?: (db: Kysely<Database>) => Kysely<Database>; storage?: Storage } = {},
-): Promise<TestApp & { storage: Storage }> {
+): Promise<TestApp> {
   const { storage, drop } = options.storage ? { storage: options.storage, drop: undefined } : await createTestStorage();
   const config = testConfig(options.env);
   const clock = options.clock ?? new TestClock();

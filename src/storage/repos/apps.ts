@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
+import { newId } from '../../shared/ids.js';
 import { precompiled } from '../precompiled.js';
+import { getSetting, putSetting } from './settings.js';
 import type { AppRow, AppsTable, Database } from '../schema.js';
 
 export type AppType = 'public' | 'confidential';
@@ -97,17 +99,43 @@ export async function listAllApps(db: Kysely<Database>): Promise<App[]> {
   return (await db.selectFrom('apps').selectAll().execute()).map(toApp);
 }
 
+/** What decides every app's CORS origins (shared/cors.ts), and nothing more. */
+export async function listAppOrigins(db: Kysely<Database>): Promise<Array<Pick<App, 'redirectUris' | 'allowedOrigins' | 'disabled'>>> {
+  const rows = await db.selectFrom('apps').select(['redirect_uris', 'allowed_origins', 'disabled']).execute();
+  return rows.map((row) => ({ redirectUris: JSON.parse(row.redirect_uris) as string[], allowedOrigins: JSON.parse(row.allowed_origins) as string[], disabled: row.disabled === 1 }));
+}
+
+/**
+ * A stamp of the apps' contents that every write below replaces, in the writer's transaction: a cache
+ * of something derived from all apps (plugins/cors.ts) compares it, one row, instead of reading them.
+ */
+const APPS_VERSION_KEY = 'apps_version';
+
+export async function appsVersion(db: Kysely<Database>): Promise<string | undefined> {
+  return getSetting<string>(db, APPS_VERSION_KEY);
+}
+
+const stampAppsChange = (db: Kysely<Database>, at: number) => putSetting(db, APPS_VERSION_KEY, newId('apv'), at);
+
 export async function insertApp(db: Kysely<Database>, app: App): Promise<void> {
   await db.insertInto('apps').values(toRow(app)).execute();
+  await stampAppsChange(db, app.updatedAt);
 }
 
 export async function saveApp(db: Kysely<Database>, app: App): Promise<void> {
   const { id, ...rest } = toRow(app);
   await db.updateTable('apps').set(rest).where('id', '=', id).execute();
+  await stampAppsChange(db, app.updatedAt);
 }
 
-export async function deleteApp(db: Kysely<Database>, id: string): Promise<void> {
+export async function deleteApp(db: Kysely<Database>, id: string, at: number): Promise<void> {
   await db.deleteFrom('apps').where('id', '=', id).execute();
+  await stampAppsChange(db, at);
+}
+
+export async function countAppsOfDeveloper(db: Kysely<Database>, developerId: string): Promise<number> {
+  const row = await db.selectFrom('apps').select((eb) => eb.fn.countAll<number>().as('n')).where('developer_id', '=', developerId).executeTakeFirstOrThrow();
+  return Number(row.n);
 }
 
 export async function countApps(db: Kysely<Database>): Promise<number> {
