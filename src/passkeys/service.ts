@@ -33,7 +33,7 @@ import type { RelyingParty } from './relying-party.js';
  * Passkeys (WebAuthn): registration, sign-in verification and management, for every door (hosted
  * pages, `/v1/auth/passkey/*`, and the MFA step, which uses a passkey as a second factor).
  *
- * Two kinds (docs/security/passkeys.md): an account-wide passkey, added on the hosted account page,
+ * Two kinds (docs/security/credentials.md): an account-wide passkey, added on the hosted account page,
  * signs in everywhere and is a second factor; a passkey an app registered with its access token is
  * scoped to that app — it signs in only there and is no factor of the account, so no app can add a
  * credential that opens the person's account at other apps or the console.
