@@ -184,44 +184,26 @@ export async function revokeGrantsOfUser(db: Kysely<Database>, userId: string, a
   await codes.execute();
 }
 
-/** Ends the `pending` state of a REST sign-in's grant. Exactly one caller wins; returns whether it was this one. */
-export async function finishPendingGrant(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db
-    .updateTable('grants')
-    .set({ awaiting_completion: AWAITING.nothing })
-    .where('id', '=', id)
-    .where('awaiting_completion', '=', AWAITING.restSignIn)
-    .executeTakeFirst();
+/** Moves a grant waiting for `from` on to `set`, once: exactly one concurrent caller wins. */
+async function advancePending(db: Kysely<Database>, id: string, from: Awaiting, set: { awaiting_completion: Awaiting; amr?: string }): Promise<boolean> {
+  const result = await db.updateTable('grants').set(set).where('id', '=', id).where('awaiting_completion', '=', from).executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
 }
+
+/** A pending REST sign-in completes (its tokens are issued in the same transaction). */
+export const finishPendingGrant = (db: Kysely<Database>, id: string) => advancePending(db, id, AWAITING.restSignIn, { awaiting_completion: AWAITING.nothing });
 
 /**
  * A pending REST sign-in that needs a second factor only now (the app requires one, and the user's
- * address was just proven, so one can be enrolled): it waits for the factor first. Exactly one caller wins.
+ * address was just proven, so one can be enrolled): it waits for the factor first.
  */
-export async function awaitSecondFactor(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db
-    .updateTable('grants')
-    .set({ awaiting_completion: AWAITING.secondFactor })
-    .where('id', '=', id)
-    .where('awaiting_completion', '=', AWAITING.restSignIn)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
-}
+export const awaitSecondFactor = (db: Kysely<Database>, id: string) => advancePending(db, id, AWAITING.restSignIn, { awaiting_completion: AWAITING.secondFactor });
 
 /**
  * Records the second factor on a grant that waits for one, and what it waits for next (a REST sign-in
- * goes on to its other pending steps; a provider session is then complete). Exactly one caller wins.
+ * goes on to its other pending steps; a provider session is then complete).
  */
-export async function recordSecondFactor(db: Kysely<Database>, id: string, amr: string, next: Awaiting): Promise<boolean> {
-  const result = await db
-    .updateTable('grants')
-    .set({ amr, awaiting_completion: next })
-    .where('id', '=', id)
-    .where('awaiting_completion', '=', AWAITING.secondFactor)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
-}
+export const recordSecondFactor = (db: Kysely<Database>, id: string, amr: string, next: Awaiting) => advancePending(db, id, AWAITING.secondFactor, { amr, awaiting_completion: next });
 
 // Refresh tokens -------------------------------------------------------------------------------------
 

@@ -54,9 +54,9 @@ export async function findLiveOneTimeTokenByEmail(db: Kysely<Database>, kind: st
     .executeTakeFirst();
 }
 
-/** The newest live token of a kind for a user. */
-export async function findLiveOneTimeTokenByUser(db: Kysely<Database>, kind: string, userId: string, now: number): Promise<OneTimeTokenRow | undefined> {
-  return db
+/** The live tokens of a kind for a user, newest first. */
+const liveOfUser = (db: Kysely<Database>, kind: string, userId: string, now: number) =>
+  db
     .selectFrom('one_time_tokens')
     .selectAll()
     .where('kind', '=', kind)
@@ -64,22 +64,16 @@ export async function findLiveOneTimeTokenByUser(db: Kysely<Database>, kind: str
     .where('consumed_at', 'is', null)
     .where('expires_at', '>', now)
     .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .executeTakeFirst();
+    .orderBy('id', 'desc');
+
+/** The newest live token of a kind for a user. */
+export async function findLiveOneTimeTokenByUser(db: Kysely<Database>, kind: string, userId: string, now: number): Promise<OneTimeTokenRow | undefined> {
+  return liveOfUser(db, kind, userId, now).executeTakeFirst();
 }
 
 /** Every live token of a kind for a user, newest first (a user has few: enrolments in progress). */
 export async function listLiveOneTimeTokensOfUser(db: Kysely<Database>, kind: string, userId: string, now: number): Promise<OneTimeTokenRow[]> {
-  return db
-    .selectFrom('one_time_tokens')
-    .selectAll()
-    .where('kind', '=', kind)
-    .where('user_id', '=', userId)
-    .where('consumed_at', 'is', null)
-    .where('expires_at', '>', now)
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .execute();
+  return liveOfUser(db, kind, userId, now).execute();
 }
 
 /** Consumes a live token. Returns whether this caller won (false: used, expired, exhausted or unknown). */
