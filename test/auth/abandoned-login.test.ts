@@ -11,8 +11,8 @@ import type { App } from '../../src/storage/repos/apps.js';
 
 // A login flood whose clients give up must not cost an argon2 computation per request that nobody will
 // read: a password check still waiting for its turn when its client closes the connection is skipped,
-// evaluates nothing, records nothing and gives its lockout slot back (issue 13, bench/RESULTS.md finding 126).
-// One that waited over PASSWORD_MAX_WAIT_MS is refused the same way, with 503 and Retry-After (finding 128).
+// evaluates nothing, records nothing and gives its lockout slot back (issue 13).
+// One that waited over PASSWORD_MAX_WAIT_MS is refused the same way, with 503 and Retry-After.
 
 const MAX_WAIT_MS = 300;
 
