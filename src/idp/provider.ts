@@ -240,9 +240,15 @@ function exchangeFailure(error: unknown): AppError {
       : error instanceof oidc.ClientError && error.cause instanceof Response
         ? error.cause.status
         : undefined;
-  if (status !== undefined && status >= 400 && status < 500) return new AppError('invalid_idp_code', { detail: `provider token endpoint answered ${status}`, cause: error });
-  if (error instanceof oidc.ClientError && REFUSED_RESPONSE.has(error.code ?? '')) return new AppError('invalid_id_token', { detail: error.message, cause: error });
-  return unavailable(status === undefined ? 'token request failed' : `token endpoint answered ${status}`, error);
+  // Never the error itself as the cause: openid-client's may hold the token response, which is never logged.
+  if (status !== undefined && status >= 400 && status < 500) return new AppError('invalid_idp_code', { detail: `provider token endpoint answered ${status}` });
+  if (error instanceof oidc.ClientError && REFUSED_RESPONSE.has(error.code ?? '')) {
+    return new AppError('invalid_id_token', { detail: error.cause instanceof Error ? error.cause.message : error.message });
+  }
+  if (status !== undefined) return unavailable(`token endpoint answered ${status}`);
+  const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return unavailable(`token request failed: ${reason}${typeof code === 'string' ? ` (${code})` : ''}`);
 }
 
 /**

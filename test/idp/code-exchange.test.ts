@@ -4,6 +4,7 @@ import { newId } from '../../src/shared/ids.js';
 import { insertIdentity } from '../../src/storage/repos/idp.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
+import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 import { Browser } from '../helpers/oauth-flows.js';
 import { type ScriptedProvider, startScriptedProvider } from '../helpers/scripted-provider.js';
 
@@ -21,6 +22,8 @@ const REDIRECT = 'com.example.app://cb';
 let p: ScriptedProvider;
 let t: TestApp;
 let appId: string;
+/** Every code and id_token handed to the provider: none may reach a log line. */
+const secrets: string[] = [CLIENT_SECRET];
 
 beforeAll(async () => {
   p = await startScriptedProvider({ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET });
@@ -39,7 +42,9 @@ async function boundCode(extra: Record<string, unknown> = {}): Promise<{ code: s
   await insertIdentity(t.db, { id: newId('pid'), userId: user.id, issuer: p.issuer, subject: sub, email: null, createdAt: t.clock.now() });
   const now = t.clock.now();
   const code = `code-${randomBytes(6).toString('hex')}`;
-  p.codes.set(code, await p.sign({ iss: p.issuer, sub, aud: CLIENT_ID, iat: now, exp: now + 300, ...extra }));
+  const idToken = await p.sign({ iss: p.issuer, sub, aud: CLIENT_ID, iat: now, exp: now + 300, ...extra });
+  p.codes.set(code, idToken);
+  secrets.push(code, idToken);
   return { code, userId: user.id };
 }
 
@@ -122,5 +127,16 @@ describe('the callback', () => {
     expect(signedIn.statusCode).toBe(303);
     // A new user owes consent: the hosted step, on the way back to the app.
     expect(new URL(String(signedIn.headers.location)).pathname).toBe('/oauth/authorize');
+  });
+});
+
+describe('the log of these refusals', () => {
+  it('says why each was refused, and holds no code, id_token or client secret', () => {
+    const lines = t.logs.join('\n');
+    expect(lines).toMatch(/"detail":"token request failed: TypeError: fetch failed/);
+    expect(lines).toMatch(/"detail":"token endpoint answered 500"/);
+    expect(lines).toMatch(/"detail":"unexpected \\"iss\\" \(issuer\) response parameter value"/);
+    expect(lines).toMatch(/"detail":"unexpected ID Token \\"nonce\\" claim value"/);
+    expectNoSecretsInLogs(t.logs, secrets);
   });
 });
