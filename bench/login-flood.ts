@@ -14,7 +14,7 @@ import { freePort, runLoadGenerator, startServer, type ServerProcess } from './h
  * retrying apps do when sign-in is overloaded. The production build on a fresh SQLite file and the bare
  * Fastify + argon2 `verify` reference (Gatehouse's implementation and parameters), each in turn. Reports the logins answered in time, and for
  * Gatehouse the argon2 computations run, skipped (its client had gone: it would answer nobody) and
- * refused as overdue (it had waited over PASSWORD_MAX_WAIT_MS: 503), from its `/metrics`. With
+ * refused as overdue (it had waited over PASSWORD_MAX_WAIT_MS: 503), from its metrics (METRICS_PORT). With
  * `--max-wait-ms`, each round runs Gatehouse once per bound listed (0: none), one after the other, so
  * the bounds are compared at the same hour. Prints a Markdown table; figures go into bench/RESULTS.md
  * by hand.
@@ -35,8 +35,9 @@ interface Hashing {
   waiting: number;
 }
 
-async function hashing(server: string): Promise<Hashing> {
-  const body = await (await fetch(`${server}/metrics`)).text();
+/** The argon2 queue, from the metrics Gatehouse serves on `metricsPort` (METRICS_PORT). */
+async function hashing(metricsPort: number): Promise<Hashing> {
+  const body = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   const read = (name: string) => Number(new RegExp(`^gatehouse_password_hashing_${name} (\\d+)$`, 'm').exec(body)?.[1] ?? NaN);
   return { total: read('total'), skipped: read('skipped_total'), overdue: read('overdue_total'), running: read('running'), waiting: read('waiting') };
 }
@@ -73,7 +74,8 @@ export async function main(args: string[]): Promise<void> {
         const dataDir = join(workDir, `data-${id}`);
         mkdirSync(dataDir);
         const port = await freePort();
-        const env: Record<string, string> = { METRICS: '1' };
+        const metricsPort = await freePort();
+        const env: Record<string, string> = { METRICS: '1', METRICS_PORT: String(metricsPort) };
         if (bound !== undefined) env.PASSWORD_MAX_WAIT_MS = bound;
         const gatehouse = await startGatehouse(
           { root: ROOT, databaseUrl: `sqlite:${join(dataDir, 'gatehouse.db')}`, dataDir },
@@ -82,16 +84,16 @@ export async function main(args: string[]): Promise<void> {
         servers.push(gatehouse);
         // Few enough connections per address that no login meets LOGIN_MAX_FAILURES' slots all in flight.
         const setup = await setupGatehouse(gatehouse.url, Math.max(16, Math.ceil(connections / 2)));
-        const before = await hashing(gatehouse.url);
+        const before = await hashing(metricsPort);
         const ours = await drive(
           { ...load, url: gatehouse.url, path: '/v1/auth/login', headers: { ...load.headers, authorization: setup.basic }, variants: setup.users.map((u) => ({ body: JSON.stringify({ email: u.email, password: u.password, client_id: setup.clientId }) })) },
           workDir,
           `gatehouse-${id}`,
         );
-        let after = await hashing(gatehouse.url);
+        let after = await hashing(metricsPort);
         for (let waited = 0; (after.running > 0 || after.waiting > 0) && waited < 30_000; waited += 100) {
           await settle(100);
-          after = await hashing(gatehouse.url);
+          after = await hashing(metricsPort);
         }
         await gatehouse.stop();
         // Answers a computation stood behind: signed in, wrong password, or a refused account (a 429 or 503 has none).

@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { buildApp } from './app.js';
 import { firstStartAnnounced } from './bootstrap.js';
 import type { ResolvedConfig } from './config.js';
+import { listenMetrics } from './metrics/server.js';
 import { withServerFlags } from './node-flags.js';
 
 const RESPAWN_DELAY_MS = 1000;
@@ -9,7 +10,9 @@ const RESPAWN_DELAY_MS = 1000;
 /**
  * The primary process of `WORKERS>1` (node:cluster): builds the app once (migrations, first signing
  * keys, first start), closes it, then forks the workers, which share the port and build the app with
- * `migrate: false`. A worker that dies is replaced; SIGTERM/SIGINT stop the workers gracefully.
+ * `migrate: false`. A worker that dies is replaced; SIGTERM/SIGINT stop the workers gracefully. With
+ * METRICS=1 the primary serves the metrics: each scrape asks every worker for its registry and sums
+ * them (prom-client's AggregatorRegistry; src/metrics/index.ts).
  */
 export async function runPrimary(config: ResolvedConfig): Promise<void> {
   const app = await buildApp(config);
@@ -39,4 +42,9 @@ export async function runPrimary(config: ResolvedConfig): Promise<void> {
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
   for (let i = 0; i < config.workers; i++) fork();
+  if (config.metrics) {
+    const { AggregatorRegistry } = await import('prom-client');
+    const workersMetrics = new AggregatorRegistry();
+    await listenMetrics(config, () => workersMetrics.clusterMetrics());
+  }
 }

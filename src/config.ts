@@ -65,6 +65,9 @@ const envSchema = z.object({
   CODE_MAX_ATTEMPTS: count(5),
   CODE_MAX_FAILURES_PER_DAY: count(20),
   METRICS: z.enum(['0', '1']).default('0'),
+  METRICS_PORT: z.coerce.number().int().min(1).max(65535).default(9464),
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  METRICS_TOKEN: optionalText.pipe(z.string().min(32, 'METRICS_TOKEN must be at least 32 characters').optional()),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DATA_DIR: z.string().min(1).default('./data'),
   PURGE_INTERVAL_SECONDS: z.coerce.number().int().min(0).max(604800).default(3600),
@@ -137,7 +140,12 @@ export interface Config {
     /** Days delivered (or abandoned) mails stay in the outbox. */
     outboxRetentionDays: number;
   };
-  metrics: boolean;
+  /**
+   * Prometheus metrics (METRICS=1), served apart from the API: on their own port, on a loopback address
+   * unless told otherwise, and behind `Authorization: Bearer <token>` when a token is set (required off
+   * loopback). Undefined when off: nothing is collected or served.
+   */
+  metrics?: { port: number; host: string; token?: string };
   logLevel: string;
   /** Request body limit in bytes (CONTRACT §2: 64 KiB). */
   bodyLimit: number;
@@ -155,10 +163,13 @@ export class ConfigError extends Error {
 
 const stripSlash = (u: string) => u.replace(/\/+$/, '');
 
+/** A host name or address (`::1` or `[::1]` for IPv6) that only this machine can reach. */
+const isLoopbackHost = (host: string): boolean => LOOPBACK_HOSTS.has(host === '::1' ? '[::1]' : host);
+
 function isLoopbackOrHttps(url: string): boolean {
   try {
     const u = new URL(url);
-    return u.protocol === 'https:' || (u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname === '::1' ? '[::1]' : u.hostname));
+    return u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHost(u.hostname));
   } catch {
     return false;
   }
@@ -193,6 +204,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     }
   }
 
+  if (e.METRICS === '1') {
+    if (e.METRICS_PORT === e.PORT) problems.push('METRICS_PORT: must differ from PORT (metrics are never served on the API port)');
+    if (!isLoopbackHost(e.METRICS_HOST) && !e.METRICS_TOKEN) problems.push('METRICS_TOKEN: required when METRICS_HOST is not a loopback address');
+  }
   if (production && !e.SECRET_KEY) problems.push('SECRET_KEY: required when NODE_ENV=production (at least 32 characters)');
   if (production && !baseUrl.startsWith('https://')) problems.push('BASE_URL: must be https when NODE_ENV=production');
 
@@ -240,7 +255,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       eventRetentionDays: e.EVENT_RETENTION_DAYS,
       outboxRetentionDays: e.OUTBOX_RETENTION_DAYS,
     },
-    metrics: e.METRICS === '1',
+    metrics: e.METRICS === '1' ? { port: e.METRICS_PORT, host: e.METRICS_HOST, token: e.METRICS_TOKEN } : undefined,
     logLevel: e.LOG_LEVEL,
     bodyLimit: 64 * 1024,
     connectionTimeoutMs: 10_000,

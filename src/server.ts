@@ -5,6 +5,7 @@ import { passwordHashingStats } from './auth/passwords.js';
 import { firstStartAnnounced } from './bootstrap.js';
 import { runPrimary } from './cluster.js';
 import { ConfigError, parseConfig, type ResolvedConfig } from './config.js';
+import { listenMetrics } from './metrics/server.js';
 import { resolveSecretKey } from './shared/secret-key.js';
 import { lowerThreadPoolPriority } from './shared/thread-pool.js';
 
@@ -23,17 +24,19 @@ export function loadConfig(env: Record<string, string | undefined>): ResolvedCon
 
 /**
  * Serves until SIGTERM/SIGINT; then in-flight requests finish and the database is closed. A cluster
- * `worker` skips what its primary already did: migrations and the first-start bootstrap.
+ * `worker` skips what its primary already did: migrations, the first-start bootstrap and serving the
+ * metrics (with METRICS=1, on their own port).
  */
 export async function serve(config: ResolvedConfig, options: { worker?: boolean } = {}): Promise<FastifyInstance> {
   const app = await buildApp(config, { migrate: !options.worker });
   if (!options.worker) await firstStartAnnounced(app.db, config, app.clock.now());
+  let metricsServer: FastifyInstance | undefined;
   let closing = false;
   const shutdown = (signal: string) => {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
-    app.close().then(
+    Promise.all([app.close(), metricsServer?.close()]).then(
       () => process.exit(0),
       (err) => {
         app.log.error({ err }, 'error while shutting down');
@@ -51,6 +54,8 @@ export async function serve(config: ResolvedConfig, options: { worker?: boolean 
   if ('skipped' in pool) app.log.info({ reason: pool.skipped, passwordChecksAtOnce }, 'thread pool priority left as it was');
   else app.log.info({ ...pool, passwordChecksAtOnce }, "thread pool below the event loop's priority");
   await app.listen({ port: config.port, host: config.host });
+  const metrics = app.metrics;
+  if (metrics && !options.worker) metricsServer = await listenMetrics(config, () => metrics.metrics());
   return app;
 }
 

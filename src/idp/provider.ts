@@ -1,18 +1,24 @@
-import { type JWK, type JWTPayload, type ProtectedHeaderParameters, decodeProtectedHeader, errors as joseErrors, importJWK, jwtVerify } from 'jose';
+import { createRemoteJWKSet, errors as joseErrors, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, jwtVerify } from 'jose';
 import type { Kysely } from 'kysely';
+import * as oidc from 'openid-client';
 import type { ResolvedConfig } from '../config.js';
-import { AppError } from '../errors.js';
+import { AppError, isAppError } from '../errors.js';
 import { SecretBox } from '../shared/crypto.js';
 import { sha256 } from '../shared/sha256.js';
-import { isHttpsOrLoopback } from '../shared/loopback.js';
+import { isHttpsOrLoopback, isLoopbackHost } from '../shared/loopback.js';
 import { deleteSetting, getSetting, IDP_SECRET_PURPOSE, IDP_SETTING_KEY, type IdpSetting, putSetting } from '../storage/repos/settings.js';
 import type { Database } from '../storage/schema.js';
 
 /**
- * The one external OpenID Connect provider (CONTRACT §4.2–4.5, SECURITY.md F): its configuration
- * (environment first, then the `idp` setting), discovery, a JWKS cache that refetches once on an
- * unknown `kid` (at most once a minute), id_token verification and the code exchange.
- * Every outbound fetch has a timeout, a size cap, and never follows a redirect to another origin.
+ * The one external OpenID Connect provider (CONTRACT §4.2–4.5): its configuration (environment first,
+ * then the `idp` setting), and Gatehouse as its client. openid-client does the discovery, the
+ * authorization URL and the code exchange (client authentication, PKCE, state, RFC 9207 `iss`, nonce
+ * and the id_token's claims); jose verifies every id_token's signature and claims, the one the app
+ * presents (native path A) as well as those fetched here: openid-client has no call for a token it did
+ * not fetch itself, and checks signatures only through a JWKS cache of its own. jose's remote JWKS keeps
+ * the keys an hour and refetches them on an unknown `kid` unless it did less than a minute ago. Every
+ * request to the provider times out after 5 s and follows no redirect; plain http only for a loopback
+ * issuer.
  */
 
 export interface ProviderConfig {
@@ -25,29 +31,17 @@ export interface ProviderConfig {
   source: 'env' | 'settings';
 }
 
-export interface ProviderMetadata {
-  issuer: string;
-  authorization_endpoint: string;
-  token_endpoint: string;
-  jwks_uri: string;
-  id_token_signing_alg_values_supported?: string[];
-  token_endpoint_auth_methods_supported?: string[];
-  code_challenge_methods_supported?: string[];
-  authorization_response_iss_parameter_supported?: boolean;
-}
-
 /** Asymmetric JWS algorithms we accept from the provider (never HS*, never none). */
 const ASYMMETRIC_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 /** Allowed clock skew for `iat`/`exp`. */
-export const CLOCK_SKEW_S = 60;
+const CLOCK_SKEW_S = 60;
+/** How long a discovery document (and the JWKS fetched with it) is used. */
 const METADATA_TTL_S = 3600;
-const JWKS_TTL_S = 3600;
-/** Unknown-kid refetches are rate limited to one per this many seconds. */
-export const JWKS_REFETCH_INTERVAL_S = 60;
-/** After a failed discovery or JWKS fetch, the failure is answered from memory this long (SECURITY.md item 48d). */
+/** An unknown `kid` refetches the JWKS unless it was fetched less than this long ago. */
+const JWKS_REFETCH_INTERVAL_S = 60;
+/** After a failed discovery or JWKS fetch, the failure is answered from memory this long, without a new request. */
 export const FAILURE_BACKOFF_S = 10;
-const FETCH_TIMEOUT_MS = 5000;
-const MAX_BODY_BYTES = 512 * 1024;
+const TIMEOUT_S = 5;
 
 // Configuration -----------------------------------------------------------------------------------------
 
@@ -101,199 +95,209 @@ export function isValidIssuer(issuer: string): boolean {
   return !u.search && !u.hash && !u.username && !u.password;
 }
 
-// Fetching ------------------------------------------------------------------------------------------------
+// The provider as discovered -----------------------------------------------------------------------------
 
-export type Fetcher = typeof fetch;
+/** What discovery gives: the provider's metadata, and its keys (jose's remote JWKS, with a back-off after a failed fetch). */
+export interface Upstream {
+  metadata: oidc.ServerMetadata;
+  keys: JWTVerifyGetKey;
+}
+
+/** Plain http is allowed for a loopback issuer only (CONTRACT §14.2); openid-client refuses it otherwise. */
+const isLoopbackHttp = (url: string): boolean => {
+  const u = new URL(url);
+  return u.protocol === 'http:' && isLoopbackHost(u.hostname);
+};
+
+const unavailable = (detail: string, cause?: unknown): AppError => new AppError('idp_unavailable', { detail, cause });
+
+/** Failures of the JWKS itself; a key that is not there, or several that might be, are the token's problem. */
+const isKeySelection = (error: unknown): boolean =>
+  error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys || error instanceof joseErrors.JOSENotSupported;
 
 /**
- * GET/POST with a timeout and a size cap. Redirects are followed only within the same origin (at most 3);
- * a redirect elsewhere fails. Any network problem is `idp_unavailable` (502): we never fail open.
- */
-export async function safeFetch(fetcher: Fetcher, url: string, init: RequestInit = {}): Promise<{ status: number; body: string; contentType: string }> {
-  let current = url;
-  for (let hop = 0; hop < 4; hop++) {
-    let res: Response;
-    try {
-      res = await fetcher(current, { ...init, redirect: 'manual', signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
-    } catch (cause) {
-      throw new AppError('idp_unavailable', { detail: `fetch ${new URL(current).origin}${new URL(current).pathname} failed`, cause });
-    }
-    if (res.status >= 300 && res.status < 400) {
-      const location = res.headers.get('location');
-      await res.body?.cancel().catch(() => undefined);
-      if (!location || init.method === 'POST') throw new AppError('idp_unavailable', { detail: `provider answered ${res.status} redirect` });
-      const next = new URL(location, current);
-      if (next.origin !== new URL(current).origin) throw new AppError('idp_unavailable', { detail: 'provider redirected to another origin' });
-      current = next.toString();
-      continue;
-    }
-    const declared = Number(res.headers.get('content-length') ?? '0');
-    if (declared > MAX_BODY_BYTES) {
-      await res.body?.cancel().catch(() => undefined);
-      throw new AppError('idp_unavailable', { detail: 'provider response too large' });
-    }
-    let body: string;
-    try {
-      const buf = await res.arrayBuffer();
-      if (buf.byteLength > MAX_BODY_BYTES) throw new Error('too large');
-      body = new TextDecoder().decode(buf);
-    } catch (cause) {
-      throw new AppError('idp_unavailable', { detail: 'reading the provider response failed', cause });
-    }
-    return { status: res.status, body, contentType: res.headers.get('content-type') ?? '' };
-  }
-  throw new AppError('idp_unavailable', { detail: 'too many redirects' });
-}
-
-function parseJsonObject(body: string, what: string): Record<string, unknown> {
-  try {
-    const parsed: unknown = JSON.parse(body);
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
-  } catch {
-    // fall through
-  }
-  throw new AppError('idp_unavailable', { detail: `${what} is not a JSON object` });
-}
-
-// Discovery and JWKS caches ------------------------------------------------------------------------------------
-
-interface CachedJwks {
-  keys: JWK[];
-  fetchedAt: number;
-}
-
-/**
- * Per-issuer caches of the discovery document and the JWKS. Keys are bound to the issuer they were
- * fetched for (item 44): a cache entry is only ever used for tokens verified against that issuer.
+ * The discovered provider per issuer: discovered once an hour (concurrent callers share one
+ * discovery), its JWKS fetched on first use. After a failed discovery or JWKS fetch, callers get the
+ * same 502 for FAILURE_BACKOFF_S without a new request to the provider. `clear()` forgets everything
+ * (the configuration changed).
  */
 export class ProviderCache {
-  private readonly metadata = new Map<string, { value: ProviderMetadata; fetchedAt: number }>();
-  private readonly jwks = new Map<string, CachedJwks>();
-  private readonly lastForcedFetch = new Map<string, number>();
-  /** Fetches in flight, shared by concurrent callers (a cold or expired cache must not cause a fetch per request). */
-  private readonly inflight = new Map<string, Promise<unknown>>();
-  /** Counts JWKS fetches (observability and tests). */
-  jwksFetches = 0;
+  private readonly discovered = new Map<string, { upstream: Promise<Upstream>; at: number }>();
+  private readonly failures = new Map<string, { error: AppError; at: number }>();
 
-  constructor(
-    private readonly now: () => number,
-    private readonly fetcher: Fetcher = fetch,
-  ) {}
+  constructor(private readonly now: () => number) {}
 
-  /** Recent failed fetches: while the provider is down, callers get the same error without a new outbound request. */
-  private readonly failures = new Map<string, { error: unknown; at: number }>();
-
-  private shared<T>(key: string, run: () => Promise<T>): Promise<T> {
-    const failure = this.failures.get(key);
+  upstream(provider: ProviderConfig): Promise<Upstream> {
+    const { issuer } = provider;
+    const failure = this.failures.get(`discovery ${issuer}`);
     if (failure && this.now() - failure.at < FAILURE_BACKOFF_S) return Promise.reject(failure.error);
-    const running = this.inflight.get(key) as Promise<T> | undefined;
-    if (running) return running;
-    const promise = run()
-      .then(
-        (value) => {
-          this.failures.delete(key);
-          return value;
-        },
-        (error: unknown) => {
-          this.failures.set(key, { error, at: this.now() });
-          throw error;
-        },
-      )
-      .finally(() => this.inflight.delete(key));
-    this.inflight.set(key, promise);
-    return promise;
-  }
-
-  /** OpenID Connect discovery of `issuer` (cached for an hour). The document's `issuer` must equal it exactly. */
-  async discover(issuer: string): Promise<ProviderMetadata> {
-    const cached = this.metadata.get(issuer);
-    if (cached && this.now() - cached.fetchedAt < METADATA_TTL_S) return cached.value;
-    return this.shared(`discovery ${issuer}`, () => this.fetchMetadata(issuer));
-  }
-
-  private async fetchMetadata(issuer: string): Promise<ProviderMetadata> {
-    const now = this.now();
-    const url = `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
-    const res = await safeFetch(this.fetcher, url, { headers: { accept: 'application/json' } });
-    if (res.status !== 200) throw new AppError('idp_unavailable', { detail: `discovery answered ${res.status}` });
-    const doc = parseJsonObject(res.body, 'discovery document');
-    if (doc.issuer !== issuer) throw new AppError('idp_unavailable', { detail: 'discovery issuer does not match the configured issuer' });
-    for (const field of ['authorization_endpoint', 'token_endpoint', 'jwks_uri'] as const) {
-      if (typeof doc[field] !== 'string' || !isHttpsOrLoopback(doc[field] as string)) {
-        throw new AppError('idp_unavailable', { detail: `discovery ${field} missing or not https` });
-      }
-    }
-    const value = doc as unknown as ProviderMetadata;
-    this.metadata.set(issuer, { value, fetchedAt: now });
-    return value;
-  }
-
-  private fetchJwks(issuer: string, jwksUri: string): Promise<CachedJwks> {
-    return this.shared(`jwks ${issuer} ${jwksUri}`, () => this.loadJwks(issuer, jwksUri));
-  }
-
-  private async loadJwks(issuer: string, jwksUri: string): Promise<CachedJwks> {
-    this.jwksFetches++;
-    const res = await safeFetch(this.fetcher, jwksUri, { headers: { accept: 'application/json, application/jwk-set+json' } });
-    if (res.status !== 200) throw new AppError('idp_unavailable', { detail: `JWKS answered ${res.status}` });
-    const doc = parseJsonObject(res.body, 'JWKS');
-    if (!Array.isArray(doc.keys)) throw new AppError('idp_unavailable', { detail: 'JWKS has no keys array' });
-    // Public signing keys only; anything carrying private or symmetric material is ignored.
-    const keys = (doc.keys as JWK[]).filter(
-      (k) => k && typeof k === 'object' && (k.kty === 'RSA' || k.kty === 'EC' || k.kty === 'OKP') && k.d === undefined && (k.use === undefined || k.use === 'sig'),
+    const cached = this.discovered.get(issuer);
+    if (cached && this.now() - cached.at < METADATA_TTL_S) return cached.upstream;
+    const entry = { upstream: this.discover(provider), at: this.now() };
+    this.discovered.set(issuer, entry);
+    entry.upstream.then(
+      () => this.failures.delete(`discovery ${issuer}`),
+      (error: AppError) => {
+        if (this.discovered.get(issuer) === entry) this.discovered.delete(issuer);
+        this.failures.set(`discovery ${issuer}`, { error, at: this.now() });
+      },
     );
-    const entry = { keys, fetchedAt: this.now() };
-    this.jwks.set(issuer, entry);
-    return entry;
+    return entry.upstream;
   }
 
-  /** Keys for a token header: from the cache, refetched when stale or (at most once a minute) on an unknown kid. */
-  async keysFor(issuer: string, jwksUri: string, header: ProtectedHeaderParameters): Promise<JWK[]> {
-    const now = this.now();
-    let entry = this.jwks.get(issuer);
-    let fresh = false;
-    if (!entry || now - entry.fetchedAt >= JWKS_TTL_S) {
-      entry = await this.fetchJwks(issuer, jwksUri);
-      fresh = true;
-    }
-    let candidates = matchKeys(entry.keys, header);
-    if (candidates.length === 0 && header.kid !== undefined && !fresh) {
-      // OIDC Core §10.1.1: an unfamiliar kid means the provider rotated; refetch once, at most once a minute.
-      const last = this.lastForcedFetch.get(issuer) ?? -Infinity;
-      if (now - last >= JWKS_REFETCH_INTERVAL_S) {
-        this.lastForcedFetch.set(issuer, now);
-        entry = await this.fetchJwks(issuer, jwksUri);
-        candidates = matchKeys(entry.keys, header);
-      }
-    }
-    return candidates;
-  }
-
-  /** Forgets everything (configuration changed). */
   clear(): void {
-    this.metadata.clear();
-    this.jwks.clear();
-    this.lastForcedFetch.clear();
-    this.inflight.clear();
+    this.discovered.clear();
     this.failures.clear();
   }
+
+  private async discover({ issuer, clientId }: ProviderConfig): Promise<Upstream> {
+    let metadata: oidc.ServerMetadata;
+    try {
+      const found = await oidc.discovery(new URL(issuer), clientId, undefined, undefined, {
+        timeout: TIMEOUT_S,
+        execute: isLoopbackHttp(issuer) ? [oidc.allowInsecureRequests] : [],
+      });
+      metadata = found.serverMetadata();
+    } catch (cause) {
+      throw unavailable('discovery failed', cause);
+    }
+    // openid-client compares issuers as URLs; tokens are checked against the configured one, exactly.
+    if (metadata.issuer !== issuer) throw unavailable('discovery issuer does not match the configured issuer');
+    for (const field of ['authorization_endpoint', 'token_endpoint', 'jwks_uri'] as const) {
+      if (!isHttpsOrLoopback(metadata[field] ?? '')) throw unavailable(`discovery ${field} missing or not https`);
+    }
+    const jwks = createRemoteJWKSet(new URL(metadata.jwks_uri!), {
+      timeoutDuration: TIMEOUT_S * 1000,
+      cacheMaxAge: METADATA_TTL_S * 1000,
+      cooldownDuration: JWKS_REFETCH_INTERVAL_S * 1000,
+    });
+    const keys: JWTVerifyGetKey = async (header, token) => {
+      const failure = this.failures.get(`jwks ${issuer}`);
+      if (failure && this.now() - failure.at < FAILURE_BACKOFF_S) throw failure.error;
+      try {
+        return await jwks(header, token);
+      } catch (cause) {
+        if (isKeySelection(cause)) throw cause;
+        const error = unavailable('JWKS fetch failed', cause);
+        this.failures.set(`jwks ${issuer}`, { error, at: this.now() });
+        throw error;
+      }
+    };
+    return { metadata, keys };
+  }
 }
 
-function ktyForAlg(alg: string): string | undefined {
-  if (alg.startsWith('RS') || alg.startsWith('PS')) return 'RSA';
-  if (alg.startsWith('ES')) return 'EC';
-  if (alg === 'EdDSA' || alg === 'Ed25519') return 'OKP';
-  return undefined;
+// The authorization request and the code exchange (openid-client) ---------------------------------------------
+
+/**
+ * Gatehouse as the provider's client, per call: the secret may have changed since discovery. The
+ * secret goes in the Basic header unless the provider takes it only in the body; without one,
+ * `client_id` goes in the body.
+ */
+function clientOf(provider: ProviderConfig, metadata: oidc.ServerMetadata): oidc.Configuration {
+  const methods = metadata.token_endpoint_auth_methods_supported ?? ['client_secret_basic'];
+  const auth = !provider.clientSecret
+    ? oidc.None()
+    : methods.includes('client_secret_basic') || !methods.includes('client_secret_post')
+      ? oidc.ClientSecretBasic(provider.clientSecret)
+      : oidc.ClientSecretPost(provider.clientSecret);
+  const config = new oidc.Configuration(metadata, provider.clientId, { [oidc.clockTolerance]: CLOCK_SKEW_S }, auth);
+  config.timeout = TIMEOUT_S;
+  if (isLoopbackHttp(provider.issuer)) oidc.allowInsecureRequests(config);
+  return config;
 }
 
-/** The JWKS entries a token may be verified with: same kid (when the token names one) and a matching key type. */
-export function matchKeys(keys: JWK[], header: ProtectedHeaderParameters): JWK[] {
-  const kty = header.alg ? ktyForAlg(header.alg) : undefined;
-  if (!kty) return [];
-  return keys.filter((k) => k.kty === kty && (header.kid === undefined || k.kid === header.kid) && (k.alg === undefined || k.alg === header.alg)).slice(0, 5);
+/** The provider's authorization URL for a code flow with PKCE (S256) and a nonce. */
+export async function authorizationUrl(
+  provider: ProviderConfig,
+  metadata: oidc.ServerMetadata,
+  request: { redirectUri: string; scope: string; state: string; nonce: string; codeVerifier: string },
+): Promise<string> {
+  return oidc
+    .buildAuthorizationUrl(clientOf(provider, metadata), {
+      redirect_uri: request.redirectUri,
+      scope: request.scope,
+      state: request.state,
+      nonce: request.nonce,
+      code_challenge: await oidc.calculatePKCECodeChallenge(request.codeVerifier),
+      code_challenge_method: 'S256',
+    })
+    .toString();
 }
 
-// id_token verification -------------------------------------------------------------------------------------
+/** openid-client's codes for an id_token (or a token response) that fails its checks. */
+const REFUSED_RESPONSE = new Set(['OAUTH_JWT_CLAIM_COMPARISON_FAILED', 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED', 'OAUTH_INVALID_RESPONSE']);
+
+/**
+ * What a failed code exchange means: a 4xx from the token endpoint is the provider refusing the code
+ * (401 `invalid_idp_code`); an answer that fails openid-client's checks is 401 `invalid_id_token`;
+ * anything else — a timeout, a network error, a 5xx — is 502 `idp_unavailable`, never a 401.
+ */
+function exchangeFailure(error: unknown): AppError {
+  const status =
+    error instanceof oidc.ResponseBodyError || error instanceof oidc.WWWAuthenticateChallengeError
+      ? error.status
+      : error instanceof oidc.ClientError && error.cause instanceof Response
+        ? error.cause.status
+        : undefined;
+  // Never the error itself as the cause: openid-client's may hold the token response, which is never logged.
+  if (status !== undefined && status >= 400 && status < 500) return new AppError('invalid_idp_code', { detail: `provider token endpoint answered ${status}` });
+  if (error instanceof oidc.ClientError && REFUSED_RESPONSE.has(error.code ?? '')) {
+    return new AppError('invalid_id_token', { detail: error.cause instanceof Error ? error.cause.message : error.message });
+  }
+  if (status !== undefined) return unavailable(`token endpoint answered ${status}`);
+  const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return unavailable(`token request failed: ${reason}${typeof code === 'string' ? ` (${code})` : ''}`);
+}
+
+/**
+ * Redeems the code of our own authorization request at the provider's callback: openid-client checks
+ * the state, the `iss` parameter (RFC 9207), the PKCE verifier, and the id_token's claims and nonce.
+ * Returns the id_token (for the caller's signature check, as for any other).
+ */
+export async function redeemBrowserCode(
+  provider: ProviderConfig,
+  metadata: oidc.ServerMetadata,
+  callback: URL,
+  checks: { state: string; nonce: string; codeVerifier: string },
+): Promise<string> {
+  try {
+    const tokens = await oidc.authorizationCodeGrant(clientOf(provider, metadata), callback, {
+      expectedState: checks.state,
+      expectedNonce: checks.nonce,
+      pkceCodeVerifier: checks.codeVerifier,
+      idTokenExpected: true,
+    });
+    // idTokenExpected: openid-client has refused an answer without one.
+    return tokens.id_token!;
+  } catch (error) {
+    throw exchangeFailure(error);
+  }
+}
+
+/**
+ * Redeems a provider code the app obtained itself (native `idp_code`): no state of ours, and the nonce
+ * rule is the native one (the caller's), so a plain authorization_code grant; openid-client still
+ * checks the id_token's claims.
+ */
+export async function redeemNativeCode(provider: ProviderConfig, metadata: oidc.ServerMetadata, input: { code: string; redirectUri: string; codeVerifier?: string }): Promise<string> {
+  let idToken: string | undefined;
+  try {
+    const tokens = await oidc.genericGrantRequest(clientOf(provider, metadata), 'authorization_code', {
+      code: input.code,
+      redirect_uri: input.redirectUri,
+      ...(input.codeVerifier ? { code_verifier: input.codeVerifier } : {}),
+    });
+    idToken = tokens.id_token;
+  } catch (error) {
+    throw exchangeFailure(error);
+  }
+  if (!idToken) throw new AppError('invalid_idp_code', { detail: 'provider token response has no id_token' });
+  return idToken;
+}
+
+// id_token verification (jose) -----------------------------------------------------------------------------
 
 export interface IdTokenExpectations {
   issuer: string;
@@ -316,124 +320,68 @@ export interface VerifiedIdToken {
 
 const reject = (detail: string, cause?: unknown): AppError => new AppError('invalid_id_token', { detail, cause });
 
-export function allowedAlgorithms(advertised: string[] | undefined): string[] {
+function allowedAlgorithms(advertised: string[] | undefined): string[] {
   const list = advertised && advertised.length ? advertised : ['RS256'];
   return list.filter((a) => ASYMMETRIC_ALGS.includes(a));
 }
 
-export const sha256Hex = (value: string): string => sha256(value, 'hex');
-
-/**
- * Verifies a provider id_token (OIDC Core §3.1.3.7): signature with the provider's JWKS only (the
- * token's own `jku`/`jwk`/`x5u`/`x5c` are never used), asymmetric advertised algorithms only, exact
- * `iss`, `aud` ∈ audiences (and `azp` when several audiences or when present), `exp`, `iat` (required,
- * not more than 60 s in the future), and the nonce. Any failure is 401 `invalid_id_token`;
- * an unreachable provider is 502 `idp_unavailable`.
- */
-export async function verifyIdToken(
-  token: string,
-  expect: IdTokenExpectations,
-  keys: (header: ProtectedHeaderParameters) => Promise<JWK[]>,
-): Promise<VerifiedIdToken> {
-  if (typeof token !== 'string' || token.length > 16384 || token.split('.').length !== 3) throw reject('not a compact JWS');
-  let header: ProtectedHeaderParameters;
-  try {
-    header = decodeProtectedHeader(token);
-  } catch (cause) {
-    throw reject('undecodable header', cause);
-  }
-  const algorithms = allowedAlgorithms(expect.advertisedAlgs);
-  if (!header.alg || !algorithms.includes(header.alg)) throw reject(`algorithm ${String(header.alg)} not accepted`);
-  if (header.crit !== undefined) throw reject('crit header not supported');
-  const candidates = await keys(header);
-  if (candidates.length === 0) throw reject('no provider key matches the token');
-
-  let payload: JWTPayload | undefined;
-  let lastError: unknown;
-  for (const jwk of candidates) {
+/** jose leaves the choice among several keys without `kid` to the caller: the first that verifies wins. */
+async function verifyWithEither(token: string, candidates: joseErrors.JWKSMultipleMatchingKeys, options: JWTVerifyOptions): Promise<JWTPayload> {
+  for await (const key of candidates) {
     try {
-      const key = await importJWK({ ...jwk, alg: header.alg }, header.alg);
-      const result = await jwtVerify(token, key, {
-        algorithms: [header.alg],
-        issuer: expect.issuer,
-        currentDate: new Date(expect.now * 1000),
-        clockTolerance: CLOCK_SKEW_S,
-        requiredClaims: ['iss', 'sub', 'aud', 'exp', 'iat'],
-      });
-      payload = result.payload;
-      break;
+      return (await jwtVerify(token, key, options)).payload;
     } catch (error) {
-      lastError = error;
-      // A claim failure is final; only a signature mismatch tries the next candidate key.
-      if (!(error instanceof joseErrors.JWSSignatureVerificationFailed)) break;
+      if (!(error instanceof joseErrors.JWSSignatureVerificationFailed)) throw error;
     }
   }
-  if (!payload) throw reject(lastError instanceof Error ? lastError.message : 'verification failed', lastError);
+  throw new joseErrors.JWSSignatureVerificationFailed();
+}
 
-  if (payload.iss !== expect.issuer) throw reject('iss mismatch');
+/**
+ * Verifies a provider id_token (OIDC Core §3.1.3.7) with jose: signature with the provider's JWKS only
+ * (the token's own `jku`/`jwk`/`x5u`/`x5c` are never used), asymmetric advertised algorithms only,
+ * exact `iss`, `aud` ∈ audiences (and `azp` when several audiences or when present), `exp`, `iat`
+ * (required, not more than 60 s in the future), and the nonce. Any failure is 401 `invalid_id_token`;
+ * an unreachable provider is 502 `idp_unavailable`.
+ */
+export async function verifyIdToken(token: string, expect: IdTokenExpectations, keys: JWTVerifyGetKey): Promise<VerifiedIdToken> {
+  const options: JWTVerifyOptions = {
+    algorithms: allowedAlgorithms(expect.advertisedAlgs),
+    issuer: expect.issuer,
+    audience: expect.audiences,
+    currentDate: new Date(expect.now * 1000),
+    clockTolerance: CLOCK_SKEW_S,
+    requiredClaims: ['iss', 'sub', 'aud', 'exp', 'iat'],
+  };
+  let payload: JWTPayload;
+  try {
+    payload = (await jwtVerify(token, keys, options)).payload;
+  } catch (error) {
+    if (isAppError(error)) throw error;
+    try {
+      if (!(error instanceof joseErrors.JWKSMultipleMatchingKeys)) throw error;
+      payload = await verifyWithEither(token, error, options);
+    } catch (failure) {
+      throw reject(failure instanceof Error ? failure.message : 'verification failed', failure);
+    }
+  }
+
   if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 255) throw reject('sub missing');
   const aud = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
-  if (aud.length === 0 || !aud.every((a) => typeof a === 'string')) throw reject('aud malformed');
-  if (!aud.some((a) => expect.audiences.includes(a as string))) throw reject('aud not accepted');
   const azp = (payload as { azp?: unknown }).azp;
   if (aud.length > 1 && azp === undefined) throw reject('azp required with several audiences');
   if (azp !== undefined && (typeof azp !== 'string' || !expect.audiences.includes(azp))) throw reject('azp not accepted');
-  if (typeof payload.exp !== 'number' || payload.exp + CLOCK_SKEW_S <= expect.now) throw reject('expired');
   if (typeof payload.iat !== 'number' || payload.iat > expect.now + CLOCK_SKEW_S) throw reject('iat in the future');
 
   const nonce = (payload as { nonce?: unknown }).nonce;
   if (expect.nonce !== undefined) {
     if (typeof nonce !== 'string' || nonce !== expect.nonce) throw reject('nonce mismatch');
   } else if (expect.nativeNonce !== undefined) {
-    if (typeof nonce !== 'string' || (nonce !== expect.nativeNonce && nonce !== sha256Hex(expect.nativeNonce))) throw reject('nonce mismatch');
+    if (typeof nonce !== 'string' || (nonce !== expect.nativeNonce && nonce !== sha256(expect.nativeNonce, 'hex'))) throw reject('nonce mismatch');
   }
   const [h, p] = token.split('.');
   return {
     claims: payload as VerifiedIdToken['claims'],
     replayKey: sha256(`${h}.${p}`, 'base64url'),
   };
-}
-
-// Code exchange ---------------------------------------------------------------------------------------------
-
-/**
- * Redeems a provider authorization code at its token endpoint (with the PKCE verifier, and client
- * authentication as the provider advertises: client_secret_basic, client_secret_post or none).
- * A refusal by the provider is 401 `invalid_idp_code`; an unreachable provider 502 `idp_unavailable`.
- * Returns the id_token (unverified: the caller verifies it like any other).
- */
-export async function exchangeCode(
-  fetcher: Fetcher,
-  provider: ProviderConfig,
-  metadata: ProviderMetadata,
-  input: { code: string; redirectUri: string; codeVerifier?: string },
-): Promise<string> {
-  const form = new URLSearchParams({ grant_type: 'authorization_code', code: input.code, redirect_uri: input.redirectUri });
-  if (input.codeVerifier) form.set('code_verifier', input.codeVerifier);
-  const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
-  const methods = metadata.token_endpoint_auth_methods_supported ?? ['client_secret_basic'];
-  if (provider.clientSecret) {
-    if (methods.includes('client_secret_basic') || !methods.includes('client_secret_post')) {
-      const enc = (s: string) => encodeURIComponent(s).replace(/%20/g, '+');
-      headers.authorization = `Basic ${Buffer.from(`${enc(provider.clientId)}:${enc(provider.clientSecret)}`).toString('base64')}`;
-    } else {
-      form.set('client_id', provider.clientId);
-      form.set('client_secret', provider.clientSecret);
-    }
-  } else {
-    form.set('client_id', provider.clientId);
-  }
-  const res = await safeFetch(fetcher, metadata.token_endpoint, { method: 'POST', headers, body: form.toString() });
-  if (res.status >= 500) throw new AppError('idp_unavailable', { detail: `token endpoint answered ${res.status}` });
-  let doc: Record<string, unknown> = {};
-  try {
-    doc = JSON.parse(res.body) as Record<string, unknown>;
-  } catch {
-    // handled below
-  }
-  if (res.status !== 200) {
-    throw new AppError('invalid_idp_code', { detail: `provider token endpoint answered ${res.status} ${typeof doc.error === 'string' ? doc.error.slice(0, 64) : ''}` });
-  }
-  if (typeof doc.id_token !== 'string') throw new AppError('invalid_idp_code', { detail: 'provider token response has no id_token' });
-  return doc.id_token;
 }

@@ -10,7 +10,7 @@ import { DEFAULT_SCOPE } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
 import { appendQuery } from '../shared/url.js';
 import { isRegisteredRedirectUri, unregisteredRedirectUri } from '../shared/redirect-uri-match.js';
-import { checkChallenge, s256 } from '../sign-in/pkce.js';
+import { checkChallenge } from '../sign-in/pkce.js';
 import { isFactorDue, type SecondFactor } from '../sign-in/policy.js';
 import { FIRST_FACTOR, type SignIn } from '../sign-in/service.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
@@ -33,12 +33,13 @@ import { findLiveOneTimeTokenByHash, takeOneTimeTokenByHash } from '../storage/r
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import type { Database, OneTimeTokenRow } from '../storage/schema.js';
 import {
-  exchangeCode,
-  type Fetcher,
+  authorizationUrl,
   loadProviderConfig,
   ProviderCache,
   type ProviderConfig,
-  type ProviderMetadata,
+  redeemBrowserCode,
+  redeemNativeCode,
+  type Upstream,
   type VerifiedIdToken,
   verifyIdToken,
 } from './provider.js';
@@ -150,12 +151,9 @@ export class IdpService {
   private readonly pagesShareOrigin: boolean;
   private readonly db: Kysely<Database>;
 
-  constructor(
-    private readonly deps: IdpDeps,
-    private readonly fetcher: Fetcher = fetch,
-  ) {
+  constructor(private readonly deps: IdpDeps) {
     this.db = deps.db;
-    this.cache = new ProviderCache(() => deps.clock.now(), fetcher);
+    this.cache = new ProviderCache(() => deps.clock.now());
     this.secureCookie = deps.config.baseUrl.startsWith('https://');
     this.binderCookie = this.secureCookie ? '__Host-gh_idp' : 'gh_idp';
     this.secureAuthCookie = deps.config.authUrl.startsWith('https://');
@@ -240,7 +238,7 @@ export class IdpService {
    */
   async begin(request: FastifyRequest, reply: FastifyReply, input: { intent: 'signin'; app: AppRequest } | { intent: 'bind'; userId: string }): Promise<string> {
     const provider = await this.requireProvider();
-    const metadata = await this.cache.discover(provider.issuer);
+    const { metadata } = await this.cache.upstream(provider);
     const now = this.deps.clock.now();
     const state = newSecret('st');
     const nonce = randomBytes(32).toString('base64url');
@@ -264,18 +262,9 @@ export class IdpService {
       createdAt: now,
       expiresAt: now + TRANSACTION_TTL_S,
     });
-    const supported = (metadata as { scopes_supported?: string[] }).scopes_supported;
+    const supported = metadata.scopes_supported;
     const scope = ['openid', 'email', 'profile'].filter((s) => s === 'openid' || !supported || supported.includes(s)).join(' ');
-    const url = new URL(metadata.authorization_endpoint);
-    url.searchParams.set('response_type', 'code');
-    url.searchParams.set('client_id', provider.clientId);
-    url.searchParams.set('redirect_uri', this.callbackUrl);
-    url.searchParams.set('scope', scope);
-    url.searchParams.set('state', state);
-    url.searchParams.set('nonce', nonce);
-    url.searchParams.set('code_challenge', s256(verifier));
-    url.searchParams.set('code_challenge_method', 'S256');
-    return url.toString();
+    return authorizationUrl(provider, metadata, { redirectUri: this.callbackUrl, scope, state, nonce, codeVerifier: verifier });
   }
 
   /** Takes the transaction named by `state` (single use). Unknown, expired, replayed or another browser's → null. */
@@ -289,36 +278,36 @@ export class IdpService {
     return row ? (JSON.parse(row.data) as TransactionData) : null;
   }
 
-  /** Redeems the provider code of a browser transaction and verifies its id_token (nonce exact, aud = our client). */
-  async redeemCallback(tx: TransactionData, query: { code?: string; iss?: string }): Promise<{ provider: ProviderConfig; token: VerifiedIdToken }> {
+  /**
+   * Redeems the provider code of a browser transaction (`state` is the one that found it) and verifies
+   * its id_token (nonce exact, aud = our client).
+   */
+  async redeemCallback(tx: TransactionData, query: { code?: string; state?: string; iss?: string }): Promise<{ provider: ProviderConfig; token: VerifiedIdToken }> {
     const provider = await this.requireProvider();
     if (provider.issuer !== tx.issuer) throw new AppError('access_denied', { detail: 'provider configuration changed during sign-in' });
-    const metadata = await this.cache.discover(provider.issuer);
-    // RFC 9207: mix-up defence.
-    if (query.iss !== undefined && query.iss !== provider.issuer) throw new AppError('access_denied', { detail: 'callback iss does not match the provider' });
-    if (query.iss === undefined && metadata.authorization_response_iss_parameter_supported === true) {
-      throw new AppError('access_denied', { detail: 'callback without iss from a provider that sends it' });
-    }
-    if (!query.code) throw new AppError('invalid_request', { detail: 'callback without code' });
-    const idToken = await exchangeCode(this.fetcher, provider, metadata, { code: query.code, redirectUri: this.callbackUrl, codeVerifier: tx.verifier });
-    const token = await this.verify(provider, metadata, idToken, { nonce: tx.nonce, audiences: [provider.clientId] });
+    const { code, state, iss } = query;
+    if (!code || !state) throw new AppError('invalid_request', { detail: 'callback without code' });
+    const upstream = await this.cache.upstream(provider);
+    const callback = appendQuery(this.callbackUrl, { code, state, iss });
+    const idToken = await redeemBrowserCode(provider, upstream.metadata, new URL(callback), { state, nonce: tx.nonce, codeVerifier: tx.verifier });
+    const token = await this.verify(provider, upstream, idToken, { nonce: tx.nonce, audiences: [provider.clientId] });
     // The code is single use at the provider; remember the token anyway so it cannot be replayed natively.
     await this.rememberFetched(this.db, provider, token);
     return { provider, token };
   }
 
-  async verify(provider: ProviderConfig, metadata: ProviderMetadata, idToken: string, options: { nonce?: string; nativeNonce?: string; audiences?: string[] }): Promise<VerifiedIdToken> {
+  private verify(provider: ProviderConfig, upstream: Upstream, idToken: string, options: { nonce?: string; nativeNonce?: string; audiences?: string[] }): Promise<VerifiedIdToken> {
     return verifyIdToken(
       idToken,
       {
         issuer: provider.issuer,
         audiences: options.audiences ?? provider.audiences,
-        advertisedAlgs: metadata.id_token_signing_alg_values_supported,
+        advertisedAlgs: upstream.metadata.id_token_signing_alg_values_supported,
         now: this.deps.clock.now(),
         nonce: options.nonce,
         nativeNonce: options.nativeNonce,
       },
-      (header) => this.cache.keysFor(provider.issuer, metadata.jwks_uri, header),
+      upstream.keys,
     );
   }
 
@@ -469,16 +458,16 @@ export class IdpService {
     }
     this.checkPkce(input);
     const provider = await this.requireProvider();
-    const metadata = await this.cache.discover(provider.issuer);
+    const upstream = await this.cache.upstream(provider);
     const presented = input.id_token !== undefined;
     const idToken = presented
       ? input.id_token!
-      : await exchangeCode(this.fetcher, provider, metadata, {
+      : await redeemNativeCode(provider, upstream.metadata, {
           code: input.idp_code!,
           redirectUri: input.idp_redirect_uri ?? this.callbackUrl,
           codeVerifier: input.idp_code_verifier,
         });
-    const token = await this.verify(provider, metadata, idToken, { nativeNonce: input.nonce });
+    const token = await this.verify(provider, upstream, idToken, { nativeNonce: input.nonce });
     const identity = await findIdentity(this.db, token.claims.iss, token.claims.sub);
     const user = identity && (await findUserById(this.db, identity.userId));
     if (!user) {

@@ -31,7 +31,12 @@ and \`/oauth/userinfo\` answer RFC 6749 \`{"error", "error_description"}\`; host
 page. Every operation lists the codes it can answer by status. A known path called with a method it does
 not have answers 405 \`method_not_allowed\` with an \`Allow\` header; an unknown path answers 404 \`not_found\`.
 Bodies are JSON (forms where an operation says so); JSON keys \`__proto__\` and \`constructor\` are refused
-with 400 \`invalid_request\`.`;
+with 400 \`invalid_request\`.
+
+**Metrics** are not part of this interface: with \`METRICS=1\`, Prometheus text is served at \`GET /metrics\`
+on \`METRICS_PORT\` (loopback unless \`METRICS_HOST\` says otherwise; with \`METRICS_TOKEN\`, only to
+\`Authorization: Bearer <token>\`, else 401 \`unauthorized\` in the \`Error\` shape). The API itself answers
+\`/metrics\` with 404 \`not_found\`.`;
 
 export const TAGS = [
   { name: 'oauth', description: 'OAuth 2.0 and OpenID Connect endpoints (CONTRACT §4).' },
@@ -42,7 +47,7 @@ export const TAGS = [
   { name: 'developer', description: 'Apps, their users, events and legal documents, for developers (CONTRACT §9).' },
   { name: 'admin', description: 'Platform administration (CONTRACT §10).' },
   { name: 'pages', description: 'Hosted HTML pages under {auth_url} (CONTRACT §12).' },
-  { name: 'operations', description: 'Health, metrics and this interface description.' },
+  { name: 'operations', description: 'Health and this interface description.' },
   { name: 'development', description: 'Only outside production: the demo client and the dev mailbox (CONTRACT §0).' },
 ];
 

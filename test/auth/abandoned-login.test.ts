@@ -11,8 +11,8 @@ import type { App } from '../../src/storage/repos/apps.js';
 
 // A login flood whose clients give up must not cost an argon2 computation per request that nobody will
 // read: a password check still waiting for its turn when its client closes the connection is skipped,
-// evaluates nothing, records nothing and gives its lockout slot back (issue 13, bench/RESULTS.md finding 126).
-// One that waited over PASSWORD_MAX_WAIT_MS is refused the same way, with 503 and Retry-After (finding 128).
+// evaluates nothing, records nothing and gives its lockout slot back (issue 13).
+// One that waited over PASSWORD_MAX_WAIT_MS is refused the same way, with 503 and Retry-After.
 
 const MAX_WAIT_MS = 300;
 
@@ -28,9 +28,9 @@ interface Hashing {
   overdue: number;
 }
 
-/** The argon2 queue as GET /metrics shows it. */
+/** The argon2 queue as the metrics show it. */
 async function hashing(): Promise<Hashing> {
-  const body = (await t.app.inject('/metrics')).body;
+  const body = await t.app.metrics!.metrics();
   const read = (name: string) => Number(new RegExp(`^gatehouse_password_hashing_${name} (\\d+)$`, 'm').exec(body)![1]);
   return { running: read('running'), waiting: read('waiting'), total: read('total'), skipped: read('skipped_total'), overdue: read('overdue_total') };
 }
@@ -47,9 +47,9 @@ function sendLogin(body: Record<string, string>): Promise<net.Socket> {
   });
 }
 
-/** Logins whose client left before the answer, as GET /metrics counts them. */
+/** Logins whose client left before the answer, as the metrics count them. */
 async function abandonedLogins(): Promise<number> {
-  const body = (await t.app.inject('/metrics')).body;
+  const body = await t.app.metrics!.metrics();
   return Number(/^gatehouse_http_requests_abandoned_total\{method="POST",route="\/v1\/auth\/login"\} (\d+)$/m.exec(body)?.[1] ?? 0);
 }
 

@@ -151,14 +151,15 @@ describe('npm start', { timeout: 60_000 }, () => {
     // The operator's smaller pool shortens the line: one thread always stays free.
     { env: { UV_THREADPOOL_SIZE: '3' }, poolThreads: 3, passwordChecksAtOnce: Math.min(cores + 1, 2) },
   ])('runs each of libuv\'s $poolThreads pool threads at nice 10, the event loop at 0, and $passwordChecksAtOnce password checks at once ($env)', async ({ env, poolThreads, passwordChecksAtOnce }) => {
-    const { port, server } = await serve({ METRICS: '1', ...env });
+    const metricsPort = await freePort();
+    const { server } = await serve({ METRICS: '1', METRICS_PORT: String(metricsPort), ...env });
     const pid = server.child.pid!;
     // One snapshot: a thread started between two reads would make their counts disagree.
     const threads = threadNiceOf(pid);
     expect(threads.get(pid)).toBe(0);
     expect(countAt(threads, 10)).toBe(poolThreads);
     expect(countAt(threads, 0)).toBe(threads.size - poolThreads);
-    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     expect(metrics).toMatch(new RegExp(`^gatehouse_password_hashing_limit ${passwordChecksAtOnce}$`, 'm'));
   });
 

@@ -15,15 +15,26 @@ export interface ScriptedProvider {
   codes: Map<string, string>;
   /** How many times the token endpoint was called. */
   tokenCalls: number;
+  /** How the token endpoint fails, when it does: a JSON 500, an HTML 502, a dropped connection, or no answer at all. */
+  tokenOutage: 'json500' | 'html502' | 'reset' | 'hang' | null;
   sign(claims: Record<string, unknown>): Promise<string>;
   close(): Promise<void>;
 }
+
+/** `client_id:client_secret` of a Basic header, each part form-urldecoded (RFC 6749 §2.3.1). */
+const basicCredentials = (header: string | undefined): string | undefined => {
+  const [scheme, encoded] = (header ?? '').split(' ');
+  if (scheme !== 'Basic' || !encoded) return undefined;
+  const decode = (part: string) => decodeURIComponent(part.replace(/\+/g, ' '));
+  const [id = '', secret = ''] = Buffer.from(encoded, 'base64').toString().split(':');
+  return `${decode(id)}:${decode(secret)}`;
+};
 
 export async function startScriptedProvider(client: { clientId: string; clientSecret: string }): Promise<ScriptedProvider> {
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
   const jwk: JWK = { ...(await exportJWK(privateKey)), kid: `k-${randomBytes(6).toString('hex')}`, alg: 'RS256', use: 'sig' };
   const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicJwk } = jwk;
-  const state = { tokenCalls: 0 };
+  const state: { tokenCalls: number; tokenOutage: ScriptedProvider['tokenOutage'] } = { tokenCalls: 0, tokenOutage: null };
   const codes = new Map<string, string>();
   const json = (res: ServerResponse, status: number, body: unknown) =>
     res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(body));
@@ -50,8 +61,17 @@ export async function startScriptedProvider(client: { clientId: string; clientSe
       req.on('data', (chunk) => (body += chunk));
       req.on('end', () => {
         state.tokenCalls++;
-        const expected = `Basic ${Buffer.from(`${client.clientId}:${client.clientSecret}`).toString('base64')}`;
-        if (req.headers.authorization !== expected) return json(res, 401, { error: 'invalid_client' });
+        switch (state.tokenOutage) {
+          case 'json500':
+            return json(res, 500, { error: 'server_error' });
+          case 'html502':
+            return res.writeHead(502, { 'content-type': 'text/html' }).end('<h1>Bad gateway</h1>');
+          case 'reset':
+            return req.socket.destroy();
+          case 'hang':
+            return undefined;
+        }
+        if (basicCredentials(req.headers.authorization) !== `${client.clientId}:${client.clientSecret}`) return json(res, 401, { error: 'invalid_client' });
         const form = new URLSearchParams(body);
         const code = form.get('code') ?? '';
         const idToken = form.get('grant_type') === 'authorization_code' ? codes.get(code) : undefined;
@@ -72,6 +92,12 @@ export async function startScriptedProvider(client: { clientId: string; clientSe
     codes,
     get tokenCalls() {
       return state.tokenCalls;
+    },
+    get tokenOutage() {
+      return state.tokenOutage;
+    },
+    set tokenOutage(outage) {
+      state.tokenOutage = outage;
     },
     sign: (claims) => new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: jwk.kid!, typ: 'JWT' }).sign(key),
     close: () =>

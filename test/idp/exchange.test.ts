@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createHash } from 'node:crypto';
 import { newId } from '../../src/shared/ids.js';
 import { insertIdentity } from '../../src/storage/repos/idp.js';
@@ -134,20 +134,27 @@ describe('POST /oauth/idp/exchange with id_token (path A)', () => {
     expect(res.json().code).toBe('invalid_idp_code');
   });
 
-  it('accepts tokens of a rotated key after exactly one JWKS refetch', async () => {
-    await bound('dave-sub');
-    expect((await exchange({ id_token: await p.sign(p.claims('dave-sub')) })).statusCode).toBe(200);
-    const before = p.jwksHits;
-    await p.rotate();
-    const res = await exchange({ id_token: await p.sign(p.claims('dave-sub', { jti: 'rot' })) });
-    expect(res.statusCode).toBe(200);
-    expect(p.jwksHits).toBe(before + 1);
-    // Unknown kids do not cause a refetch storm.
-    for (let i = 0; i < 5; i++) {
-      const stray = await p.sign(p.claims('dave-sub', { jti: `s${i}` }), { key: { ...(await newRsaJwk()), kid: `unknown-${i}` } });
-      expect((await exchange({ id_token: stray })).statusCode).toBe(401);
+  it('accepts tokens of a rotated key after exactly one JWKS refetch, once the last fetch is a minute old', async () => {
+    // Time moves with the system clock, which jose's JWKS cache and the app's test clock both read.
+    vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
+    try {
+      await bound('dave-sub');
+      expect((await exchange({ id_token: await p.sign(p.claims('dave-sub')) })).statusCode).toBe(200);
+      const before = p.jwksHits;
+      await p.rotate();
+      vi.setSystemTime(Date.now() + 61_000);
+      const res = await exchange({ id_token: await p.sign(p.claims('dave-sub', { jti: 'rot' })) });
+      expect(res.statusCode).toBe(200);
+      expect(p.jwksHits).toBe(before + 1);
+      // Unknown kids do not cause a refetch storm.
+      for (let i = 0; i < 5; i++) {
+        const stray = await p.sign(p.claims('dave-sub', { jti: `s${i}` }), { key: { ...(await newRsaJwk()), kid: `unknown-${i}` } });
+        expect((await exchange({ id_token: stray })).statusCode).toBe(401);
+      }
+      expect(p.jwksHits).toBeLessThanOrEqual(before + 2);
+    } finally {
+      vi.useRealTimers();
     }
-    expect(p.jwksHits).toBeLessThanOrEqual(before + 2);
   });
 });
 
