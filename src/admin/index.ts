@@ -20,6 +20,10 @@ import {
 import { createDeveloper, listDeveloperViews, listUsers, setUserStatus } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
+// The module's public face: what other modules may use (docs/architecture/modules.md).
+export { CreateDeveloperBody, UserListQuery as PlatformUserListQuery } from './schemas.js';
+export { createDeveloper, listDeveloperViews, listUsers, setUserStatus } from './service.js';
+
 /**
  * The admin API (`/v1/admin`, CONTRACT §10): `Authorization: Bearer $ADMIN_TOKEN`, compared in constant
  * time. Without ADMIN_TOKEN every admin route answers 401 `unauthorized` (nothing can match).

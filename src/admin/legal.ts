@@ -1,9 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { DocTypeParams, LegalVersion, PublishBody, PublishQuery } from '../legal/schemas.js';
+import { DocTypeParams, LegalVersion, MarkdownRenderer, PLATFORM_OWNER, PublishBody, PublishQuery, publishVersion, toVersionView } from '../legal/index.js';
 import { EXAMPLE } from '../shared/examples.js';
 import { json } from '../shared/responses.js';
-import { MarkdownRenderer } from '../legal/renderer.js';
-import { PLATFORM_OWNER, publishVersion, toVersionView } from '../legal/service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /** `PUT /v1/admin/legal/{docType}?lang=` (CONTRACT §10): publishes a platform document version (201). */

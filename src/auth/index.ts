@@ -23,9 +23,12 @@ import {
   RefreshBody,
   RegisterBody,
 } from './schemas.js';
-import mfaSignInRoutes from '../mfa/routes.js';
+import { mfaSignInRoutes } from '../mfa/index.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
 import { checkRedirectUri, namedClientId, resolveApp } from '../sign-in/requesting-app.js';
+
+// The module's public face: what other modules may use (docs/architecture/modules.md).
+export { passwordHashingStats } from './passwords.js';
 
 /**
  * End-user REST sign-in, `/v1/auth/*` (SPEC 4.7; CONTRACT §5, §14.3–8, §14.11, §14.18–20).

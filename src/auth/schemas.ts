@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ClientId, ClientSecret } from '../shared/schemas.js';
 import { DisplayName, EmailAddress } from '../shared/user-fields.js';
 import { PASSWORD_FIELD_MAX } from './passwords.js';
 
@@ -9,9 +10,6 @@ export const Email = EmailAddress;
 /** Any string up to the size a valid password can have: longer ones are refused before hashing. */
 export const Password = z.string().min(1).max(PASSWORD_FIELD_MAX, `must be at most 128 characters`);
 
-export const ClientId = z.string().min(1).max(200).optional();
-/** A confidential app's secret (`client_secret_post`, CONTRACT §15.1) on the requests that issue or rotate its tokens. */
-export const ClientSecret = z.string().min(1).max(500).optional();
 
 export const RegisterBody = z.object({
   email: Email,

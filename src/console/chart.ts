@@ -1,4 +1,4 @@
-import { dayOf } from '../legal/service.js';
+import { dayOf } from '../legal/index.js';
 import type { LegalViewCount } from '../storage/repos/legal.js';
 
 export interface ViewChart {

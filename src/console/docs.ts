@@ -1,4 +1,4 @@
-import { form, type PageDoc } from '../pages/docs.js';
+import { form, type PageDoc } from '../pages/index.js';
 
 /**
  * The console's pages in the OpenAPI document (like the hosted pages, src/pages/docs.ts): a GET renders

@@ -4,18 +4,27 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { listAppUserPage, setAppUserStatusAudited, UserListQuery } from '../dev/app-users.js';
-import { requireOwnedApp } from '../dev/auth.js';
-import { EventsQuery, listAppEventPage } from '../dev/events.js';
-import { listAppLegalViews } from '../dev/legal.js';
-import { CreateAppBody, UpdateAppBody } from '../dev/schemas.js';
-import { createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp, type AppView } from '../dev/service.js';
+import {
+  type AppView,
+  CreateAppBody,
+  createApp,
+  EventsQuery,
+  listAppEventPage,
+  listAppLegalViews,
+  listApps,
+  listAppUserPage,
+  removeApp,
+  requireOwnedApp,
+  rotateClientSecret,
+  setAppUserStatusAudited,
+  toAppView,
+  UpdateAppBody,
+  updateApp,
+  UserListQuery,
+} from '../dev/index.js';
 import { AppError } from '../errors.js';
-import { MarkdownRenderer } from '../legal/renderer.js';
-import { DocTypeParams, PublishBody, PublishQuery } from '../legal/schemas.js';
-import { listDocumentSummaries, publishVersion } from '../legal/service.js';
-import { assertCsrf } from '../pages/index.js';
-import { documentPageIn } from '../pages/docs.js';
+import { DocTypeParams, listDocumentSummaries, MarkdownRenderer, PublishBody, PublishQuery, publishVersion } from '../legal/index.js';
+import { assertCsrf, documentPageIn } from '../pages/index.js';
 import { BrowserSessions } from '../plugins/browser-sessions.js';
 import { localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
 import { parseAmr } from '../shared/acr.js';

@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { CreateDeveloperBody, UserListQuery } from '../admin/schemas.js';
-import { createDeveloper, listDeveloperViews, listUsers, setUserStatus } from '../admin/service.js';
+import { CreateDeveloperBody, createDeveloper, listDeveloperViews, listUsers, PlatformUserListQuery as UserListQuery, setUserStatus } from '../admin/index.js';
 import { AppError } from '../errors.js';
 import { adminTokenFingerprint, checkAdminToken } from '../plugins/admin-token.js';
 import type { BrowserSessions } from '../plugins/browser-sessions.js';

@@ -7,6 +7,14 @@ import { AppList, AppParams, AppView, CreateAppBody, NoQuery, UpdateAppBody } fr
 import { createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
+// The module's public face: what other modules may use (docs/architecture/modules.md).
+export { listAppUserPage, setAppUserStatusAudited, UserListQuery } from './app-users.js';
+export { requireOwnedApp } from './auth.js';
+export { EventsQuery, listAppEventPage } from './events.js';
+export { listAppLegalViews } from './legal.js';
+export { CreateAppBody, UpdateAppBody } from './schemas.js';
+export { type AppView, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
+
 /**
  * The developer API (`/v1/dev`, CONTRACT §9). Every route in this scope is authenticated by a developer
  * API key (`request.developer`) and can resolve its `{id}` with `app.requireOwnedApp(request, id)`.

@@ -3,12 +3,10 @@ import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import type { Database } from '../storage/schema.js';
 import { AppError } from '../errors.js';
-import { DocTypeParams, LegalVersion, PublishBody, PublishQuery } from '../legal/schemas.js';
+import { dayOf, DocTypeParams, LegalVersion, MarkdownRenderer, PublishBody, PublishQuery, publishVersion, toVersionView } from '../legal/index.js';
 import { EXAMPLE } from '../shared/examples.js';
 import { requestContext } from '../shared/request-context.js';
 import { json } from '../shared/responses.js';
-import { MarkdownRenderer } from '../legal/renderer.js';
-import { dayOf, publishVersion, toVersionView } from '../legal/service.js';
 import { listLegalViews } from '../storage/repos/legal.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 

@@ -22,6 +22,9 @@ import {
 } from './schemas.js';
 import { type AppRequest, IdpService } from './service.js';
 
+// The module's public face: what other modules may use (docs/architecture/modules.md).
+export type { BindTicketData, ContinueTicketData } from './service.js';
+
 /**
  * Provider sign-in routes: `GET /oauth/idp/start`, `GET /oauth/idp/callback` (HTML errors until the
  * app and redirect_uri are known, then error redirects), `POST /oauth/idp/exchange` and

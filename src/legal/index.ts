@@ -15,6 +15,22 @@ import {
 } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
+// The module's public face: what other modules may use (docs/architecture/modules.md).
+export { MarkdownRenderer } from './renderer.js';
+export { AppDocParams, DocTypeParams, LangQuery, LegalVersion, PublishBody, PublishQuery } from './schemas.js';
+export {
+  countView,
+  dayOf,
+  hostedLegalUrl,
+  listDocumentSummaries,
+  PLATFORM_OWNER,
+  publishVersion,
+  resolveDocument,
+  type ResolvedDocument,
+  toVersionView,
+  VIEW_LIMIT_PER_MINUTE,
+} from './service.js';
+
 /**
  * Public legal documents (`/v1/legal`, CONTRACT §8): no authentication, no cookies. Every answer allows
  * any origin without credentials (CONTRACT §14.17), so apps can show the documents from their own pages.

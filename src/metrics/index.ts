@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import cluster from 'node:cluster';
 import type { PrometheusContentType, Registry } from 'prom-client';
-import { passwordHashingStats } from '../auth/passwords.js';
+import { passwordHashingStats } from '../auth/index.js';
 import { whenClientLeaves } from '../shared/request-context.js';
 
 /**

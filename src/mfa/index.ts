@@ -2,6 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Mfa } from './service.js';
 
+// The module's public face: what other modules may use (docs/architecture/modules.md).
+export { default as mfaSignInRoutes } from './routes.js';
+export type { TotpEnrolment } from './service.js';
+
 declare module 'fastify' {
   interface FastifyInstance {
     mfa: Mfa;

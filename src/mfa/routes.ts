@@ -8,7 +8,7 @@ import { json, OPTIONAL_CLIENT_AUTH } from '../shared/responses.js';
 import { SignInResult } from '../shared/schemas.js';
 import { AWAITING, findGrant, type GrantRow } from '../storage/repos/grants.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { AuthenticationOptions } from '../passkeys/schemas.js';
+import { AuthenticationOptions } from '../passkeys/index.js';
 import { originsOfApp } from '../shared/cors.js';
 import { enrolmentOwnerOf, type SecondFactorProof } from '../sign-in/service.js';
 import { MfaPasskeyOptionsBody, MfaVerifyBody, TotpSetup, TotpSetupBody } from './schemas.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { ClientId, ClientSecret } from '../auth/schemas.js';
-import { AuthenticationResponse } from '../passkeys/schemas.js';
+import { ClientId, ClientSecret } from '../shared/schemas.js';
+import { AuthenticationResponse } from '../passkeys/index.js';
 
 /** Bodies and answers of the second-factor step of REST sign-in (`/v1/auth/mfa/*`, CONTRACT §15.6). */
 

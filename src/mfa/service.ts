@@ -4,6 +4,7 @@ import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Amr } from '../shared/acr.js';
 import { type FactorChangeRefusal, factorChangeRefusal, type SecondFactor, secondFactorsOf } from '../sign-in/policy.js';
+import type { EnrolmentOwner } from '../sign-in/service.js';
 import { SecretBox } from '../shared/crypto.js';
 import { newId } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
@@ -36,9 +37,6 @@ import { looksLikeTotp, matchTotpStep, newRecoveryCodes, newTotpSecret, recovery
  * session, or the pending REST sign-in) for TOTP_ENROLMENT_SECONDS: only that owner is shown it and may
  * confirm it, so nobody can plant a secret in another session's setup or read one from it.
  */
-
-/** Who started an enrolment, and alone may see and confirm it: `session:<id hash>` or `grant:<id>`. */
-export type EnrolmentOwner = `session:${string}` | `grant:${string}`;
 
 /** How long a new authenticator-app secret waits for its first code. */
 export const TOTP_ENROLMENT_SECONDS = 600;

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
-import type { BindTicketData, ContinueTicketData } from '../idp/service.js';
+import type { BindTicketData, ContinueTicketData } from '../idp/index.js';
 import { requestContext } from '../shared/request-context.js';
 import { missingRequiredFields } from '../sign-in/policy.js';
 import type { ProfileField } from '../sign-in/profile-data.js';

@@ -18,6 +18,9 @@ import passkeyPages from './passkeys.js';
 import registerPages from './register.js';
 import { localeOf, renderPage, VIEWS_DIR } from '../plugins/views.js';
 
+// The module's public face: what other modules may use (docs/architecture/modules.md).
+export { documentPageIn, form, type PageDoc } from './docs.js';
+
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**

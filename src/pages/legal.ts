@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
-import { AppDocParams, DocTypeParams, LangQuery } from '../legal/schemas.js';
-import { countView, hostedLegalUrl, PLATFORM_OWNER, resolveDocument, type ResolvedDocument, VIEW_LIMIT_PER_MINUTE } from '../legal/service.js';
+import { AppDocParams, countView, DocTypeParams, hostedLegalUrl, LangQuery, PLATFORM_OWNER, resolveDocument, type ResolvedDocument, VIEW_LIMIT_PER_MINUTE } from '../legal/index.js';
 import { isoTime } from '../shared/time.js';
 import { findApp } from '../storage/repos/apps.js';
 import { renderPage } from '../plugins/views.js';

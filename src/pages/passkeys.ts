@@ -1,8 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z, type ZodType } from 'zod';
 import { AppError, isAppError } from '../errors.js';
-import { BROWSER_BUNDLE_VERSION } from '../passkeys/index.js';
-import { AuthenticationResponse, RegistrationResponse } from '../passkeys/schemas.js';
+import { AuthenticationResponse, BROWSER_BUNDLE_VERSION, RegistrationResponse } from '../passkeys/index.js';
 import { sessionAuthentication } from '../plugins/browser-sessions.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { localeOf, renderPage } from '../plugins/views.js';

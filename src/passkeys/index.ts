@@ -30,6 +30,9 @@ import {
 } from './schemas.js';
 import { Passkeys, type PasskeyView } from './service.js';
 
+// The module's public face: what other modules may use (docs/architecture/modules.md).
+export { AuthenticationOptions, AuthenticationResponse, RegistrationResponse } from './schemas.js';
+
 declare module 'fastify' {
   interface FastifyInstance {
     passkeys: Passkeys;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ClientId, ClientSecret } from '../auth/schemas.js';
+import { ClientId, ClientSecret } from '../shared/schemas.js';
 import { PASSKEY_NAME_MAX } from './names.js';
 
 /**

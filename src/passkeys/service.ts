@@ -8,7 +8,6 @@ import type {
 } from '@simplewebauthn/server';
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
-import type { Mfa } from '../mfa/service.js';
 import type { Amr } from '../shared/acr.js';
 import { hashSecret, newId } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
@@ -64,8 +63,13 @@ export interface PasskeyView {
   lastUsedAt: string | null;
 }
 
-/** What passkeys need of the second-factor service: a passkey is a factor, backed up by recovery codes. */
-export type PasskeyFactors = Pick<Mfa, 'firstRecoveryCodes' | 'dropOrphanRecoveryCodes'>;
+/** What passkeys need of the second factors (the `Mfa` service provides it): a passkey is a factor, backed up by recovery codes. */
+export interface PasskeyFactors {
+  /** In the transaction that enrolled a factor: the user's first recovery codes, or null when they have some. */
+  firstRecoveryCodes(trx: Kysely<Database>, userId: string, ctx: RequestContext): Promise<string[] | null>;
+  /** After a factor was removed: recovery codes that back up nothing are deleted. */
+  dropOrphanRecoveryCodes(trx: Kysely<Database>, userId: string): Promise<void>;
+}
 
 export interface PasskeysDeps {
   db: Kysely<Database>;

@@ -1,9 +1,13 @@
 import { z } from 'zod';
 
 /**
- * Response objects that more than one feature answers with (CONTRACT §3, §5). Each is registered
- * with an id, so the OpenAPI document shows it once, as a component.
+ * Request fields and response objects that more than one feature takes or answers with (CONTRACT §3,
+ * §5). Each response object is registered with an id, so the OpenAPI document shows it once, as a component.
  */
+
+export const ClientId = z.string().min(1).max(200).optional();
+/** A confidential app's secret (`client_secret_post`, CONTRACT §15.1) on the requests that issue or rotate its tokens. */
+export const ClientSecret = z.string().min(1).max(500).optional();
 
 export const RequiredField = z.enum(['name', 'phone_number', 'birthdate', 'email_verified']);
 

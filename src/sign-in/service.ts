@@ -1,6 +1,5 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
-import type { EnrolmentOwner, Mfa } from '../mfa/service.js';
 import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { DEFAULT_SCOPE, isSubsetScope } from '../shared/scopes.js';
@@ -72,11 +71,24 @@ export const FIRST_FACTOR = {
 /** The proof of a second factor a door received: a typed code (TOTP or recovery), or a checked passkey. */
 export type SecondFactorProof = { kind: 'code'; code: string } | { kind: 'passkey'; amr: 'swk' };
 
+/** Who started an authenticator-app enrolment, and alone may see and confirm it: `session:<id hash>` or `grant:<id>`. */
+export type EnrolmentOwner = `session:${string}` | `grant:${string}`;
+
+/** What signing in needs of the second factors (the `Mfa` service of mfa/service.ts provides it). */
+export interface SecondFactors {
+  /** The factors a sign-in may ask this user for (policy.ts secondFactorsOf). */
+  enrolled(db: Kysely<Database>, userId: string): Promise<SecondFactor[]>;
+  /** Confirms the authenticator app `owner` is setting up with its first code; the first factor's recovery codes, once. */
+  confirmTotp(userId: string, owner: EnrolmentOwner, code: string, ctx: RequestContext): Promise<{ recoveryCodes: string[] | null }>;
+  /** Checks an authenticator-app or recovery code (under the lockout); which one it was. */
+  verifyCode(userId: string, code: string, ctx: RequestContext): Promise<'totp' | 'recovery_code'>;
+}
+
 export interface SignInDeps {
   db: Kysely<Database>;
   clock: Clock;
   tokens: TokenService;
-  mfa: Mfa;
+  mfa: SecondFactors;
 }
 
 const PROBLEM_TEXT: Record<ProfileProblem['reason'] | `invalid_${ProfileField}`, string> = {
