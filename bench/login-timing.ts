@@ -4,7 +4,7 @@ import { createStorage } from '../src/storage/connect.js';
 import { migrateToLatest } from '../src/storage/migrator.js';
 
 /**
- * `npm run bench -- login-timing [--samples N]` (SECURITY.md item 60, a benchmark rather than a timed test):
+ * `npm run bench -- login-timing [--samples N]` (a benchmark rather than a timed test: timing on a shared machine is not a pass/fail signal):
  * POST /v1/auth/login through the real route for an unknown email and for a known email with a wrong
  * password, interleaved after a warm-up, and reports both medians, their difference and a two-sided
  * Mann-Whitney U test. The unknown-email path runs one dummy argon2 verify, so the two should not differ.

@@ -1,10 +1,10 @@
 /**
  * Benchmarks (not part of `npm test`): `npm run bench -- <name> [options]`.
  *   users-listing   developer user listing with 1,000,000 users in one app (SQLite and PostgreSQL)
- *   login-timing    login answer times for unknown vs known emails (SECURITY.md item 60)
- *   http            the hot paths of the production build over HTTP (autocannon), against references (issue 13)
- *   key-order       pages a SQLite commit writes per refresh, with random or time-ordered token keys (issue 13)
- *   login-flood     password logins from more clients than answered in time, each giving up after a timeout (issue 13)
+ *   login-timing    login answer times for unknown vs known emails
+ *   http            the hot paths of the production build over HTTP (autocannon), against references
+ *   key-order       pages a SQLite commit writes per refresh, with random or time-ordered token keys
+ *   login-flood     password logins from more clients than answered in time, each giving up after a timeout
  */
 const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void> }>> = {
   'users-listing': () => import('./users-listing.js'),

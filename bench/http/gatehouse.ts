@@ -20,7 +20,10 @@ export const PKCE_VERIFIER = 'gatehouse-bench-verifier-0123456789abcdefghijklmno
 export const PKCE_CHALLENGE = createHash('sha256').update(PKCE_VERIFIER).digest('base64url');
 
 export interface GatehouseEnv {
+  /** The checkout whose production build (dist/) runs. */
   root: string;
+  /** What node is given before the entry (that build's own flags); SERVER_START_ARGS when not given. */
+  startArgs?: readonly string[];
   databaseUrl: string;
   dataDir: string;
 }
@@ -33,7 +36,7 @@ export async function startGatehouse(
   return startServer({
     name: opts.name,
     command: process.execPath,
-    args: [...SERVER_START_ARGS, ...nodeArgs, 'dist/src/server.js'],
+    args: [...(env.startArgs ?? SERVER_START_ARGS), ...nodeArgs, 'dist/src/server.js'],
     cwd: env.root,
     port: opts.port,
     logFile: opts.logFile,
@@ -81,9 +84,16 @@ async function call(url: string, init: RequestInit & { expect?: number[] } = {})
   return res;
 }
 
-function cookieOf(res: Response, fallback?: string): string {
-  const set = res.headers.getSetCookie().find((c) => /gh_sid=/.test(c));
-  return set ? set.split(';')[0]! : (fallback ?? '');
+/** The cookies a browser would send after `res`: `jar` (a Cookie header) updated by its Set-Cookie lines. */
+function cookieOf(res: Response, jar = ''): string {
+  const cookies = new Map(jar ? jar.split('; ').map((c) => [c.slice(0, c.indexOf('=')), c] as const) : []);
+  for (const line of res.headers.getSetCookie()) {
+    const pair = line.split(';')[0]!;
+    const name = pair.slice(0, pair.indexOf('='));
+    if (/max-age=0|expires=thu, 01 jan 1970/i.test(line)) cookies.delete(name);
+    else cookies.set(name, pair);
+  }
+  return [...cookies.values()].join('; ');
 }
 
 const authorizeQuery = (clientId: string, scope: string, state = 'bench') =>

@@ -25,8 +25,8 @@ import type { LoadJob, LoadResult, LoadSummary } from './load.js';
 import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, type RssSummary, runLoadGenerator, sampleRss, type ServerProcess, startServer } from './proc.js';
 import { formatSummary, summarizeProfile, windowFileOf } from './profile-summary.js';
 
-/** `npm run bench -- http [options]` (issue 13); `--help` prints this. */
-const USAGE = `\`npm run bench -- http [options]\` (issue 13): the hot paths of the production build over HTTP,
+/** `npm run bench -- http [options]`; `--help` prints this. */
+const USAGE = `\`npm run bench -- http [options]\`: the hot paths of the production build over HTTP,
 against references measured in the same run. See bench/RESULTS.md ("http") for what it prints.
 
   --duration S       seconds of each measured run (default 10)
@@ -52,6 +52,9 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
   --profile SCENARIO run only that scenario on Gatehouse (SQLite unless --only postgres), one round, under
                      \`node --cpu-prof\`; prints where the .cpuprofile landed and its top self-time functions
   --profile-dir DIR  where profiles go (default <tmp>/gatehouse-cpuprof/<time>-<scenario>-<db>)
+  --baseline DIR     also measure the Gatehouse checkout in DIR (its node_modules installed; built with
+                     \`npm run build\` there unless --no-build) on both databases, in the same rounds, and
+                     print this build's req/s over the baseline's per scenario (a before/after comparison)
   --no-build         do not run \`npm run build\` first
   --write / --no-write   write bench/RESULTS.md (default: only for a full run: duration ≥ 10, rounds ≥ 3,
                      every scenario, both databases, references, not --profile)
@@ -63,9 +66,17 @@ PostgreSQL: a fresh database next to BENCH_DATABASE_URL or TEST_DATABASE_URL, dr
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 type ScenarioKey = 'refresh' | 'refresh-id' | 'code' | 'profile' | 'login' | 'healthz' | 'burst';
-type Target = 'sqlite' | 'postgres' | 'ref';
-const TARGETS: readonly Target[] = ['sqlite', 'postgres', 'ref'];
-const TARGET_NAMES: Record<Target, string> = { sqlite: 'Gatehouse SQLite', postgres: 'Gatehouse PostgreSQL', ref: 'reference' };
+type Database = 'sqlite' | 'postgres';
+/** `-before` targets are the build given by `--baseline`, measured in the same rounds as this one. */
+type Target = Database | 'sqlite-before' | 'postgres-before' | 'ref';
+const TARGETS: readonly Target[] = ['sqlite', 'postgres', 'sqlite-before', 'postgres-before', 'ref'];
+const TARGET_NAMES: Record<Target, string> = {
+  sqlite: 'Gatehouse SQLite',
+  postgres: 'Gatehouse PostgreSQL',
+  'sqlite-before': 'baseline SQLite',
+  'postgres-before': 'baseline PostgreSQL',
+  ref: 'reference',
+};
 
 const SCENARIOS: Array<{ key: ScenarioKey; label: string; ref: string }> = [
   { key: 'refresh', label: '`refresh_token` grant, rotation, no id_token', ref: '`oidc-provider`' },
@@ -77,7 +88,7 @@ const SCENARIOS: Array<{ key: ScenarioKey; label: string; ref: string }> = [
 ];
 
 /**
- * Token checks during a login burst (issue 13): bearer reads at a fixed rate on few connections, the way
+ * Token checks during a login burst: bearer reads at a fixed rate on few connections, the way
  * apps check tokens, measured alone and then while the login scenario runs against the same server.
  * What counts is that every one is answered, and how fast: argon2 keeps the cores busy during the burst,
  * and a token check must not wait for it.
@@ -99,6 +110,7 @@ interface Options {
   profile?: ScenarioKey;
   profileDir?: string;
   build: boolean;
+  baseline?: string;
   write?: boolean;
   keep: boolean;
 }
@@ -139,6 +151,7 @@ function parseOptions(args: string[]): Options {
     profile,
     profileDir: value('profile-dir'),
     build: !args.includes('--no-build'),
+    baseline: value('baseline') ? resolve(value('baseline')!) : undefined,
     write: args.includes('--write') ? true : args.includes('--no-write') ? false : undefined,
     keep: args.includes('--keep'),
   };
@@ -304,7 +317,7 @@ function describe(scenario: ScenarioKey, target: Target, rec: RunRecord): string
 // Gatehouse -------------------------------------------------------------------------------------------
 
 interface GatehouseTarget {
-  target: 'sqlite' | 'postgres';
+  target: Target;
   env: GatehouseEnv;
   setup: GatehouseSetup;
   /** Per user: an access token (refreshed each round: they live 15 minutes). */
@@ -316,18 +329,43 @@ interface GatehouseTarget {
   cleanup(): Promise<void>;
 }
 
+/** A checkout to measure: this one, or the `--baseline` one with the node flags its own build starts with. */
+interface Build {
+  root: string;
+  before: boolean;
+  startArgs: readonly string[];
+}
+
+function buildCheckout(root: string): void {
+  console.log(`building: npm run build (in ${root})`);
+  const b = spawnSync('npm', ['run', 'build'], { cwd: root, encoding: 'utf8' });
+  if (b.status !== 0) {
+    console.error(b.stdout + b.stderr);
+    throw new Error(`npm run build failed in ${root} (exit ${b.status}): the production build does not compile, so there is no server to measure`);
+  }
+  if (!existsSync(join(root, 'dist', 'src', 'server.js'))) throw new Error(`${root}/dist/src/server.js missing after the build`);
+}
+
+/** The baseline's own start flags (its dist/src/node-flags.js), so each build runs as its own Docker image would. */
+async function baselineBuild(root: string): Promise<Build> {
+  const flags = join(root, 'dist', 'src', 'node-flags.js');
+  const startArgs = existsSync(flags) ? (((await import(flags)) as { SERVER_START_ARGS?: readonly string[] }).SERVER_START_ARGS ?? []) : [];
+  return { root, before: true, startArgs };
+}
+
 let serverCounter = 0;
 async function gatehouse(t: { target: string; env: GatehouseEnv }, role: string, cpuProfDir?: string): Promise<ServerProcess> {
   const name = `gatehouse-${t.target}-${++serverCounter}-${role}`;
   return track(startGatehouse(t.env, { port: await freePort(), logFile: logPath(workDir, name), name, cpuProfDir }));
 }
 
-async function prepareTarget(opts: Options, target: 'sqlite' | 'postgres'): Promise<GatehouseTarget | undefined> {
+async function prepareTarget(opts: Options, database: Database, build: Build): Promise<GatehouseTarget | undefined> {
+  const target: Target = build.before ? `${database}-before` : database;
   let databaseUrl: string;
   let cleanup: () => Promise<void>;
   const dataDir = join(workDir, `data-${target}`);
   mkdirSync(dataDir, { recursive: true });
-  if (target === 'sqlite') {
+  if (database === 'sqlite') {
     databaseUrl = `sqlite:${join(dataDir, 'gatehouse.db')}`;
     cleanup = async () => {};
   } else {
@@ -353,7 +391,7 @@ async function prepareTarget(opts: Options, target: 'sqlite' | 'postgres'): Prom
     cleanups.add(cleanup);
     console.log(`PostgreSQL database ${name} (dropped at the end)`);
   }
-  const t = { target, env: { root: ROOT, databaseUrl, dataDir } };
+  const t = { target, env: { root: build.root, startArgs: build.startArgs, databaseUrl, dataDir } };
   const started = Date.now();
   const server = await gatehouse(t, 'setup');
   try {
@@ -654,10 +692,31 @@ function stat(scenario: ScenarioKey, target: Target) {
  * targets of a scenario back to back), leaving out rounds where either run's pool ran dry. A ratio of
  * the medians would pair runs made minutes apart, when the host may have sped up or slowed down.
  */
-function pairedRatio(scenario: ScenarioKey, target: 'sqlite' | 'postgres'): number {
+function pairedRatio(scenario: ScenarioKey, target: Target, against: Target = 'ref'): number {
   const full = (t: Target) => (results.get(keyOf(scenario, t)) ?? []).filter((r) => r.dryAt === undefined);
   const ours = new Map(full(target).map((r) => [r.round, r.rps]));
-  return median(full('ref').filter((r) => ours.has(r.round) && r.rps > 0).map((r) => ours.get(r.round)! / r.rps));
+  return median(full(against).filter((r) => ours.has(r.round) && r.rps > 0).map((r) => ours.get(r.round)! / r.rps));
+}
+
+/** This build against the `--baseline` one, scenario by scenario (paired by round like the reference ratios). */
+function beforeAfterTable(opts: Options): string {
+  const lines = [
+    `Before and after: this build against the baseline (${baselineSource}), measured in the same rounds.`,
+    '',
+    '| scenario | SQLite req/s before → after | SQLite after / before | PostgreSQL req/s before → after | PostgreSQL after / before | max RSS MB SQLite before → after |',
+    '|---|---:|---:|---:|---:|---:|',
+  ];
+  for (const s of SCENARIOS.filter((x) => opts.scenarios.includes(x.key))) {
+    const [a, ab, p, pb] = (['sqlite', 'sqlite-before', 'postgres', 'postgres-before'] as const).map((t) => stat(s.key, t));
+    lines.push(
+      `| ${s.label} | ${fmt(ab!.rps)} → ${fmt(a!.rps)} | ${times(pairedRatio(s.key, 'sqlite', 'sqlite-before'))} | ${fmt(pb!.rps)} → ${fmt(p!.rps)} | ${times(pairedRatio(s.key, 'postgres', 'postgres-before'))} | ${fmt(ab!.rss / 2 ** 20)} → ${fmt(a!.rss / 2 ** 20)} |`,
+    );
+  }
+  if (opts.scenarios.includes('login')) {
+    const p99 = (t: Target) => fmt(stat('login', t).p99);
+    lines.push('', `Password login p99 (median of rounds), before → after: SQLite ${p99('sqlite-before')} → ${p99('sqlite')} ms, PostgreSQL ${p99('postgres-before')} → ${p99('postgres')} ms.`);
+  }
+  return lines.join('\n');
 }
 
 function mainTable(opts: Options): string {
@@ -787,15 +846,16 @@ function nproc(): string {
 }
 
 /** The measured source: HEAD's commit, and whether src/ or migrations/ had uncommitted changes (read-only git). */
-function sourceVersion(): string {
-  const head = spawnSync('git', ['log', '-1', '--format=%h %s'], { cwd: ROOT, encoding: 'utf8' });
-  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src', 'migrations'], { cwd: ROOT, encoding: 'utf8' });
+function sourceVersion(root: string): string {
+  const head = spawnSync('git', ['log', '-1', '--format=%h %s'], { cwd: root, encoding: 'utf8' });
+  const dirty = spawnSync('git', ['status', '--porcelain', '--', 'src', 'migrations'], { cwd: root, encoding: 'utf8' });
   if (head.status !== 0) return 'unknown (no git)';
   const [sha, ...subject] = head.stdout.trim().split(' ');
   const text = subject.join(' ');
   return `commit ${sha} ("${text.length > 80 ? `${text.slice(0, 77)}…` : text}")${dirty.stdout.trim() ? ', with uncommitted changes in src/ or migrations/' : ''}`;
 }
 let measuredSource = '';
+let baselineSource = '';
 
 function disturbanceNote(): string {
   const runs = [...results.values()].flat();
@@ -809,7 +869,7 @@ function writeResults(opts: Options, args: string[], minutes: number, load: stri
   const file = join(ROOT, 'bench', 'RESULTS.md');
   const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   const command = `${process.env.TEST_DATABASE_URL ? `TEST_DATABASE_URL=${process.env.TEST_DATABASE_URL} ` : ''}npm run bench -- http${args.length ? ` ${args.join(' ')}` : ''}`;
-  const section = `## http — the hot paths over HTTP, against references in the same run (issue 13)
+  const section = `## http — the hot paths over HTTP, against references in the same run
 
 Command (from the repository root; builds first with \`npm run build\`; PostgreSQL gets a fresh database next
 to the given URL, dropped afterwards):
@@ -902,17 +962,15 @@ export async function main(args: string[]): Promise<void> {
   }
   console.log(`http bench: ${opts.rounds} round(s), ${opts.warmup} s warm-up + ${opts.duration} s runs, ${opts.connections} connections${opts.rate ? `, ${opts.rate} req/s offered` : ''}; node ${process.version}; load average ${load}`);
 
-  if (opts.build) {
-    console.log('building: npm run build');
-    const b = spawnSync('npm', ['run', 'build'], { cwd: ROOT, encoding: 'utf8' });
-    if (b.status !== 0) {
-      console.error(b.stdout + b.stderr);
-      throw new Error(`npm run build failed (exit ${b.status}): the production build does not compile, so there is no server to measure`);
-    }
+  const builds: Build[] = [{ root: ROOT, before: false, startArgs: SERVER_START_ARGS }];
+  for (const root of [ROOT, ...(opts.baseline ? [opts.baseline] : [])]) {
+    if (opts.build) buildCheckout(root);
+    else if (!existsSync(join(root, 'dist', 'src', 'server.js'))) throw new Error(`${root}/dist/src/server.js missing: build it or drop --no-build`);
   }
-  if (!existsSync(join(ROOT, 'dist', 'src', 'server.js'))) throw new Error('dist/src/server.js missing after the build');
-  measuredSource = sourceVersion();
-  console.log(`measuring ${measuredSource}${opts.build ? '' : ' (as last built: --no-build)'}`);
+  if (opts.baseline) builds.push(await baselineBuild(opts.baseline));
+  measuredSource = sourceVersion(ROOT);
+  baselineSource = opts.baseline ? sourceVersion(opts.baseline) : '';
+  console.log(`measuring ${measuredSource}${baselineSource ? ` against the baseline ${baselineSource}` : ''}${opts.build ? '' : ' (as last built: --no-build)'}`);
 
   workDir = mkdtempSync(join(tmpdir(), 'gh-http-bench-'));
   const targets: GatehouseTarget[] = [];
@@ -942,10 +1000,12 @@ export async function main(args: string[]): Promise<void> {
     }
     const runGatehouse = opts.only === undefined || opts.only === 'sqlite' || opts.only === 'postgres';
     if (runGatehouse) {
-      for (const target of ['sqlite', 'postgres'] as const) {
-        if (opts.only && opts.only !== target) continue;
-        const t = await prepareTarget(opts, target);
-        if (t) targets.push(t);
+      for (const build of builds) {
+        for (const database of ['sqlite', 'postgres'] as const) {
+          if (opts.only && opts.only !== database) continue;
+          const t = await prepareTarget(opts, database, build);
+          if (t) targets.push(t);
+        }
       }
     }
     const runRefs = opts.refs && (opts.only === undefined || opts.only === 'ref');
@@ -953,9 +1013,7 @@ export async function main(args: string[]): Promise<void> {
       console.log(`\n== round ${round}/${opts.rounds}`);
       // Scenario by scenario, every target's pool minted first and then the targets run back to back:
       // this host's speed drifts within minutes, and a ratio must compare runs made under the same
-      // conditions (bench/RESULTS.md, finding 74).
-      // The order of the runs turns by one each round, so that no target always runs first (just
-      // after the pools were minted) or last (finding 75).
+      // conditions. The order turns by one each round, so no target always runs first or last.
       for (const key of opts.scenarios) {
         const pools: Array<Pool | undefined> = [];
         for (const t of targets) pools.push(await prepareGatehouseScenario(opts, t, round, key));
@@ -969,7 +1027,7 @@ export async function main(args: string[]): Promise<void> {
 
     const minutes = (Date.now() - startedAt) / 60_000;
     const throughput = SCENARIOS.some((s) => opts.scenarios.includes(s.key));
-    const table = [...(throughput ? [mainTable(opts)] : []), ...(burstResults.size ? [burstTable()] : [])].join('\n\n');
+    const table = [...(throughput ? [mainTable(opts)] : []), ...(throughput && opts.baseline ? [beforeAfterTable(opts)] : []), ...(burstResults.size ? [burstTable()] : [])].join('\n\n');
     const details = throughput ? detailTable(opts) : '';
     console.log(`\n${table}\n\n${details}\n\nErrors the servers logged during the runs:\n${errorNotes()}\n\nPool minting:\n${mintNotes()}\n\nmachine: ${machine().text}; total ${minutes.toFixed(1)} min`);
     const dry = [...results.values()].flat().filter((r) => r.dryAt !== undefined).length;
@@ -989,9 +1047,11 @@ export async function main(args: string[]): Promise<void> {
       console.log('(measured run only, from the .window.json beside it; --all includes start-up, warm-up and shutdown; the .cpuprofile also opens in Chrome DevTools or speedscope)');
     }
 
+    // A full run measured every scenario on both databases and the references (the baseline is optional).
+    const measured: Target[] = ['sqlite', 'postgres', 'ref', ...targets.map((t) => t.target)];
     const everything =
-      SCENARIOS.every((sc) => TARGETS.every((tg) => (results.get(keyOf(sc.key, tg))?.length ?? 0) >= opts.rounds)) &&
-      TARGETS.every((tg) => (burstResults.get(tg)?.length ?? 0) >= opts.rounds);
+      SCENARIOS.every((sc) => measured.every((tg) => (results.get(keyOf(sc.key, tg))?.length ?? 0) >= opts.rounds)) &&
+      measured.every((tg) => (burstResults.get(tg)?.length ?? 0) >= opts.rounds);
     const full = !opts.profile && !opts.rate && opts.duration >= 10 && opts.rounds >= 3 && everything && dry === 0;
     const write = opts.write ?? full;
     if (write) writeResults(opts, args, minutes, load, table, details);
