@@ -13,7 +13,7 @@ import errorHandler from './plugins/error-handler.js';
 import { useJsonBodyParser } from './plugins/json-body.js';
 import keysPlugin from './plugins/keys.js';
 import pino from 'pino';
-import { accessLogOptions, isQuietWhenOk, lazyChildLogger, loggerOptions } from './plugins/logger.js';
+import { accessLogOptions, isQuietWhenOk, loggerOptions } from './plugins/logger.js';
 import errorResponsesPlugin from './plugins/error-responses.js';
 import routeListPlugin from './plugins/route-list.js';
 import throttlePlugin from './throttle/index.js';
@@ -108,7 +108,6 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   const app = Fastify({
     logger: logStream ? { ...loggerOptions(config.logLevel), stream: logStream } : false,
     logController: new AccessLog(logStream && pino(accessLogOptions(config.logLevel), logStream)),
-    ...(logStream && { childLoggerFactory: lazyChildLogger }),
     bodyLimit: config.bodyLimit,
     connectionTimeout: config.connectionTimeoutMs,
     requestTimeout: config.requestTimeoutMs,

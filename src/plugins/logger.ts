@@ -1,5 +1,5 @@
-import type { FastifyBaseLogger, FastifyRequest, FastifyServerOptions, onRequestHookHandler } from 'fastify';
-import type { Bindings, ChildLoggerOptions, LevelWithSilentOrString, LoggerOptions } from 'pino';
+import type { FastifyRequest, FastifyServerOptions, onRequestHookHandler } from 'fastify';
+import type { LoggerOptions } from 'pino';
 
 /** Query parameters whose values are secrets: replaced in logged URLs (SECURITY.md item 91). */
 const SECRET_QUERY_PARAMS = new Set([
@@ -79,58 +79,3 @@ export const quietWhenOk: onRequestHookHandler = (request, _reply, done) => {
 };
 
 export const isQuietWhenOk = (request: FastifyRequest): boolean => quietRequests.has(request);
-
-type LogMethod = (...args: unknown[]) => void;
-type LevelName = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-
-/**
- * A request's logger, made into pino's child logger only when the request first logs. Fastify makes a
- * child for every request, and pino's child() serialises the request id through the redaction walk and
- * rebuilds the log methods: ~4 of the ~43 µs of CPU a `/healthz` request took (bench/RESULTS.md,
- * finding 69). Most requests never log through it: a successful one writes only the access line, which
- * has its own logger.
- * The line written is the same either way: the child is built from the same parent, bindings and options.
- */
-export class LazyRequestLogger implements FastifyBaseLogger {
-  #child: FastifyBaseLogger | undefined;
-
-  constructor(
-    private readonly parent: FastifyBaseLogger,
-    private readonly bindings: Bindings,
-    private readonly options: ChildLoggerOptions,
-  ) {}
-
-  /** pino's own child, built once. No options (Fastify passes `{}` unless the route sets a level) takes pino's fast path. */
-  private get logger(): FastifyBaseLogger {
-    this.#child ??= this.parent.child(this.bindings, this.options.level === undefined ? undefined : this.options);
-    return this.#child;
-  }
-
-  private write(level: LevelName, args: unknown[]): void {
-    const logger = this.logger;
-    (logger[level] as LogMethod).apply(logger, args);
-  }
-
-  get level(): LevelWithSilentOrString {
-    return this.#child ? this.#child.level : (this.options.level ?? this.parent.level);
-  }
-
-  set level(level: LevelWithSilentOrString) {
-    this.logger.level = level;
-  }
-
-  // One method per level, as pino has them: each forwards to the child, built on first use.
-  fatal(...args: unknown[]): void { this.write('fatal', args); }
-  error(...args: unknown[]): void { this.write('error', args); }
-  warn(...args: unknown[]): void { this.write('warn', args); }
-  info(...args: unknown[]): void { this.write('info', args); }
-  debug(...args: unknown[]): void { this.write('debug', args); }
-  trace(...args: unknown[]): void { this.write('trace', args); }
-  silent(...args: unknown[]): void { this.write('silent', args); }
-
-  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
-    return this.logger.child(bindings, options);
-  }
-}
-
-export const lazyChildLogger: NonNullable<FastifyServerOptions['childLoggerFactory']> = (logger, bindings, options) => new LazyRequestLogger(logger, bindings, options);
