@@ -5,13 +5,13 @@
  * `--max-semi-space-size=4` caps V8's young generation at two 4 MiB semi-spaces. By default it grows to
  * two 16 MiB ones (loading the modules alone fills them) and keeps them: ~23 MB of every process's
  * memory, at rest and under every load of `npm run bench -- http`, for no throughput measured
- * (bench/RESULTS.md, finding 44).
+ * (docs/adr/0010-process-memory.md).
  *
  * `--heap-growing-percent=20` lets the old generation grow to 1.2× what was alive after a major
  * collection before the next one, where V8 by default allows up to 4× while its collections are fast.
  * At a few thousand grants a second the garbage promoted between collections took a grant's process to
  * 200–220 MB; with the flag 139–145 MB on SQLite and 117–122 MB on PostgreSQL, for no throughput
- * measured and a few ms more p99 (finding 51).
+ * measured and a few ms more p99 (docs/adr/0010-process-memory.md).
  *
  * Both are settings of V8's heap made when the process starts: a running process cannot change them,
  * so they must be on the command line.

@@ -18,7 +18,7 @@ import { createTurns, type TurnStats, type TurnTerms } from '../shared/turns.js'
  *
  * The implementation is `@node-rs/argon2` (RustCrypto's argon2, which picks its AVX2 code at run time):
  * the same parameters and PHC strings as the C reference implementation (`argon2` on npm, used before),
- * in about half its time on this project's machines (bench/RESULTS.md, finding 130). Hashes stored by
+ * in about half its time on this project's machines (docs/adr/0009-password-line.md). Hashes stored by
  * either verify with the other.
  */
 
@@ -98,7 +98,7 @@ export function passwordProblem(password: string, email: string): PasswordProble
  * burst would delay them all, and on a host of three cores or more the default pool of four threads is
  * exactly that. Server processes start with a pool one thread larger than the line
  * (bin/thread-pool-size.cjs); a smaller UV_THREADPOOL_SIZE set by the operator shortens the line instead
- * (finding 135).
+ * (docs/adr/0009-password-line.md).
  */
 export function passwordChecksAtOnce(cores: number, poolThreads: number): number {
   return Math.max(1, Math.min(cores + 1, poolThreads - 1));

@@ -81,7 +81,7 @@ export interface PasskeysDeps {
 /**
  * @simplewebauthn/server (with its ASN.1, CBOR and COSE code) is loaded on the first passkey ceremony,
  * not at start-up: loaded, it holds ~4 MB of V8 heap in every server process, most of which never see
- * a passkey (bench/RESULTS.md, finding 44).
+ * a passkey (docs/adr/0010-process-memory.md).
  */
 async function loadWebauthn() {
   const [server, { decodeClientDataJSON }] = await Promise.all([import('@simplewebauthn/server'), import('@simplewebauthn/server/helpers')]);

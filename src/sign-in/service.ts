@@ -136,7 +136,7 @@ export class SignIn {
   }
 
   private stepOn(basis: SignInBasis, user: UserRow, app: App, grant: Omit<GrantState, 'consentedScope' | 'enrolled'>): NextStep {
-    return nextStep(user, app, Object.assign({}, grant, { consentedScope: basis.consentedScope, enrolled: secondFactorsOf(basis.factors) })); // finding 76, see toApp
+    return nextStep(user, app, Object.assign({}, grant, { consentedScope: basis.consentedScope, enrolled: secondFactorsOf(basis.factors) })); // docs/adr/0011-hot-path-object-shapes.md
   }
 
   /**

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { passwordChecksAtOnce } from '../../src/auth/passwords.js';
 
 // src/auth/passwords.ts: one argon2 computation per core plus one, and always a thread of libuv's pool
-// left for ES256 verifications, RS256 signatures and file reads (bench/RESULTS.md, finding 135).
+// left for ES256 verifications, RS256 signatures and file reads (docs/adr/0009-password-line.md).
 describe('passwordChecksAtOnce', () => {
   it.each([
     // The pool the preload starts (cores + 2, at least 4): the line is cores + 1.

@@ -170,7 +170,7 @@ describe('POST /oauth/token', () => {
       }
     });
 
-    describe('keys in the order of minting, and secrets minted before them (bench/RESULTS.md, finding 42)', () => {
+    describe('keys in the order of minting, and secrets minted before them (docs/adr/0012-time-ordered-secret-keys.md)', () => {
       const ORDERED = /^(rt|ac)_([0-9a-hjkmnp-tv-z]{10})[A-Za-z0-9_-]{43}$/;
 
       it('codes and refresh tokens carry their minting time, and are stored under a key that begins with it', async () => {

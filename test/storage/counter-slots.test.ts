@@ -3,7 +3,7 @@ import { findCounter, releaseCounterSlot, reserveCounterSlot, saveCounter } from
 import { useMigratedTestStorage } from '../helpers/app.js';
 
 // The lockout's slots (CONTRACT §5.3): taken before a password is evaluated, given back only for one
-// that never was (bench/RESULTS.md finding 126), and only in the window they were taken in.
+// that never was (docs/adr/0009-password-line.md), and only in the window they were taken in.
 describe('counter slots', () => {
   const database = useMigratedTestStorage();
   const WINDOW = 900;

@@ -3,7 +3,7 @@ import { toApp } from '../../src/storage/repos/apps.js';
 import type { AppRow } from '../../src/storage/schema.js';
 import { sameMap } from '../helpers/v8-natives.js';
 
-// Issue 13, bench/RESULTS.md finding 76: on Node 20 an object whose properties follow an object spread
+// docs/adr/0011-hot-path-object-shapes.md: on Node 20 an object whose properties follow an object spread
 // gets a hidden class (map) of its own on every call once the spread's inline cache has warmed up,
 // which cost ~14 µs per app row and left every reader of apps megamorphic. The app a grant reads must
 // keep one map however many are built.

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
 
 // The settings a SQLite file is opened with: durable commits (SECURITY.md item 94) and a bounded page
-// cache (bench/RESULTS.md finding 125: better-sqlite3's compiled-in 16 MiB grew a process past 200 MB).
+// cache (docs/adr/0010-process-memory.md: better-sqlite3's compiled-in 16 MiB grew a process past 200 MB).
 describe('a SQLite file database is opened', () => {
   let dir: string;
   let storage: Storage;

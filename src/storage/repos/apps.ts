@@ -40,7 +40,7 @@ export function toAppAccess(row: Pick<AppRow, 'id' | 'disabled' | 'feature_auth'
 /**
  * Built as one literal, not by spreading toAppAccess: on Node 20 every object whose properties follow
  * an object spread gets a map of its own, which cost ~14 µs a call here and left the code that reads
- * apps megamorphic (bench/RESULTS.md, finding 76).
+ * apps megamorphic (docs/adr/0011-hot-path-object-shapes.md).
  */
 export function toApp(row: AppRow): App {
   const access = toAppAccess(row);
