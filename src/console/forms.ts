@@ -72,3 +72,13 @@ export function check<S extends z.ZodType>(
   }
   return { ok: false, errors };
 }
+
+
+/** What a console page shows once after the form that made it redirected (a secret, its notice). */
+export interface ShownOnce {
+  notice?: string;
+  secret?: string;
+  created?: { name: string; key: string };
+  developer?: { email: string; api_key: string };
+  invitation?: { url: string; expires_at: string };
+}

@@ -34,7 +34,7 @@ import type { Developer } from '../storage/repos/developers.js';
 import { findUserById } from '../storage/repos/users.js';
 import { viewChart } from './chart.js';
 import { CONSOLE_PAGES } from './docs.js';
-import { appInput, check, field, fields, type FieldErrors, type FormBody } from './forms.js';
+import { appInput, check, field, fields, type FieldErrors, type FormBody, type ShownOnce } from './forms.js';
 import {
   acceptInvitation,
   CONSOLE_APP_ID,
@@ -304,9 +304,17 @@ export default async function consolePages(app: FastifyInstance) {
       return appsPage(request, reply, developer, { values: postedAppValues(body), errors: checked.errors });
     }
     const created = await createApp(db, now(), developer.id, checked.value, requestContext(request));
-    reply.code(201);
-    return appPage(request, reply, created, { notice: 'console.app.created', secret: created.client_secret });
+    return showSecretOnce(request, reply, `/console/apps/${created.id}`, { notice: 'console.app.created', secret: created.client_secret });
   });
+
+  /**
+   * Every form that makes something answers 303 to a GET, so a reload never makes it twice; a secret
+   * made by it is shown once by that GET (BrowserSessions.showOnce).
+   */
+  function showSecretOnce(request: FastifyRequest, reply: FastifyReply, location: string, shown: ShownOnce) {
+    sessions.showOnce(request, reply, shown);
+    return reply.redirect(location, 303);
+  }
 
   async function ownedApp(request: FastifyRequest) {
     return requireOwnedApp(request, (request.params as { id: string }).id);
@@ -319,7 +327,8 @@ export default async function consolePages(app: FastifyInstance) {
   app.get('/console/apps/:id', async (request, reply) => {
     if (!(await signedInDeveloper(request, reply))) return reply;
     const owned = await ownedApp(request);
-    return appPage(request, reply, toAppView(owned), { notice: (request.query as Record<string, unknown>).saved ? 'console.app.saved' : undefined });
+    const shown = sessions.takeShownOnce<ShownOnce>(request, reply);
+    return appPage(request, reply, toAppView(owned), { notice: (request.query as Record<string, unknown>).saved ? 'console.app.saved' : shown.notice, secret: shown.secret });
   });
 
   app.post('/console/apps/:id', async (request, reply) => {
@@ -330,7 +339,7 @@ export default async function consolePages(app: FastifyInstance) {
     const action = field(body, 'action');
     if (action === 'rotate_secret') {
       const rotated = await rotateClientSecret(db, now(), owned, ctx);
-      return appPage(request, reply, rotated, { notice: 'console.app.rotated', secret: rotated.client_secret });
+      return showSecretOnce(request, reply, `/console/apps/${owned.id}`, { notice: 'console.app.rotated', secret: rotated.client_secret });
     }
     if (action !== 'save') throw new AppError('invalid_request', { message: 'Unknown action.' });
     const checked = check(UpdateAppBody, appInput(body), request);
@@ -496,7 +505,7 @@ export default async function consolePages(app: FastifyInstance) {
   app.get('/console/keys', async (request, reply) => {
     const developer = await signedInDeveloper(request, reply);
     if (!developer) return reply;
-    return keysPage(request, reply, developer);
+    return keysPage(request, reply, developer, { created: sessions.takeShownOnce<ShownOnce>(request, reply).created });
   });
 
   app.post('/console/keys', async (request, reply) => {
@@ -518,7 +527,6 @@ export default async function consolePages(app: FastifyInstance) {
       return keysPage(request, reply, developer, { values: { name: field(body, 'name') }, errors: { name: name.errors.form } });
     }
     const created = await createApiKey(db, now(), developer.id, name.value, ctx);
-    reply.code(201);
-    return keysPage(request, reply, developer, { created });
+    return showSecretOnce(request, reply, '/console/keys', { created: { name: created.name, key: created.key } });
   });
 }

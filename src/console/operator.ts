@@ -5,7 +5,7 @@ import { adminTokenFingerprint, checkAdminToken } from '../plugins/admin-token.j
 import type { BrowserSessions } from '../plugins/browser-sessions.js';
 import { safeEqual } from '../shared/ids.js';
 import { requestContext } from '../shared/request-context.js';
-import { check, field, type FormBody } from './forms.js';
+import { check, field, type FormBody, type ShownOnce } from './forms.js';
 import { createInvitation } from './service.js';
 
 /**
@@ -93,7 +93,8 @@ export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSess
 
   app.get('/console/operator/developers', async (request, reply) => {
     if (!(await operatorOnly(request, reply))) return reply;
-    return developersPage(request, reply);
+    const shown = sessions.takeShownOnce<ShownOnce>(request, reply);
+    return developersPage(request, reply, { created: shown.developer, invitation: shown.invitation });
   });
 
   app.post('/console/operator/developers', async (request, reply) => {
@@ -102,7 +103,8 @@ export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSess
     const action = field(body, 'action');
     if (action === 'invite') {
       const invitation = await createInvitation(db, config, now(), field(body, 'developer_id'), requestContext(request));
-      return developersPage(request, reply, { invitation });
+      sessions.showOnce(request, reply, { invitation: { url: invitation.url, expires_at: invitation.expires_at } } satisfies ShownOnce);
+      return reply.redirect('/console/operator/developers', 303);
     }
     if (action !== 'create') throw new AppError('invalid_request', { message: 'Unknown action.' });
     const values = { email: field(body, 'email'), name: field(body, 'name') };
@@ -113,8 +115,8 @@ export async function operatorRoutes(app: FastifyInstance, sessions: BrowserSess
     }
     try {
       const created = await createDeveloper(db, now(), checked.value);
-      reply.code(201);
-      return await developersPage(request, reply, { created });
+      sessions.showOnce(request, reply, { developer: { email: created.email, api_key: created.api_key } } satisfies ShownOnce);
+      return reply.redirect('/console/operator/developers', 303);
     } catch (error) {
       if (!(error instanceof AppError) || error.code !== 'conflict') throw error;
       reply.code(409);

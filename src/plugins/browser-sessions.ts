@@ -52,12 +52,17 @@ export interface WriteOptions {
 
 const COOKIE_VALUE = /^bs_[A-Za-z0-9_-]{20,80}$/;
 
+/** How long a page shown once after a redirect (a new secret) waits for its GET. */
+const SHOW_ONCE_SECONDS = 300;
+
 export class BrowserSessions {
   readonly cookieName: string;
   private readonly flowCookieNames: string[];
   private readonly secure: boolean;
   private readonly csrfKey: Buffer;
   private readonly flowBox: SecretBox;
+  private readonly onceCookieName: string;
+  private readonly onceBox: SecretBox;
   /** Sessions that exist only as a cookie so far (no row yet). */
   private readonly unsaved = new WeakSet<BrowserSessionRow>();
 
@@ -73,6 +78,35 @@ export class BrowserSessions {
     this.flowCookieNames = Array.from({ length: FLOW_COOKIES }, (_, i) => `${this.cookieName}_flow${i === 0 ? '' : i + 1}`);
     this.csrfKey = Buffer.from(hkdfSync('sha256', config.secretKey, 'gatehouse', 'gatehouse:csrf', 32));
     this.flowBox = new SecretBox(config.secretKey, `browser-flow:${cookieBase}`);
+    this.onceCookieName = `${this.cookieName}_once`;
+    this.onceBox = new SecretBox(config.secretKey, `browser-once:${cookieBase}`);
+  }
+
+  /**
+   * What the page after a POST's redirect shows once (a secret just made, its notice): sealed into a
+   * cookie bound to this session that lives 5 minutes, so a reload neither repeats the POST nor shows
+   * the secret again, and the secret is never stored in plain text on the server.
+   */
+  showOnce(request: FastifyRequest, reply: FastifyReply, data: object): void {
+    const session = request.browserSession;
+    if (!session) throw new Error('showOnce needs a session');
+    const payload = JSON.stringify({ sid: session.id_hash, exp: this.clock.now() + SHOW_ONCE_SECONDS, data });
+    reply.setCookie(this.onceCookieName, this.onceBox.seal(Buffer.from(payload)), this.cookieOptions(SHOW_ONCE_SECONDS));
+  }
+
+  /** What showOnce left for this session, taken (the cookie is cleared); {} when none, expired, damaged or another session's. */
+  takeShownOnce<T extends object>(request: FastifyRequest, reply: FastifyReply): Partial<T> {
+    const sealed = request.cookies[this.onceCookieName];
+    if (sealed === undefined) return {};
+    reply.clearCookie(this.onceCookieName, this.cookieOptions());
+    const session = request.browserSession;
+    try {
+      const once = JSON.parse(this.onceBox.openBytes(sealed).toString('utf8')) as { sid?: unknown; exp?: unknown; data?: unknown };
+      if (!session || once.sid !== session.id_hash || typeof once.exp !== 'number' || once.exp <= this.clock.now()) return {};
+      return typeof once.data === 'object' && once.data !== null ? (once.data as Partial<T>) : {};
+    } catch {
+      return {};
+    }
   }
 
   /** The request's live session, if its cookie names one (idle timeout applied; refreshed as used). */

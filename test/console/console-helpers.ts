@@ -40,3 +40,17 @@ export async function postForm(browser: Browser, pageUrl: string, action: string
   if (page.statusCode !== 200) throw new Error(`GET ${pageUrl} → ${page.statusCode}`);
   return browser.post(action, { csrf: csrfOf(page.body), ...form });
 }
+
+/**
+ * A form that makes something: its answer is 303 to `location`, whose page shows the new secret once
+ * (`secretField`); a reload of that page shows it no more (and, being a GET, makes nothing again).
+ */
+export async function followShownOnce(browser: Browser, posted: { statusCode: number; headers: Record<string, unknown> }, location: string, secretField: string) {
+  if (posted.statusCode !== 303 || posted.headers.location !== location) throw new Error(`expected 303 to ${location}, got ${posted.statusCode} ${String(posted.headers.location)}`);
+  const page = await browser.get(location);
+  const secret = new RegExp(`data-field="${secretField}">([^<]+)<`).exec(page.body)?.[1];
+  if (page.statusCode !== 200 || !secret) throw new Error(`GET ${location} → ${page.statusCode} without the ${secretField} shown once`);
+  const reloaded = await browser.get(location);
+  if (reloaded.statusCode !== 200 || reloaded.body.includes(secret)) throw new Error(`a reload of ${location} showed the ${secretField} again`);
+  return { page, secret };
+}

@@ -3,7 +3,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { adminHeaders, bearer } from '../helpers/dev-api.js';
 import { makeApp } from '../helpers/factories.js';
 import { Browser, csrfOf, uniqueEmail } from '../helpers/oauth-flows.js';
-import { consoleSignIn, developerBrowser, postForm } from './console-helpers.js';
+import { consoleSignIn, developerBrowser, followShownOnce, postForm } from './console-helpers.js';
 
 describe('developer console (HTTP)', () => {
   let t: TestApp;
@@ -72,13 +72,19 @@ describe('developer console (HTTP)', () => {
     expect(zh.body).toMatch(/id="redirect_uris-error"[^>]*>第 1 行：http 仅允许用于本机回环地址/);
     expect(zh.body).toMatch(/id="name-error"[^>]*>[^<]*[\u4e00-\u9fff]/);
 
-    const created = await postForm(browser, '/console', '/console/apps', { action: 'create', name: 'Shop', type: 'confidential', redirect_uris: 'https://shop.example/cb', features: 'auth' });
-    expect(created.statusCode).toBe(201);
-    const clientId = /data-field="client_id">([^<]+)</.exec(created.body)![1]!;
-    const secret = /data-field="client_secret">([^<]+)</.exec(created.body)![1]!;
+    // POST → 303 → GET: the secret is shown once, and a reload makes no second app.
+    const appsBefore = (await t.db.selectFrom('apps').select('id').execute()).length;
+    const posted = await postForm(browser, '/console', '/console/apps', { action: 'create', name: 'Shop', type: 'confidential', redirect_uris: 'https://shop.example/cb', features: 'auth' });
+    const clientId = /^\/console\/apps\/([^/?]+)$/.exec(String(posted.headers.location))?.[1] ?? '';
+    const { page: created, secret } = await followShownOnce(browser, posted, `/console/apps/${clientId}`, 'client_secret');
+    expect(/data-field="client_id">([^<]+)</.exec(created.body)![1]).toBe(clientId);
     expect(secret).toMatch(/^cs_/);
+    expect((await t.db.selectFrom('apps').select('id').execute()).length).toBe(appsBefore + 1);
 
     const appUrl = `/console/apps/${clientId}`;
+    const rotated = await followShownOnce(browser, await postForm(browser, appUrl, appUrl, { action: 'rotate_secret' }), appUrl, 'client_secret');
+    expect(rotated.secret).toMatch(/^cs_/);
+    expect(rotated.secret).not.toBe(secret);
     const badSave = await postForm(browser, appUrl, appUrl, { action: 'save', name: 'Shop', redirect_uris: 'https://shop.example/cb\njavascript://x', allowed_origins: 'nope' });
     expect(badSave.statusCode).toBe(400);
     expect(badSave.body).toMatch(/id="redirect_uris-error"[^>]*>line 2:/);
@@ -126,7 +132,7 @@ describe('developer console (HTTP)', () => {
     expect(deleted.statusCode).toBe(303);
     expect(await t.db.selectFrom('apps').select('id').where('id', '=', clientId).executeTakeFirst()).toBeUndefined();
     const types = (await t.db.selectFrom('events').select('type').where('app_id', '=', clientId).orderBy('id').execute()).map((e) => e.type);
-    expect(types).toEqual(['app.created', 'app.updated', 'app.updated', 'app.deleted']);
+    expect(types).toEqual(['app.created', 'app.secret_rotated', 'app.updated', 'app.updated', 'app.deleted']);
   });
 
   it('refuses a form without the CSRF token or from another site, and changes nothing', async () => {
@@ -212,9 +218,8 @@ describe('developer console (HTTP)', () => {
     const emptyName = await postForm(browser, '/console/keys', '/console/keys', { action: 'create_key', name: ' ' });
     expect(emptyName.statusCode).toBe(400);
     expect(emptyName.body).toContain('id="name-error"');
-    const created = await postForm(browser, '/console/keys', '/console/keys', { action: 'create_key', name: 'CI' });
-    expect(created.statusCode).toBe(201);
-    const key = /data-field="api_key">([^<]+)</.exec(created.body)![1]!;
+    const posted = await postForm(browser, '/console/keys', '/console/keys', { action: 'create_key', name: 'CI' });
+    const { page: created, secret: key } = await followShownOnce(browser, posted, '/console/keys', 'api_key');
     expect((await t.app.inject({ method: 'GET', url: '/v1/dev/apps', headers: bearer(key) })).statusCode).toBe(200);
     expect((await t.app.inject({ method: 'GET', url: '/v1/dev/apps', headers: bearer(developer.api_key) })).statusCode).toBe(200);
     const keyId = /data-key="([^"]+)"><td>CI</.exec(created.body)![1]!;

@@ -3,7 +3,7 @@ import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js'
 import { bearer } from '../helpers/dev-api.js';
 import { insertTestUser } from '../helpers/factories.js';
 import { Browser, csrfOf } from '../helpers/oauth-flows.js';
-import { postForm } from './console-helpers.js';
+import { followShownOnce, postForm } from './console-helpers.js';
 
 describe('console operator view (ADMIN_TOKEN)', () => {
   let t: TestApp;
@@ -31,16 +31,15 @@ describe('console operator view (ADMIN_TOKEN)', () => {
     const bad = await postForm(browser, page, page, { action: 'create', email: 'not-an-email', name: '' });
     expect(bad.statusCode).toBe(400);
     expect(bad.body).toContain('id="email-error"');
-    const created = await postForm(browser, page, page, { action: 'create', email: 'ops@example.com', name: 'Ops' });
-    expect(created.statusCode).toBe(201);
-    const key = /data-field="api_key">([^<]+)</.exec(created.body)![1]!;
+    const posted = await postForm(browser, page, page, { action: 'create', email: 'ops@example.com', name: 'Ops' });
+    const { page: created, secret: key } = await followShownOnce(browser, posted, page, 'api_key');
     expect((await t.app.inject({ method: 'GET', url: '/v1/dev/apps', headers: bearer(key) })).statusCode).toBe(200);
     const duplicate = await postForm(browser, page, page, { action: 'create', email: 'ops@example.com', name: '' });
     expect(duplicate.statusCode).toBe(409);
     expect(duplicate.body).toContain('id="email-error"');
     const developerId = /data-developer="([^"]+)"/.exec(created.body)![1]!;
-    const invited = await postForm(browser, page, page, { action: 'invite', developer_id: developerId });
-    expect(invited.body).toMatch(/data-field="invitation_url">http:\/\/localhost:3000\/console\/invitation\?token=inv_/);
+    const { page: invited, secret: invitationUrl } = await followShownOnce(browser, await postForm(browser, page, page, { action: 'invite', developer_id: developerId }), page, 'invitation_url');
+    expect(invitationUrl).toMatch(/^http:\/\/localhost:3000\/console\/invitation\?token=inv_/);
     expect(invited.body).not.toContain('Gatehouse platform');
 
     // Users platform-wide: search, disable, enable.
