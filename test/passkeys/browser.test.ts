@@ -45,7 +45,7 @@ describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', (
    * sign in before any button is clicked: autofill is reported unsupported unless the page's
    * localStorage says `autofill=1`.
    */
-  async function contextWithAuthenticator(): Promise<{ context: BrowserContext; page: Page }> {
+  async function contextWithAuthenticator(): Promise<{ context: BrowserContext; page: Page; forgetCredentials: () => Promise<void> }> {
     const context = await browser.newContext();
     await context.addInitScript(() => {
       if (window.PublicKeyCredential && localStorage.getItem('autofill') !== '1') PublicKeyCredential.isConditionalMediationAvailable = async () => false;
@@ -53,10 +53,12 @@ describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', (
     const page = await context.newPage();
     const cdp = await context.newCDPSession(page);
     await cdp.send('WebAuthn.enable');
-    await cdp.send('WebAuthn.addVirtualAuthenticator', {
+    const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
       options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
     });
-    return { context, page };
+    // Another device, as far as the site can tell: an authenticator holding the account's passkey refuses to make a second one.
+    const forgetCredentials = async () => void (await cdp.send('WebAuthn.clearCredentials', { authenticatorId }));
+    return { context, page, forgetCredentials };
   }
 
   /**
@@ -118,6 +120,28 @@ describe.skipIf(!haveChromium)('passkeys in Chromium (virtual authenticator)', (
       expect(tokens.statusCode, tokens.body).toBe(200);
       expect(decodeJwt(tokens.json().id_token), how).toMatchObject({ sub: user.id, aud: client.app.id, nonce: 'n-passkey', amr: ['swk'] });
     }
+    await context.close();
+  }, 120_000);
+
+  it('a second passkey: the account page offers the second-factor check that adding it asks for, and after that check the passkey is added', async () => {
+    const user = await makeUser(t.app, { email_verified: 1 });
+    const { context, page, forgetCredentials } = await contextWithAuthenticator();
+    await addFirstPasskey(page, user);
+    // The password alone may not add a factor to an account that has one: the refusal points at the
+    // check, and the check is on the page (it was missing unless an earlier change had failed).
+    await page.click('#passkey-add button[name=action][value=add_passkey]');
+    await page.waitForSelector('#passkey-add p.error:not([hidden])');
+    expect(await page.locator('form[data-passkey]').count()).toBe(1);
+    await page.click('button[name=action][value=reauth]');
+    await page.waitForURL(/\/mfa$/);
+    await page.click('#passkey-signin button[name=action][value=passkey]');
+    await page.waitForURL((u) => u.pathname === '/account');
+    await page.waitForSelector('#passkey-add:not([hidden])');
+    await forgetCredentials();
+    await page.fill('#passkey-new-name', 'Second key');
+    await page.click('#passkey-add button[name=action][value=add_passkey]');
+    await page.waitForSelector('form[data-passkey] >> nth=1');
+    expect(await countAll(t.db, 'passkeys', { user_id: user.id })).toBe(2);
     await context.close();
   }, 120_000);
 
