@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
 import { requestContext } from '../shared/request-context.js';
 import { type FlowState, pendingMfa, STEP_UP } from '../shared/pending-flow.js';
-import { missingRequiredFields } from '../sign-in/policy.js';
+import { consentIsImplied, missingRequiredFields } from '../sign-in/policy.js';
 import { DEFAULT_SCOPE, joinScope, scopeList, unknownScopes } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
 import { type App, findApp } from '../storage/repos/apps.js';
@@ -230,7 +230,12 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   const { user } = who;
 
   // The sign-in policy: may this user sign in to this app, and what is still to do.
-  const step = await app.signIn.admit(app.db, user, req.app, { requestedScope: req.scope, forceConsent: req.prompt.has('consent'), amr: who.amr }, 'authorize');
+  const grant = { requestedScope: req.scope, forceConsent: req.prompt.has('consent'), amr: who.amr };
+  let step = await app.signIn.admit(app.db, user, req.app, grant, 'authorize');
+  if (step === 'consent' && consentIsImplied(req.app) && !grant.forceConsent) {
+    await app.signIn.grantConsent(app.db, { appId: req.app.id, userId: user.id, scope: req.scope, via: 'first_party' }, requestContext(request));
+    step = await app.signIn.nextStep(app.db, user, req.app, grant);
+  }
 
   // A second factor this sign-in lacks (enrolled since, or the app requires one): the /mfa page.
   if (step === 'mfa') {

@@ -2,6 +2,7 @@ import { AppError } from '../errors.js';
 import { type Amr, isMultiFactor } from '../shared/acr.js';
 import { isSubsetScope } from '../shared/scopes.js';
 import type { MfaPolicy, RequiredField } from '../storage/repos/apps.js';
+import { PLATFORM_DEVELOPER_ID } from '../storage/repos/developers.js';
 import type { FactorSummary } from '../storage/repos/factors.js';
 import type { UserRow } from '../storage/schema.js';
 
@@ -146,6 +147,13 @@ export function factorChangeRefusal(
 }
 
 export type NextStep = 'mfa' | 'consent' | 'profile' | 'verify_email' | 'done';
+
+/**
+ * An app of the platform itself (the developer console): signing in to it is consenting to it, so its
+ * consent is recorded without a screen that asks (a developer would otherwise be asked by Gatehouse
+ * whether Gatehouse may know their email).
+ */
+export const consentIsImplied = (app: { developerId: string }): boolean => app.developerId === PLATFORM_DEVELOPER_ID;
 
 export interface GrantState {
   /** The scopes this sign-in asks for. */

@@ -50,6 +50,9 @@ describe('developer console (HTTP)', () => {
     expect(page.body).toContain('name="redirect_uris"');
     const row = await t.db.selectFrom('developers').select('user_id').where('id', '=', developer.id).executeTakeFirstOrThrow();
     expect(row.user_id).not.toBeNull();
+    // No consent screen for the platform's own app: the consent is recorded as implied.
+    const consent = await t.db.selectFrom('events').select('data').where('type', '=', 'consent.granted').where('user_id', '=', row.user_id!).where('app_id', '=', 'app_gatehouse_console').executeTakeFirstOrThrow();
+    expect(JSON.parse(consent.data)).toMatchObject({ via: 'first_party' });
     // The console's own session cookie: HttpOnly, SameSite=Lax.
     const cookie = (await new Browser(t.app).get('/console/login')).cookies.find((c) => c.name === 'gh_console');
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/' });
