@@ -28,6 +28,7 @@ import { assertCsrf, documentPageIn } from '../pages/index.js';
 import { BrowserSessions } from '../plugins/browser-sessions.js';
 import { localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
 import { parseAmr } from '../shared/acr.js';
+import { isLoopbackAddress, isLoopbackHost } from '../shared/loopback.js';
 import { requestContext } from '../shared/request-context.js';
 import { s256 } from '../sign-in/pkce.js';
 import type { Developer } from '../storage/repos/developers.js';
@@ -37,6 +38,7 @@ import { CONSOLE_PAGES } from './docs.js';
 import { appInput, check, field, fields, type FieldErrors, type FormBody, type ShownOnce } from './forms.js';
 import {
   acceptInvitation,
+  becomeDeveloper,
   CONSOLE_APP_ID,
   CONSOLE_SCOPE,
   consoleRedirectUri,
@@ -196,9 +198,29 @@ export default async function consolePages(app: FastifyInstance) {
     if (developer) return (request.developer = developer);
     const user = await findUserById(db, userId);
     reply.code(403);
-    await render(request, reply, 'not-developer', { titleKey: 'console.not_developer.title', email: user?.email ?? '' });
+    await render(request, reply, 'not-developer', { titleKey: 'console.not_developer.title', email: user?.email ?? '', developmentDoor: developmentDoorOpen(request) });
     return null;
   }
+
+  /**
+   * A development server on this machine lets a signed-in account make itself a developer in one
+   * click: never in production, only when BASE_URL is a loopback host, and only for a request from
+   * this machine (so a server exposed by mistake still offers nothing to others).
+   */
+  function developmentDoorOpen(request: FastifyRequest): boolean {
+    return !config.production && isLoopbackHost(new URL(config.baseUrl).hostname) && isLoopbackAddress(request.ip);
+  }
+
+  app.post('/console/become-developer', async (request, reply) => {
+    const userId = await signedInUser(request, reply);
+    if (!userId) return reply;
+    if (!developmentDoorOpen(request)) throw new AppError('not_found');
+    if (field(request.body as FormBody, 'action') !== 'become_developer') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    const user = await findUserById(db, userId);
+    if (!user) throw new AppError('not_found');
+    await becomeDeveloper(db, now(), user, requestContext(request));
+    return reply.redirect('/console', 303);
+  });
 
   // ---- Sign-in (the console as a client of the platform) ----
 

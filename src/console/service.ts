@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
+import { createDeveloper } from '../admin/index.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
@@ -87,6 +88,20 @@ export async function developerOfUser(db: Kysely<Database>, now: number, userId:
     await appendEvent(trx, now, { type: 'developer.linked', userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { developer_id: developer.id, method: 'email' } });
   });
   return developer;
+}
+
+/**
+ * A development server's front door: the signed-in user becomes a developer of their own email, at
+ * once. Only a loopback development server offers it (the route checks); a developer who already has
+ * that email is someone else's to invite, never taken over (409).
+ */
+export async function becomeDeveloper(db: Kysely<Database>, now: number, user: { id: string; email: string; name: string | null }, ctx: RequestContext): Promise<void> {
+  if (await findDeveloperByUser(db, user.id)) return;
+  await inTransaction(db, async (trx) => {
+    const developer = await createDeveloper(trx, now, { email: user.email, ...(user.name ? { name: user.name } : {}) });
+    await linkDeveloperToUser(trx, developer.id, user.id);
+    await appendEvent(trx, now, { type: 'developer.linked', userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { developer_id: developer.id, method: 'development' } });
+  });
 }
 
 /** A one-time console link that makes whichever user opens it (signed in) this developer's account. */

@@ -7,6 +7,9 @@ export const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(['127.0.0.1', '[::1]'
 /** `hostname` as WHATWG URL reports it (IPv6 in brackets). */
 export const isLoopbackHost = (hostname: string): boolean => LOOPBACK_HOSTS.has(hostname);
 
+/** A peer address on this machine (`request.ip`: IPv4, IPv6, or IPv4 mapped into IPv6). */
+export const isLoopbackAddress = (ip: string): boolean => ip === '::1' || /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(ip);
+
 /** True for an absolute https URL, or an http URL on a loopback host. */
 export function isHttpsOrLoopback(url: string): boolean {
   let parsed: URL;

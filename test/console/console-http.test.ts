@@ -172,6 +172,45 @@ describe('developer console (HTTP)', () => {
     expect((await browser.get('/console/keys')).statusCode).toBe(403);
   });
 
+  it('on a development server on this machine, makes a signed-in account a developer in one click; from elsewhere offers nothing and refuses', async () => {
+    const browser = new Browser(t.app);
+    const email = uniqueEmail('newdev');
+    await browser.register(email);
+    expect(await consoleSignIn(browser)).toBe('403 /console');
+    const page = await browser.get('/console');
+    expect(page.body).toContain('value="become_developer"');
+
+    // The same account asking from another machine: no button, and the door answers 404, creating nothing.
+    const remote = { remoteAddress: '203.0.113.7', headers: browser.jar.header() };
+    const fromElsewhere = await t.app.inject({ method: 'GET', url: '/console', ...remote });
+    expect(fromElsewhere.statusCode).toBe(403);
+    expect(fromElsewhere.body).not.toContain('become_developer');
+    const refused = await t.app.inject({
+      method: 'POST',
+      url: '/console/become-developer',
+      ...remote,
+      headers: { ...remote.headers, 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ csrf: csrfOf(page.body), action: 'become_developer' }).toString(),
+    });
+    expect(refused.statusCode).toBe(404);
+    expect(await t.db.selectFrom('developers').select('id').where('email', '=', email).execute()).toHaveLength(0);
+
+    const made = await browser.post('/console/become-developer', { csrf: csrfOf(page.body), action: 'become_developer' });
+    expect([made.statusCode, made.headers.location]).toEqual([303, '/console']);
+    expect((await browser.get('/console')).statusCode).toBe(200);
+    const developer = await t.db.selectFrom('developers').select(['id', 'user_id']).where('email', '=', email).executeTakeFirstOrThrow();
+    expect(developer.user_id).not.toBeNull();
+
+    // An email some developer already has is theirs to invite into, never taken over.
+    const other = new Browser(t.app);
+    const taken = uniqueEmail('taken');
+    await t.app.inject({ method: 'POST', url: '/v1/admin/developers', headers: adminHeaders, payload: { email: taken } });
+    await other.register(taken);
+    expect(await consoleSignIn(other)).toBe('403 /console');
+    const otherPage = await other.get('/console');
+    expect((await other.post('/console/become-developer', { csrf: csrfOf(otherPage.body), action: 'become_developer' })).statusCode).toBe(409);
+  });
+
   it('links a user by a one-time invitation link', async () => {
     const created = await t.app.inject({ method: 'POST', url: '/v1/admin/developers', headers: adminHeaders, payload: { email: 'team@elsewhere.example' } });
     const developerId = created.json().id as string;
