@@ -214,8 +214,8 @@ describe('hosted pages: branding, favicon, languages, account, mailbox', () => {
     const mailbox = await t.app.inject({ method: 'GET', url: `/dev/mailbox?to=${encodeURIComponent(email)}`, headers: { accept: 'application/json' } });
     const [mail] = mailbox.json().items as Array<{ subject: string; html: string; text: string }>;
     const code = /\b(\d{6})\b/.exec(mail!.text)![1]!;
-    expect(mail!.subject).toBe(`您的验证码：${code}`);
-    expect(mail!.html).toContain(`<title>您的验证码：${code}</title>`);
+    expect(mail!.subject).toBe(`你的验证码：${code}`);
+    expect(mail!.html).toContain(`<title>你的验证码：${code}</title>`);
     expect(mail!.html).not.toContain('{code}');
   });
 
@@ -224,7 +224,7 @@ describe('hosted pages: branding, favicon, languages, account, mailbox', () => {
     expect(res.statusCode).toBe(400);
     expect(res.body).toContain('此登录请求已过期。请返回应用重新开始。');
     expect(res.body).toContain('<html lang="zh-CN">');
-    expect(res.body).toContain('<a class="button secondary" href="/account">前往您的账户</a>');
+    expect(res.body).toContain('<a class="button secondary" href="/account">前往你的账号</a>');
   });
 
   it('/account: email and its status, local dates, app names, no provider section, a way back to the app', async () => {
