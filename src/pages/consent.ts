@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import type { FlowState, PendingConsent, PendingProfile } from '../shared/pending-flow.js';
 import { PROFILE_FIELDS, type ProfileField } from '../sign-in/profile-data.js';
-import { scopeList } from '../shared/scopes.js';
+import { scopeList, SUPPORTED_SCOPES } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
 import { findApp } from '../storage/repos/apps.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
@@ -18,6 +18,9 @@ import { localeOf, renderPage } from '../plugins/views.js';
  * Allow records consent for exactly the scopes shown (event `consent.granted`); Deny sends the user
  * back to the app with `error=access_denied`. Both finish with a 303 into the authorization request.
  */
+
+/** The order scopes are listed in on the consent page: who you are first, then what else. */
+const SCOPE_ORDER: readonly string[] = SUPPORTED_SCOPES;
 
 function expired(): AppError {
   return new AppError('invalid_request', { message: 'This sign-in request has expired. Go back to the application and start again.', detail: 'no pending step' });
@@ -48,9 +51,13 @@ export default async function consentPages(app: FastifyInstance) {
       titleKey: 'oauth.consent.title',
       csrf: request.browserSession!.csrf_token,
       appName: client.name,
-      clientId: client.id,
       email: user.email,
-      scopes: scopeList(step.scope).map((name) => ({ name, label: t(`oauth.scope.${name}`) })),
+      scopes: scopeList(step.scope)
+        .sort((a, b) => SCOPE_ORDER.indexOf(a) - SCOPE_ORDER.indexOf(b))
+        .map((name) => ({ name, label: t(`oauth.scope.${name}`) })),
+      // What the app's next step will ask for, told before the person agrees to it.
+      fields: client.requiredFields.filter((f): f is ProfileField => f !== 'email_verified').map((f) => t(`oauth.field.${f}`)),
+      returnsTo: new URL(step.redirectUri).host || step.redirectUri,
       legal: docs.map((d) => ({ href: `/legal/apps/${encodeURIComponent(client.id)}/${encodeURIComponent(d)}`, label: d })),
     });
   });
@@ -58,7 +65,15 @@ export default async function consentPages(app: FastifyInstance) {
   app.post('/consent', async (request, reply) => {
     const step = pendingStep(request, 'consent');
     const action = field(request.body, 'action');
-    if (action !== 'allow' && action !== 'deny') throw new AppError('invalid_request', { message: 'Choose Allow or Deny.' });
+    if (action !== 'allow' && action !== 'deny' && action !== 'switch_account') throw new AppError('invalid_request', { message: 'Choose Allow or Deny.' });
+    if (action === 'switch_account') {
+      // "Not you?": signed out here, then the same authorization request asks who is signing in.
+      const again = new URL(step.resume, app.config.authUrl);
+      again.searchParams.delete('session');
+      again.searchParams.set('prompt', 'login');
+      await app.browserSessions.signOut(request, reply);
+      return reply.redirect(`${again.pathname}${again.search}`, 303);
+    }
     await clearStep(request, reply, 'consent');
     if (action === 'deny') {
       return reply.redirect(

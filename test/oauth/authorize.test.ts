@@ -378,13 +378,34 @@ describe('GET /oauth/authorize', () => {
       expect(consent?.scope).toBe('openid');
     });
 
-    it('item 58a: the consent page shows the app name escaped, its id and the scopes', async () => {
-      const evil = await makeClient(t, { name: '<img src=x onerror=alert(1)>' });
-      await alice.get(authz(evil, 'https://a.example/cb/'));
+    it('item 58a: the consent page shows the app name escaped, who you are first, the fields the app will ask for and where you return, never a raw id', async () => {
+      const evil = await makeClient(t, { name: '<img src=x onerror=alert(1)>', requiredFields: ['phone_number', 'birthdate'] });
+      await alice.get(authz(evil, 'https://a.example/cb/', { scope: 'email profile openid' }));
       const page = await alice.get('/consent');
       expect(page.body).not.toContain('<img src=x');
       expect(page.body).toContain('&lt;img src=x');
-      expect(page.body).toContain(evil.app.id);
+      expect(page.body).not.toContain(evil.app.id);
+      expect([...page.body.matchAll(/data-scope="([^"]+)"/g)].map((m) => m[1])).toEqual(['openid', 'profile', 'email']);
+      expect(page.body).toMatch(/data-consent-fields>[^<]*Phone number, Date of birth/);
+      expect(page.body).toContain('return to a.example');
+    });
+
+    it('"Not you?" on the consent page signs out and asks who is signing in, for the same authorization request', async () => {
+      const fresh = await makeClient(t);
+      const bob = new Browser(t.app);
+      await bob.register();
+      await bob.get(authz(fresh, 'https://a.example/cb/', { state: 'keep-me' }));
+      const switched = await bob.submit('/consent', { action: 'switch_account' });
+      expect(switched.statusCode).toBe(303);
+      const again = new URL(String(switched.headers.location), 'http://x');
+      expect(again.pathname).toBe('/oauth/authorize');
+      expect(again.searchParams.get('prompt')).toBe('login');
+      expect(again.searchParams.get('state')).toBe('keep-me');
+      expect(bob.sessionCookie()).toBeUndefined();
+      const login = await bob.get(relative(String(switched.headers.location)));
+      expect(relative(String(login.headers.location))).toMatch(/^\/login/);
+      // Nothing was consented to on the way out.
+      expect(await t.db.selectFrom('consents').select('scope').where('app_id', '=', fresh.app.id).execute()).toEqual([]);
     });
 
     it('required profile data: the profile page collects it, then the code is issued', async () => {
