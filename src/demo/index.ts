@@ -89,6 +89,8 @@ export default async function demo(app: FastifyInstance) {
       userinfoEndpoint: `${app.config.baseUrl}/oauth/userinfo`,
       logoutEndpoint: `${app.config.baseUrl}/oauth/logout`,
       redirectUri: callbackUri,
+      // The token JSON needs the width of a page, not of a sign-in card.
+      wide: true,
     }),
   );
 }

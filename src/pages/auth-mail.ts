@@ -55,6 +55,7 @@ export default async function authMailPages(app: FastifyInstance) {
     return renderPage(request, reply, 'magic-link', {
       titleKey: 'magic.title',
       csrf: session.csrf_token,
+      appName: (await shownFlowApp(request))?.name,
       requestAction: `/magic-link/request${carried}`,
       useAction: `/magic-link${carried}`,
       loginHref: `/login${carried}`,
@@ -110,7 +111,7 @@ export default async function authMailPages(app: FastifyInstance) {
 
   async function renderForgot(request: FastifyRequest, reply: FastifyReply, locals: { sent?: boolean; email?: string; form?: FormState }) {
     const session = await app.browserSessions.ensure(request, reply);
-    return renderPage(request, reply, 'password-forgot', { titleKey: 'forgot.title', csrf: session.csrf_token, formAction: `/password/forgot${carriedQuery(request)}`, loginHref: `/login${carriedQuery(request)}`, ...locals });
+    return renderPage(request, reply, 'password-forgot', { titleKey: 'forgot.title', csrf: session.csrf_token, appName: (await shownFlowApp(request))?.name, formAction: `/password/forgot${carriedQuery(request)}`, loginHref: `/login${carriedQuery(request)}`, ...locals });
   }
 
   app.get('/password/forgot', async (request, reply) => renderForgot(request, reply, {}));

@@ -274,3 +274,34 @@ describe('hosted pages: branding, favicon, languages, account, mailbox', () => {
     expect((await t.app.inject({ method: 'GET', url: '/dev/mailbox/mail_unknown/html' })).statusCode).toBe(404);
   });
 });
+
+describe('hosted pages: the way through', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '1000' } });
+  });
+  afterAll(async () => t.close());
+
+  it('the magic-link and forgot-password pages say which app they continue to, and the magic-link button says it sends mail', async () => {
+    const shop = await makeClient(t, { name: 'Corner Shop' });
+    const b = new Browser(t.app);
+    const start = await b.get(authorizeUrl(shop).url);
+    const login = relative(String(start.headers.location));
+    const loginPage = await b.get(login);
+    const magicHref = /action="(\/magic-link\/request[^"]*)"/.exec(loginPage.body)?.[1] ?? /formaction="(\/magic-link\/request[^"]*)"/.exec(loginPage.body)![1]!;
+    const forgotHref = /href="(\/password\/forgot[^"]*)"/.exec(loginPage.body)![1]!;
+    for (const href of [magicHref, forgotHref]) {
+      const page = await b.get(href.replaceAll('&amp;', '&'));
+      expect(page.statusCode).toBe(200);
+      expect(page.body).toContain('to continue to Corner Shop');
+    }
+    const magic = await b.get(magicHref.replaceAll('&amp;', '&'));
+    expect(magic.body).toMatch(/value="send_magic_link">Email me a sign-in link</);
+  });
+
+  it('a signed-out account page offers the reset and registration links the login page has', async () => {
+    const page = await new Browser(t.app).get('/account');
+    expect(page.body).toContain('href="/password/forgot"');
+    expect(page.body).toContain('href="/register"');
+  });
+});
