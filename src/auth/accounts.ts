@@ -20,6 +20,7 @@ import type { Clock } from '../shared/time.js';
 import { TurnSkipped, type TurnTerms } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 import { findAppUser } from '../storage/repos/app-users.js';
+import { findApp } from '../storage/repos/apps.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import { revokeConsentsOfUser } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
@@ -30,6 +31,7 @@ import { acceptCurrentPlatformDocuments } from '../storage/repos/legal-acceptanc
 import {
   consumeOneTimeToken,
   findLiveOneTimeTokenByEmail,
+  findLiveOneTimeTokenByHash,
   findLiveOneTimeTokenByUser,
   findOneTimeTokenByHash,
   insertOneTimeToken,
@@ -210,7 +212,7 @@ export class Accounts {
           if (error instanceof AppError && error.code === 'rate_limited') return; // the account exists either way
           throw error;
         }
-        await this.issueVerifyCode(trx, user, input.locale);
+        await this.issueVerifyCode(trx, user, input.locale, ctx.appId);
       });
     } catch (error) {
       if (isUniqueViolation(error)) throw new AppError('email_taken', { detail: 'concurrent registration' });
@@ -510,15 +512,22 @@ export class Accounts {
 
   // Email verification -------------------------------------------------------------------------------
 
-  private async issueVerifyCode(trx: Kysely<Database>, user: UserRow, locale: Locale): Promise<void> {
+  /**
+   * One verification grant, answered by its code or by its link (whichever comes first uses it up). The
+   * link confirms only in a browser signed in as this account (verifyEmailByLink): clicked by a mailbox
+   * owner who never registered, it proves nothing for an account someone else made with that address.
+   */
+  private async issueVerifyCode(trx: Kysely<Database>, user: UserRow, locale: Locale, appId?: string | null): Promise<void> {
     const now = this.clock.now();
     await voidOneTimeTokensOfUser(trx, KIND.verify, user.id, now);
     const id = newId('ott');
     const code = newNumericCode(6);
+    const link = newSecret('ev');
+    const app = appId ? await findApp(trx, appId) : undefined;
     await insertOneTimeToken(trx, {
       id,
       kind: KIND.verify,
-      token_hash: null,
+      token_hash: hashSecret(link),
       code_hash: this.codeHash(id, code),
       user_id: user.id,
       email: user.email,
@@ -529,16 +538,18 @@ export class Accounts {
       expires_at: now + VERIFY_CODE_TTL,
       consumed_at: null,
     });
-    await this.mailer.enqueue(trx, { kind: 'verify', to: user.email, locale, template: 'verify_code', params: { code, minutes: VERIFY_CODE_TTL / 60 } });
+    const url = `${this.config.authUrl}/verify-email?${new URLSearchParams({ token: link })}`;
+    const params = { code, minutes: VERIFY_CODE_TTL / 60, link: url, host: linkDestination(url), app: app?.name ?? '' };
+    await this.mailer.enqueue(trx, { kind: 'verify', to: user.email, locale, template: 'verify_code', params });
   }
 
   /** Mails a new 6-digit verification code (10 min; voids the previous one). Mail limit `verify`. Returns its lifetime. */
-  async requestEmailVerification(userId: string, input: { locale: Locale }, _ctx: AccountContext): Promise<{ expiresIn: number }> {
+  async requestEmailVerification(userId: string, input: { locale: Locale }, ctx: AccountContext): Promise<{ expiresIn: number }> {
     const user = await findUserById(this.db, userId);
     if (!user || user.status !== 'active') throw new AppError('unauthorized', { detail: 'user gone or disabled' });
     await this.db.transaction().execute(async (trx) => {
       await this.throttle.hitMail(trx, 'verify', user.email);
-      await this.issueVerifyCode(trx, user, input.locale);
+      await this.issueVerifyCode(trx, user, input.locale, ctx.appId);
     });
     this.mailer.nudge();
     return { expiresIn: VERIFY_CODE_TTL };
@@ -554,10 +565,34 @@ export class Accounts {
     if (!user || user.status !== 'active') throw new AppError('unauthorized', { detail: 'user gone or disabled' });
     const row = await findLiveOneTimeTokenByUser(this.db, KIND.verify, userId, this.clock.now());
     await this.checkCode(row && row.email === user.email ? row : undefined, code);
+    return this.markEmailVerified(user, ctx, 'code');
+  }
+
+  /**
+   * The mailed link, opened in a browser signed in as `userId`: verifies the address when the link is
+   * this account's live grant for its current address, and uses it up; an address already verified
+   * stays so. Anything else → 400 invalid_token.
+   */
+  async verifyEmailByLink(userId: string, token: string, ctx: AccountContext): Promise<UserRow> {
+    const user = await findUserById(this.db, userId);
+    if (!user || user.status !== 'active') throw new AppError('unauthorized', { detail: 'user gone or disabled' });
+    if (user.email_verified === 1) return user; // a second click: nothing left to do
+    const now = this.clock.now();
+    const row = /^ev_[A-Za-z0-9_-]{20,80}$/.test(token) ? await findLiveOneTimeTokenByHash(this.db, KIND.verify, hashSecret(token), now) : undefined;
+    const invalid = () => new AppError('invalid_token', { message: 'This link is not for the account you are signed in with, or it was used or has expired.' });
+    if (!row || row.user_id !== user.id || row.email !== user.email) throw invalid();
+    return this.markEmailVerified(user, ctx, 'link', async (trx) => {
+      if (!(await consumeOneTimeToken(trx, row.id, now))) throw invalid();
+    });
+  }
+
+  /** Marks the address verified (event `email.verified`), in one transaction with `consume` (the grant used up). */
+  private async markEmailVerified(user: UserRow, ctx: AccountContext, method: 'code' | 'link', consume?: (trx: Kysely<Database>) => Promise<void>): Promise<UserRow> {
     const now = this.clock.now();
     await this.db.transaction().execute(async (trx) => {
+      await consume?.(trx);
       await updateUser(trx, user.id, { email_verified: 1, updated_at: now });
-      await appendEvent(trx, now, { type: 'email.verified', appId: ctx.appId ?? null, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: {} });
+      await appendEvent(trx, now, { type: 'email.verified', appId: ctx.appId ?? null, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { method } });
     });
     return { ...user, email_verified: 1, updated_at: now };
   }

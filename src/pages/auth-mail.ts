@@ -157,7 +157,7 @@ export default async function authMailPages(app: FastifyInstance) {
 
   // Verify email -------------------------------------------------------------------------------------
 
-  async function renderVerify(request: FastifyRequest, reply: FastifyReply, locals: { notice?: string; form?: FormState; done?: boolean }) {
+  async function renderVerify(request: FastifyRequest, reply: FastifyReply, locals: { notice?: string; form?: FormState; done?: boolean; linkToken?: string; linkInvalid?: boolean }) {
     const session = await app.browserSessions.ensure(request, reply);
     const user = session.user_id ? await findUserById(app.db, session.user_id) : undefined;
     return renderPage(request, reply, 'verify-email', {
@@ -171,7 +171,11 @@ export default async function authMailPages(app: FastifyInstance) {
     });
   }
 
-  app.get('/verify-email', async (request, reply) => renderVerify(request, reply, {}));
+  // The mailed link lands here and changes nothing (mail scanners open links); its button confirms.
+  app.get('/verify-email', async (request, reply) => {
+    const token = (request.query as Record<string, unknown>).token;
+    return renderVerify(request, reply, typeof token === 'string' ? { linkToken: token.slice(0, 100) } : {});
+  });
 
   app.post('/verify-email', async (request, reply) => {
     const userId = request.browserSession?.user_id;
@@ -179,6 +183,16 @@ export default async function authMailPages(app: FastifyInstance) {
     const t = app.messages.translator(localeOf(request));
     try {
       await app.throttle.hitIp(request);
+      if (field(request.body, 'action') === 'confirm_link') {
+        const token = field(request.body, 'token').slice(0, 100);
+        try {
+          await app.accounts.verifyEmailByLink(userId, token, ctxOf(request));
+        } catch (error) {
+          if (isAppError(error) && error.code === 'invalid_token') return renderVerify(request, reply.code(400), { linkInvalid: true });
+          throw error;
+        }
+        return afterVerified(request, reply);
+      }
       if (field(request.body, 'action') === 'send_code') {
         await app.accounts.requestEmailVerification(userId, { locale: localeOf(request) }, ctxOf(request));
         const user = await findUserById(app.db, userId);
@@ -188,8 +202,13 @@ export default async function authMailPages(app: FastifyInstance) {
     } catch (error) {
       return renderVerify(request, reply, { form: mailFormFailure(request, reply, error) });
     }
-    const resume = (app.browserSessions.readData<{ resume?: string }>(request).resume);
+    return afterVerified(request, reply);
+  });
+
+  /** A verified address goes on with the sign-in that asked for it, if any. */
+  function afterVerified(request: FastifyRequest, reply: FastifyReply) {
+    const resume = app.browserSessions.readData<{ resume?: string }>(request).resume;
     if (typeof resume === 'string' && /^\/oauth\/authorize\?/.test(resume)) return reply.redirect(resume, 303);
     return renderVerify(request, reply, { done: true });
-  });
+  }
 }

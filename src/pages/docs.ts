@@ -85,8 +85,8 @@ const PAGES: Record<string, PageDoc> = {
   'POST /password/forgot': form('submitForgotPassword', 'Mail a reset link', { 400: ['invalid_request'], 429: ['rate_limited'] }),
   'GET /password/reset': { operationId: 'resetPasswordPage', summary: 'Set a new password', errors: { 400: ['invalid_token'] } },
   'POST /password/reset': form('submitResetPassword', 'Set the new password', { 400: ['invalid_token', 'weak_password'], 429: ['rate_limited'] }),
-  'GET /verify-email': { operationId: 'verifyEmailPage', summary: 'Email verification page' },
-  'POST /verify-email': form('submitVerifyEmail', 'Send or check an email code', { 400: ['invalid_code', 'code_expired'], 401: ['unauthorized'], 429: ['rate_limited'] }),
+  'GET /verify-email': { operationId: 'verifyEmailPage', summary: 'Email verification page', description: 'With `token` (the mailed link): a page that changes nothing and offers a button that confirms, shown only to a browser signed in as the account the mail was sent for.' },
+  'POST /verify-email': form('submitVerifyEmail', 'Send or check an email code, or confirm the mailed link', { 400: ['invalid_code', 'code_expired', 'invalid_token'], 401: ['unauthorized'], 429: ['rate_limited'] }, '`action=verify` with `code`, `action=send_code`, or `action=confirm_link` with `token` (the link\'s, for the signed-in account only).'),
 };
 
 /** Fastify `/a/:id` → OpenAPI `/a/{id}`. */

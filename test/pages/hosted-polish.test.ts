@@ -299,6 +299,55 @@ describe('hosted pages: the way through', () => {
     expect(magic.body).toMatch(/value="send_magic_link">Email me a sign-in link</);
   });
 
+  /** The newest mail to `email` in the dev mailbox. */
+  async function lastMail(email: string) {
+    const mailbox = await t.app.inject({ method: 'GET', url: `/dev/mailbox?to=${encodeURIComponent(email)}`, headers: { accept: 'application/json' } });
+    return (mailbox.json().items as Array<{ subject: string; html: string; text: string }>)[0]!;
+  }
+
+  it('the verification mail names the app and carries a link: its landing changes nothing, its button verifies the signed-in account, once', async () => {
+    const shop = await makeClient(t, { name: 'Corner Shop' });
+    const b = new Browser(t.app);
+    const start = await b.get(authorizeUrl(shop).url);
+    const register = relative(String(start.headers.location)).replace('/login', '/register');
+    const email = uniqueEmail('link');
+    expect((await b.submit(register, { email, password: 'a long enough passphrase 77', action: 'register' })).statusCode).toBe(303);
+    const mail = await lastMail(email);
+    expect(mail.text).toContain('for Corner Shop');
+    const link = /(http:\/\/\S+\/verify-email\?token=ev_\S+)/.exec(mail.text)![1]!;
+    const path = relative(link);
+    const verified = async () => (await t.db.selectFrom('users').select('email_verified').where('email', '=', email).executeTakeFirstOrThrow()).email_verified;
+
+    // A mail scanner (no session) opens the link: nothing changes, and it is told to sign in.
+    const scanner = await new Browser(t.app).get(path);
+    expect(scanner.statusCode).toBe(200);
+    expect(scanner.body).not.toContain('value="confirm_link"');
+    // The registered browser opens it: still nothing until the button.
+    const landing = await b.get(path);
+    expect(landing.body).toContain('value="confirm_link"');
+    expect(await verified()).toBe(0);
+    const confirmed = await b.post(path, { csrf: csrfOf(landing.body), token: new URL(link).searchParams.get('token')!, action: 'confirm_link' });
+    expect(confirmed.statusCode).toBe(303); // on with the sign-in that was under way
+    expect(await verified()).toBe(1);
+    const again = await b.post(path, { csrf: csrfOf(landing.body), token: new URL(link).searchParams.get('token')!, action: 'confirm_link' });
+    expect(again.statusCode).toBe(303); // already verified: nothing to do, on with the sign-in
+  });
+
+  it('a verification link confirms nothing for another account: the mailbox owner signed in elsewhere cannot verify a squatter\'s account', async () => {
+    const victim = uniqueEmail('owner');
+    const squatter = new Browser(t.app);
+    await squatter.register(victim);
+    const link = /(http:\/\/\S+\/verify-email\?token=ev_\S+)/.exec((await lastMail(victim)).text)![1]!;
+    // The mailbox owner, signed in with an account of their own, clicks the mail's button.
+    const owner = new Browser(t.app);
+    await owner.register(uniqueEmail('owner-own'));
+    const landing = await owner.get(relative(link));
+    const res = await owner.post(relative(link), { csrf: csrfOf(landing.body), token: new URL(link).searchParams.get('token')!, action: 'confirm_link' });
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toContain('not for the account you are signed in with');
+    expect((await t.db.selectFrom('users').select('email_verified').where('email', '=', victim).executeTakeFirstOrThrow()).email_verified).toBe(0);
+  });
+
   it('a signed-out account page offers the reset and registration links the login page has', async () => {
     const page = await new Browser(t.app).get('/account');
     expect(page.body).toContain('href="/password/forgot"');
