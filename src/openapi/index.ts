@@ -39,6 +39,7 @@ const DOCS_ASSETS = {
   'swagger-ui.css': { path: join(SWAGGER_UI_DIR, 'swagger-ui.css'), type: 'text/css; charset=utf-8' },
   'swagger-ui-bundle.js': { path: join(SWAGGER_UI_DIR, 'swagger-ui-bundle.js'), type: 'text/javascript; charset=utf-8' },
   'docs.js': { path: join(VIEWS_DIR, 'assets', 'docs.js'), type: 'text/javascript; charset=utf-8' },
+  'docs.css': { path: join(VIEWS_DIR, 'assets', 'docs.css'), type: 'text/css; charset=utf-8' },
 } as const;
 type DocsAsset = keyof typeof DOCS_ASSETS;
 const DocsAssetParams = z.strictObject({ file: z.enum(Object.keys(DOCS_ASSETS) as [DocsAsset, ...DocsAsset[]]) });

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
@@ -63,5 +65,26 @@ describe.skipIf(!haveChromium || TEST_DIALECT !== 'sqlite')('the API reference p
     expect(await page.locator('.info .title').textContent()).toContain('Gatehouse');
     expect(foreign).toEqual([]);
     expect(violations).toEqual([]);
+  }, 60_000);
+
+  it('passes axe (no serious or critical finding) in both colour schemes, a tag open, and follows the scheme', async () => {
+    const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+    for (const scheme of ['light', 'dark'] as const) {
+      const context = await browser.newContext({ colorScheme: scheme, viewport: { width: 1280, height: 900 } });
+      const page = await context.newPage();
+      await page.goto(`${base}/docs`);
+      await page.waitForSelector('.opblock-tag', { timeout: 20_000 });
+      await page.locator('h3.opblock-tag[data-tag="oauth"]').click();
+      await page.waitForSelector('.opblock');
+      await page.evaluate(axeSource);
+      const violations = await page.evaluate(async () => {
+        const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: string[] }> }> }> } }).axe;
+        return (await axe.run(document)).violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).slice(0, 5).join(', ')}`);
+      });
+      expect(violations, scheme).toEqual([]);
+      const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      if (scheme === 'dark') expect(background).not.toBe('rgb(255, 255, 255)');
+      await context.close();
+    }
   }, 60_000);
 });
