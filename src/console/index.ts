@@ -151,6 +151,8 @@ export default async function consolePages(app: FastifyInstance) {
 
   const css = readFileSync(join(VIEWS_DIR, 'assets', 'console.css'), 'utf8');
   app.get('/assets/console.css', async (_request, reply) => reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(css));
+  const script = readFileSync(join(VIEWS_DIR, 'assets', 'console.js'), 'utf8');
+  app.get('/assets/console.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(script));
 
   async function render(request: FastifyRequest, reply: FastifyReply, name: string, locals: Record<string, unknown> & { titleKey: string; titleParams?: Record<string, string> }) {
     const locale = localeOf(request);

@@ -177,6 +177,8 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
     await page.fill('input[name=q]', endUser.email.slice(0, 12));
     await click(page, 'search');
     expect(await page.locator(`tr[data-user="${endUser.id}"]`).count()).toBe(1);
+    // Blocking asks first: the button that blocks is inside the confirmation.
+    await page.click(`tr[data-user="${endUser.id}"] details.confirm summary`);
     await click(page, 'block');
     expect(await page.textContent(`tr[data-user="${endUser.id}"]`)).toContain('blocked');
     await check(page, 'users');
