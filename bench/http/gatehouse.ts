@@ -81,9 +81,20 @@ async function call(url: string, init: RequestInit & { expect?: number[] } = {})
   return res;
 }
 
-function cookieOf(res: Response, fallback?: string): string {
-  const set = res.headers.getSetCookie().find((c) => /gh_sid=/.test(c));
-  return set ? set.split(';')[0]! : (fallback ?? '');
+/**
+ * The cookies a browser sends after `res`: `previous` with every cookie `res` set replaced, and every
+ * cookie it cleared dropped (the session cookie, and the sealed flow state an anonymous session keeps in
+ * cookies of its own).
+ */
+function cookiesAfter(res: Response, previous = ''): string {
+  const jar = new Map(previous.split('; ').filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair]));
+  for (const set of res.headers.getSetCookie()) {
+    const pair = set.split(';')[0]!;
+    const name = pair.slice(0, pair.indexOf('='));
+    if (pair.endsWith('=') || /max-age=0\b|expires=thu, 01 jan 1970/i.test(set)) jar.delete(name);
+    else jar.set(name, pair);
+  }
+  return [...jar.values()].join('; ');
 }
 
 const authorizeQuery = (clientId: string, scope: string, state = 'bench') =>
@@ -147,20 +158,20 @@ export async function setupGatehouse(server: string, userCount: number): Promise
 /** The hosted sign-in a browser does: authorize → /login form (CSRF) → POST → back to authorize. Returns the session cookie. */
 async function hostedSignIn(server: string, clientId: string, email: string, password: string): Promise<string> {
   const start = await call(`${server}/oauth/authorize?${authorizeQuery(clientId, 'openid profile email')}`, { expect: [302, 303] });
-  let cookie = cookieOf(start);
+  let cookie = cookiesAfter(start);
   const loginUrl = local(server, start.headers.get('location') ?? '');
   const page = await call(loginUrl, { headers: { cookie } });
-  cookie = cookieOf(page, cookie);
+  cookie = cookiesAfter(page, cookie);
   const html = await page.text();
   const csrf = /name="csrf"\s+value="([^"]+)"/.exec(html)?.[1] ?? /value="([^"]+)"\s+name="csrf"/.exec(html)?.[1];
   if (!csrf) throw new Error('no CSRF token on the hosted login page');
   const form = new URLSearchParams({ csrf, email, password, action: 'login' });
   const posted = await call(loginUrl, { method: 'POST', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' }, body: form.toString(), expect: [302, 303] });
-  cookie = cookieOf(posted, cookie);
+  cookie = cookiesAfter(posted, cookie);
   // The flow resumes at /oauth/authorize and ends with a code: proof that the session can mint codes.
   const back = await call(local(server, posted.headers.get('location') ?? ''), { headers: { cookie }, expect: [302, 303] });
   if (!/[?&]code=/.test(back.headers.get('location') ?? '')) throw new Error(`hosted sign-in did not end with a code: ${back.headers.get('location')}`);
-  return cookieOf(back, cookie);
+  return cookiesAfter(back, cookie);
 }
 
 /** One authorization code for `user` (scope as given), via `GET /oauth/authorize` with the user's browser session. */
