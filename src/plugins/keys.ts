@@ -120,7 +120,7 @@ export class KeyStore {
     const missing = ALGS.filter((alg) => !this.keys.some((k) => k.alg === alg && k.retiredAt === null));
     if (missing.length) {
       await insertFirstSigningKeys(this.db, await Promise.all(missing.map((alg) => this.generate(alg))));
-      await this.reload();
+      await this.reloadAfterWrite();
     }
   }
 
@@ -131,7 +131,7 @@ export class KeyStore {
       await retireSigningKeys(trx, ALGS, this.clock.now(), []);
       await insertSigningKeys(trx, fresh);
     });
-    await this.reload();
+    await this.reloadAfterWrite();
     return fresh.map((k) => k.kid);
   }
 
@@ -140,11 +140,17 @@ export class KeyStore {
    * row whose kid, creation time and sealed private key are unchanged keeps its key objects, which jose
    * caches its imported keys by, and is not decrypted again.
    */
-  reload(): Promise<void> {
+  private reload(): Promise<void> {
     this.reading ??= this.read().finally(() => {
       this.reading = undefined;
     });
     return this.reading;
+  }
+
+  /** Reads the keys after a write of ours: a read in flight may have started before it, so a new one follows. */
+  private async reloadAfterWrite(): Promise<void> {
+    await this.reading?.catch(() => undefined);
+    await this.reload();
   }
 
   private async read(): Promise<void> {
