@@ -1,8 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { hashSecret, newId, newOrderedSecret, newSecret, randomBytesPooled } from '../src/shared/ids.js';
+import { hashSecret, newId, newOrderedSecret, newSecret } from '../src/shared/ids.js';
 import { createStorage } from '../src/storage/connect.js';
 import { migrateToLatest } from '../src/storage/migrator.js';
 
@@ -28,7 +29,7 @@ type KeyLayout = 'plain' | 'ordered';
 const mint = (layout: KeyLayout) => (layout === 'ordered' ? newOrderedSecret('rt') : newSecret('rt'));
 
 /** A sealed token response's size in the rotation's UPDATE (access token, refresh token, sealed, base64url). */
-const SEALED_RESPONSE = randomBytesPooled(1024).toString('base64url');
+const SEALED_RESPONSE = randomBytes(1024).toString('base64url');
 
 async function measure(layout: KeyLayout, batch: number, tokens: number, rotations: number): Promise<{ walKiBPerRotation: number; msPerCommit: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-key-order-'));

@@ -5,6 +5,7 @@
  *   http            the hot paths of the production build over HTTP (autocannon), against references
  *   key-order       pages a SQLite commit writes per refresh, with random or time-ordered token keys
  *   login-flood     password logins from more clients than answered in time, each giving up after a timeout
+ *   jwt-sign        our JWT signatures through node:crypto against jose's SignJWT
  */
 const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void> }>> = {
   'users-listing': () => import('./users-listing.js'),
@@ -12,6 +13,7 @@ const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void
   http: () => import('./http/harness.js'),
   'key-order': () => import('./key-order.js'),
   'login-flood': () => import('./login-flood.js'),
+  'jwt-sign': () => import('./jwt-sign.js'),
 };
 
 const [name, ...args] = process.argv.slice(2);

@@ -1,5 +1,4 @@
-import { createCipheriv, createDecipheriv, hkdfSync } from 'node:crypto';
-import { randomBytesPooled } from './ids.js';
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 
 /**
  * Symmetric encryption at rest (AES-256-GCM) under a key derived from SECRET_KEY with HKDF-SHA256.
@@ -13,7 +12,7 @@ export class SecretBox {
   }
 
   seal(plaintext: string | Uint8Array): string {
-    const iv = randomBytesPooled(12);
+    const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
     const body = Buffer.concat([typeof plaintext === 'string' ? cipher.update(plaintext, 'utf8') : cipher.update(plaintext), cipher.final()]);
     return ['v1', iv.toString('base64url'), body.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');

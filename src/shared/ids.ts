@@ -1,42 +1,21 @@
-import { randomFillSync, randomInt, timingSafeEqual } from 'node:crypto';
+import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { sha256, sha256Bytes } from './sha256.js';
 
-const RANDOM_POOL_BYTES = 4096;
-const randomPool = Buffer.alloc(RANDOM_POOL_BYTES);
-let randomPoolOffset = RANDOM_POOL_BYTES;
-
-/**
- * `count` bytes from the CSPRNG, drawn from a pool refilled 4 KiB at a time (as Node's randomUUID does):
- * a `randomBytes` call per id or token cost a refresh grant 4–5% of its main-thread time in call
- * overhead. Each byte is handed out once, as a copy (the caller never holds the pool).
- */
-export function randomBytesPooled(count: number): Buffer {
-  if (count > RANDOM_POOL_BYTES) throw new RangeError(`at most ${RANDOM_POOL_BYTES} pooled random bytes at once`);
-  if (randomPoolOffset + count > RANDOM_POOL_BYTES) {
-    randomFillSync(randomPool);
-    randomPoolOffset = 0;
-  }
-  const bytes = Buffer.from(randomPool.subarray(randomPoolOffset, randomPoolOffset + count));
-  randomPool.fill(0, randomPoolOffset, randomPoolOffset + count);
-  randomPoolOffset += count;
-  return bytes;
-}
-
-/** 256-bit random secret, base64url, with a short type prefix (CONTRACT §1). Only its hash is stored. */
+/** 256-bit random secret, base64url, with a short type prefix. Only its hash is stored. */
 export function newSecret(prefix: string): string {
-  return `${prefix}_${randomBytesPooled(32).toString('base64url')}`;
+  return `${prefix}_${randomBytes(32).toString('base64url')}`;
 }
 
 /**
  * A secret as newSecret, whose 256 random bits follow the millisecond it was minted (10 Crockford
  * characters, as in newId). Its stored key (hashSecret) begins with that time, so the secrets a table
  * stores one after another are keyed in order: a new row's key lands at the end of its index instead of
- * on a random page, and a SQLite commit of a batch of refreshes writes a third to a half fewer pages
- * (bench/RESULTS.md, finding 42). For the secrets minted on every sign-in and refresh: codes and refresh
+ * on a random page, and a SQLite commit of a batch of refreshes writes a third to a half fewer pages.
+ * For the secrets minted on every sign-in and refresh: codes and refresh
  * tokens. The wall clock, not the injectable one: the time only orders keys (its seconds would not).
  */
 export function newOrderedSecret(prefix: string): string {
-  return `${prefix}_${encodeTime(Date.now())}${randomBytesPooled(32).toString('base64url')}`;
+  return `${prefix}_${encodeTime(Date.now())}${randomBytes(32).toString('base64url')}`;
 }
 
 /** A secret of newOrderedSecret's layout: prefix, time, and 43 base64url characters (256 bits). */
@@ -78,7 +57,7 @@ export function newId(prefix: string): string {
     if (i >= 0) lastRandom[i]! += 1;
   } else {
     lastTime = now;
-    lastRandom = Array.from(randomBytesPooled(16), (b) => b & 31);
+    lastRandom = Array.from(randomBytes(16), (b) => b & 31);
   }
   return `${prefix}_${encodeTime(now)}${lastRandom.map((d) => CROCKFORD[d]).join('')}`;
 }

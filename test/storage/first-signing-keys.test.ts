@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JwsSigner } from '../../src/plugins/jws-signer.js';
 import { KeyStore } from '../../src/plugins/keys.js';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
 import { migrateToLatest } from '../../src/storage/migrator.js';
@@ -12,7 +11,6 @@ describe('first signing keys created by instances starting at once', () => {
   const INSTANCES = 4;
   let database: Awaited<ReturnType<typeof freshDatabaseUrl>>;
   let storages: Storage[];
-  const signer = new JwsSigner();
 
   beforeAll(async () => {
     database = await freshDatabaseUrl();
@@ -20,14 +18,13 @@ describe('first signing keys created by instances starting at once', () => {
     await migrateToLatest(storages[0]!);
   });
   afterAll(async () => {
-    await signer.close();
     await Promise.all(storages.map((s) => s.close()));
     await database.drop();
   });
 
   it('leaves exactly one active key per algorithm, and every instance signs with it', async () => {
     const clock = new TestClock();
-    const stores = storages.map((s) => new KeyStore(s.db, TEST_SECRET_KEY, clock, 'http://gatehouse.test', 3600, signer));
+    const stores = storages.map((s) => new KeyStore(s.db, TEST_SECRET_KEY, clock, 'http://gatehouse.test', 3600));
     await Promise.all(stores.map((store) => store.init()));
 
     const active = await storages[0]!.db.selectFrom('signing_keys').select(['kid', 'alg']).where('retired_at', 'is', null).execute();
