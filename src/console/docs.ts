@@ -16,8 +16,8 @@ const page = (operationId: string, summary: string, description?: string, errors
 const owned = { 404: ['not_found'] };
 
 export const CONSOLE_PAGES: Record<string, PageDoc> = {
-  'GET /assets/console.css': { operationId: 'getConsoleStylesheet', summary: 'The stylesheet of the console' },
-  'GET /assets/console.js': { operationId: 'getConsoleScript', summary: 'The console\'s optional script (copy buttons, colour picker)' },
+  'GET /assets/console.css': { operationId: 'getConsoleStylesheet', summary: 'The stylesheet of the console', file: ['The stylesheet.', 'text/css'] },
+  'GET /assets/console.js': { operationId: 'getConsoleScript', summary: 'The console\'s optional script (copy buttons, colour picker)', file: ['The script.', 'text/javascript'] },
   'GET /console/login': { operationId: 'consoleSignIn', summary: 'Start a console sign-in', description: 'Redirects to `/oauth/authorize` as the console app (`app_gatehouse_console`, code + PKCE); `return` is the console path to come back to.', redirects: '/oauth/authorize' },
   'GET /console/callback': { operationId: 'consoleCallback', summary: 'Console sign-in callback', description: 'Exchanges the code at `/oauth/token` and signs in to the console (its own cookie `gh_console`).', redirects: 'the console page the sign-in started from', errors: { 400: ['invalid_request'] } },
   'POST /console/logout': form('consoleSignOut', 'Sign out of the console', {}),

@@ -109,6 +109,7 @@ export default async function accountPages(scope: FastifyInstance) {
       titleKey: 'idp.account.title',
       csrf: session.csrf_token,
       signedIn: true,
+      wide: true,
       bindEntry,
       user: { email: user.email, name: user.name ?? '', phone_number: user.phone_number ?? '', birthdate: user.birthdate ?? '', emailVerified: user.email_verified === 1 },
       provider: provider ? { name: provider.name } : undefined,

@@ -26,6 +26,7 @@ const signInForm = { 400: ['invalid_request'], 401: ['invalid_credentials'], 403
 
 const PAGES: Record<string, PageDoc> = {
   'GET /assets/gatehouse.css': { operationId: 'getPagesStylesheet', summary: 'The stylesheet of the hosted pages', file: ['The stylesheet.', 'text/css'] },
+  'GET /assets/recovery-codes.js': { operationId: 'getRecoveryCodesScript', summary: 'The optional script of the recovery-codes page (copy, download, print)', file: ['The script.', 'text/javascript'] },
   'GET /assets/brand/{file}': {
     operationId: 'getAppBrandStylesheet',
     summary: "An app's accent colour, as a stylesheet",

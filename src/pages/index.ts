@@ -34,6 +34,7 @@ declare module 'fastify' {
 /** Files every hosted page uses: the stylesheet and the favicon (also at /favicon.ico, where browsers look unasked). */
 const STATIC_ASSETS: Array<[path: string, file: string, type: string]> = [
   ['/assets/gatehouse.css', 'gatehouse.css', 'text/css; charset=utf-8'],
+  ['/assets/recovery-codes.js', 'recovery-codes.js', 'text/javascript; charset=utf-8'],
   ['/favicon.svg', 'favicon.svg', 'image/svg+xml'],
   ['/favicon.ico', 'favicon.svg', 'image/svg+xml'],
 ];
