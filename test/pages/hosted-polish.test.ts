@@ -179,7 +179,8 @@ describe('hosted pages: branding, favicon, languages, account, mailbox', () => {
     expect(css.statusCode).toBe(200);
     expect(css.headers['content-type']).toContain('text/css');
     // A light accent gets dark text, so the button passes contrast.
-    expect(css.body).toBe(':root { --accent: #ffd400; --accent-contrast: #111111; }\n');
+    // Buttons in the accent with black text; links and focus rings darkened to read on the light card, as they are on the dark one.
+    expect(css.body).toBe(':root { --accent: #ffd400; --accent-contrast: #000000; --link: #8c7500; --focus: #a68a00; }\n@media (prefers-color-scheme: dark) { :root { --accent: #ffd400; --accent-contrast: #000000; --link: #ffd400; --focus: #ffd400; } }\n');
 
     // Another app's sign-in, and a page with no sign-in in flight, show the default look.
     const other = await makeClient(t);
