@@ -20,7 +20,8 @@ import type { Clock } from '../shared/time.js';
 import { TurnSkipped, type TurnTerms } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 import { findAppUser } from '../storage/repos/app-users.js';
-import { findApp } from '../storage/repos/apps.js';
+import { type App, findApp } from '../storage/repos/apps.js';
+import { brandPalette } from '../shared/brand-colours.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import { revokeConsentsOfUser } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
@@ -69,6 +70,18 @@ const KIND = { magic: 'magic_link', reset: 'password_reset', verify: 'email_veri
 const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind', 'passkey_registration', 'passkey_authentication', 'totp_enrolment'];
 
 /** The app a mail is requested through (`/v1/auth` names one): named in the mail; a link to its redirect URI is bound to it. */
+/**
+ * What a mail shows of the app it is sent for: its logo, and its accent on the button with text chosen
+ * for contrast. Only for an app the person belongs to or just registered through (never a drive-by
+ * flow's), as on the hosted pages.
+ */
+function mailBrand(app: App | undefined): { logo?: string; accent?: string; accentContrast?: string } {
+  if (!app || app.disabled) return {};
+  const { logoUrl, accentColor } = app.branding;
+  const palette = accentColor ? brandPalette(accentColor).light : undefined;
+  return { ...(logoUrl ? { logo: logoUrl } : {}), ...(palette ? { accent: palette.accent, accentContrast: palette.accentContrast } : {}) };
+}
+
 export interface MailingApp {
   id: string;
   name: string;
@@ -346,7 +359,14 @@ export class Accounts {
       to: email,
       locale: input.locale,
       template: link.template,
-      params: { link: url, ...(link.code ? { code: link.code } : {}), minutes: link.ttl / 60, app: input.app?.name ?? '', host: linkDestination(url) },
+      params: {
+        link: url,
+        ...(link.code ? { code: link.code } : {}),
+        minutes: link.ttl / 60,
+        app: input.app?.name ?? '',
+        host: linkDestination(url),
+        ...mailBrand(target.boundTo ? await findApp(trx, target.boundTo.id) : undefined),
+      },
       discard: !target.user,
     });
     return target;
@@ -539,7 +559,7 @@ export class Accounts {
       consumed_at: null,
     });
     const url = `${this.config.authUrl}/verify-email?${new URLSearchParams({ token: link })}`;
-    const params = { code, minutes: VERIFY_CODE_TTL / 60, link: url, host: linkDestination(url), app: app?.name ?? '' };
+    const params = { code, minutes: VERIFY_CODE_TTL / 60, link: url, host: linkDestination(url), app: app?.name ?? '', ...mailBrand(app) };
     await this.mailer.enqueue(trx, { kind: 'verify', to: user.email, locale, template: 'verify_code', params });
   }
 

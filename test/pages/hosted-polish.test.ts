@@ -334,6 +334,22 @@ describe('hosted pages: the way through', () => {
     expect(again.statusCode).toBe(303); // already verified: nothing to do, on with the sign-in
   });
 
+  it('mails for an app carry its logo and its accent on the button; mails for no app look like Gatehouse', async () => {
+    const shop = await makeClient(t, { name: 'Green Shop', branding: { logoUrl: 'https://shop.example/logo.svg', accentColor: '#0a7f3f' } });
+    const b = new Browser(t.app);
+    const start = await b.get(authorizeUrl(shop).url);
+    const email = uniqueEmail('brand');
+    await b.submit(relative(String(start.headers.location)).replace('/login', '/register'), { email, password: 'a long enough passphrase 77', action: 'register' });
+    const branded = await lastMail(email);
+    expect(branded.html).toContain('<img src="https://shop.example/logo.svg" alt="Green Shop"');
+    expect(branded.html).toContain('background:#0a7f3f;color:#ffffff;');
+    const plainEmail = uniqueEmail('plain');
+    await new Browser(t.app).register(plainEmail);
+    const plain = await lastMail(plainEmail);
+    expect(plain.html).not.toContain('<img');
+    expect(plain.html).toContain('background:#2457d6;color:#fff;');
+  });
+
   it('a verification link confirms nothing for another account: the mailbox owner signed in elsewhere cannot verify a squatter\'s account', async () => {
     const victim = uniqueEmail('owner');
     const squatter = new Browser(t.app);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { brandPalette, contrastRatio } from '../../src/pages/branding.js';
+import { brandPalette, contrastRatio } from '../../src/shared/brand-colours.js';
 
 // The colours an app's accent gives the hosted pages (docs: the branding section of the console):
 // whatever the developer picks, text stays readable (4.5:1) and focus rings visible (3:1) on the
