@@ -27,6 +27,7 @@ import { DocTypeParams, listDocumentSummaries, MarkdownRenderer, PublishBody, Pu
 import { assertCsrf, documentPageIn } from '../pages/index.js';
 import { BrowserSessions } from '../plugins/browser-sessions.js';
 import { localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
+import { LOCALES } from '../plugins/i18n.js';
 import { parseAmr } from '../shared/acr.js';
 import { isLoopbackAddress, isLoopbackHost } from '../shared/loopback.js';
 import { requestContext } from '../shared/request-context.js';
@@ -456,7 +457,14 @@ export default async function consolePages(app: FastifyInstance) {
 
   async function legalPage(request: FastifyRequest, reply: FastifyReply, owned: Awaited<ReturnType<typeof ownedApp>>, extra: Record<string, unknown> = {}) {
     const [documents, views] = await Promise.all([listDocumentSummaries(db, config.authUrl, owned.id, undefined), listAppLegalViews(db, now(), owned.id, {})]);
+    const locale = localeOf(request);
+    const t = app.messages.translator(locale);
+    const languageName = new Intl.DisplayNames([locale], { type: 'language' });
+    // The common documents, and any other type this app has published through the API.
+    const types = [...new Set(['terms', 'privacy', ...documents.map((d) => d.docType)])];
     return render(request, reply, 'legal', {
+      docTypes: types.map((d) => ({ value: d, label: d === 'terms' || d === 'privacy' ? t(`console.legal.type_${d}`) : d })),
+      langs: LOCALES.map((l) => ({ value: l, label: `${languageName.of(l) ?? l} (${l})` })),
       titleKey: 'console.legal.title',
       titleParams: { name: owned.name },
       app: toAppView(owned),

@@ -197,8 +197,8 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
 
     // Publish a legal version: preview the sanitized HTML, publish, see it on the hosted page.
     await page.goto(`${base}/console/apps/${clientId}/legal`);
-    await page.fill('input[name=docType]', 'terms');
-    await page.fill('input[name=lang]', 'en');
+    await page.selectOption('select[name=docType]', 'terms');
+    await page.selectOption('select[name=lang]', 'en');
     await page.fill('input[name=title]', 'Bakery terms');
     await page.fill('textarea[name=content]', '# Terms\n\nBread is **fresh**.<script>alert(1)</script>');
     await click(page, 'preview');
