@@ -354,6 +354,8 @@ export class Accounts {
       consumed_at: null,
     });
     const url = target.boundTo ? appendQuery(target.boundTo.redirectUri, { [link.param]: token }) : `${this.config.authUrl}${link.hostedPath}?${new URLSearchParams({ token })}`;
+    // Read whether or not the address has an account here: the same statements either way.
+    const mailingApp = input.app ? await findApp(trx, input.app.id) : undefined;
     await this.mailer.enqueue(trx, {
       kind: link.mailKind,
       to: email,
@@ -365,7 +367,7 @@ export class Accounts {
         minutes: link.ttl / 60,
         app: input.app?.name ?? '',
         host: linkDestination(url),
-        ...mailBrand(target.boundTo ? await findApp(trx, target.boundTo.id) : undefined),
+        ...mailBrand(target.boundTo ? mailingApp : undefined),
       },
       discard: !target.user,
     });

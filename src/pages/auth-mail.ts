@@ -4,7 +4,7 @@ import type { Translate } from '../plugins/i18n.js';
 import { requestContext } from '../shared/request-context.js';
 import { findUserById } from '../storage/repos/users.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
-import { carriedQuery, completeBrowserSignIn, field, shownFlowApp } from './flow.js';
+import { carriedQuery, completeBrowserSignIn, field, resumeOf, shownFlowApp } from './flow.js';
 import { type FormState, formFailure, formState } from './form-state.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
@@ -167,6 +167,9 @@ export default async function authMailPages(app: FastifyInstance) {
       email: user?.email,
       verified: user?.email_verified === 1,
       signedIn: Boolean(user),
+      // Where "not now" goes: on with the sign-in under way, else the account page.
+      continueHref: resumeOf(request) ?? '/account',
+      justRegistered: (request.query as Record<string, unknown>).after === 'register',
       ...locals,
     });
   }

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type FactorChangeRefusal, isFactorDue } from '../sign-in/policy.js';
 import type { FirstFactor } from '../sign-in/service.js';
-import { type FlowState, isSafeResume, pendingMfa } from '../shared/pending-flow.js';
+import { type FlowState, isSafeResume, type PendingMfa, pendingMfa } from '../shared/pending-flow.js';
 import { requestContext } from '../shared/request-context.js';
 import { findAppUser } from '../storage/repos/app-users.js';
 import { type App, findApp } from '../storage/repos/apps.js';
@@ -68,8 +68,8 @@ export async function appLink(request: FastifyRequest): Promise<{ name: string; 
   return named && home ? { name: named.name, href: home } : undefined;
 }
 
-/** The account-page addresses a sign-in started there returns to (never anything a form could choose freely). */
-export type AccountReturn = '/account' | '/account?bind=1';
+/** The fixed pages a sign-in goes on to instead of its flow (the account page, or confirming a new address): never anything a form chooses. */
+export type AccountReturn = NonNullable<PendingMfa['returnTo']>;
 
 /** Where a completed sign-in goes: the account page it started on, back into the authorization request (303), or the account page. */
 export function afterSignIn(request: FastifyRequest, reply: FastifyReply, returnTo?: AccountReturn): FastifyReply {

@@ -66,7 +66,8 @@ export default async function registerPages(app: FastifyInstance) {
         { email, password, ...(name ? { name } : {}), acceptLegal: accepted, locale: localeOf(request) },
         { ...requestContext(request), appId: client?.id },
       );
-      return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.register, 'hosted_register');
+      // Next, the code just mailed: a step the person may skip, the sign-in under way waiting behind it.
+      return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.register, 'hosted_register', `/verify-email?after=register`);
     } catch (error) {
       return renderRegister(request, reply, { form: signInFailure(request, reply, error), email, name });
     }

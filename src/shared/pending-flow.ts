@@ -44,8 +44,8 @@ export interface PendingMfa {
   since: number;
   /** Asked by the account page to change second factors: the factor is asked even though the session has one. */
   stepUp?: boolean;
-  /** A sign-in started on the account page goes back there. */
-  returnTo?: '/account' | '/account?bind=1';
+  /** A sign-in started on the account page goes back there; a registration goes on to confirm its address. */
+  returnTo?: '/account' | '/account?bind=1' | '/verify-email?after=register';
 }
 
 /** How long a checked first factor waits for its second. */

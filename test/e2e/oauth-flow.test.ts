@@ -66,6 +66,9 @@ describe.skipIf(!haveChromium)('OAuth code flow end to end (openid-client + Chro
     await page.fill('input[name=name]', 'Erin Example');
     await page.fill('input[name=password]', PASSWORD);
     await page.click('button[name=action][value=register]');
+    // Confirming the address is offered next, and may wait.
+    await page.waitForURL(/\/verify-email\?after=register/);
+    await page.click('a[data-verify-later]');
     await page.waitForURL(/\/consent/);
     expect(await page.textContent('ul.scopes')).toContain('email address');
     await page.click('button[name=action][value=allow]');
@@ -113,6 +116,9 @@ describe.skipIf(!haveChromium)('OAuth code flow end to end (openid-client + Chro
     await page.fill('input[name=email]', email);
     await page.fill('input[name=password]', PASSWORD);
     await page.click('button[name=action][value=register]');
+    // Confirming the address is offered next, and may wait.
+    await page.waitForURL(/\/verify-email\?after=register/);
+    await page.click('a[data-verify-later]');
     await page.waitForURL(/\/consent/);
     await page.click('button[name=action][value=allow]');
     await page.waitForURL(/\/demo\/callback/);

@@ -86,6 +86,9 @@ describe.skipIf(!haveChromium)('oidc-client-ts in Chromium against Gatehouse', (
     await page.fill('input[name=name]', 'Sam Spa');
     await page.fill('input[name=password]', PASSWORD);
     await page.click('button[name=action][value=register]');
+    // Confirming the address is offered next, and may wait.
+    await page.waitForURL(/\/verify-email\?after=register/);
+    await page.click('a[data-verify-later]');
     await page.waitForURL(/\/consent/);
     await page.click('button[name=action][value=allow]');
     await page.waitForURL((u) => u.href.startsWith(`${spaOrigin}/cb?`));

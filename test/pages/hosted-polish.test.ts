@@ -334,6 +334,29 @@ describe('hosted pages: the way through', () => {
     expect(again.statusCode).toBe(303); // already verified: nothing to do, on with the sign-in
   });
 
+  it('right after registering, confirming the address is offered as a step that may wait: the code goes on with the sign-in, and so does "not now"', async () => {
+    const shop = await makeClient(t, { name: 'Step Shop' });
+    for (const how of ['code', 'later'] as const) {
+      const b = new Browser(t.app);
+      const start = await b.get(authorizeUrl(shop).url);
+      const email = uniqueEmail(`step-${how}`);
+      const registered = await b.submit(relative(String(start.headers.location)).replace('/login', '/register'), { email, password: 'a long enough passphrase 77', action: 'register' });
+      expect(registered.headers.location).toBe('/verify-email?after=register');
+      const step = await b.get('/verify-email?after=register');
+      expect(step.body).toContain('Your account is ready');
+      const later = /href="([^"]+)" data-verify-later/.exec(step.body)![1]!.replaceAll('&amp;', '&');
+      expect(later).toMatch(/^\/oauth\/authorize\?/);
+      if (how === 'later') {
+        expect(relative(String((await b.get(later)).headers.location))).toMatch(/^\/consent/);
+        continue;
+      }
+      const code = /\b(\d{6})\b/.exec((await lastMail(email)).text)![1]!;
+      const verified = await b.post('/verify-email', { csrf: csrfOf(step.body), code, action: 'verify' });
+      expect(verified.headers.location).toBe(later);
+      expect((await t.db.selectFrom('users').select('email_verified').where('email', '=', email).executeTakeFirstOrThrow()).email_verified).toBe(1);
+    }
+  });
+
   it('mails for an app carry its logo and its accent on the button; mails for no app look like Gatehouse', async () => {
     const shop = await makeClient(t, { name: 'Green Shop', branding: { logoUrl: 'https://shop.example/logo.svg', accentColor: '#0a7f3f' } });
     const b = new Browser(t.app);
