@@ -29,7 +29,7 @@ import { BrowserSessions } from '../plugins/browser-sessions.js';
 import { localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
 import { LOCALES } from '../plugins/i18n.js';
 import { parseAmr } from '../shared/acr.js';
-import { isLoopbackAddress, isLoopbackHost } from '../shared/loopback.js';
+import { isLocalDevelopment } from '../shared/loopback.js';
 import { requestContext } from '../shared/request-context.js';
 import { s256 } from '../sign-in/pkce.js';
 import type { Developer } from '../storage/repos/developers.js';
@@ -205,14 +205,8 @@ export default async function consolePages(app: FastifyInstance) {
     return null;
   }
 
-  /**
-   * A development server on this machine lets a signed-in account make itself a developer in one
-   * click: never in production, only when BASE_URL is a loopback host, and only for a request from
-   * this machine (so a server exposed by mistake still offers nothing to others).
-   */
-  function developmentDoorOpen(request: FastifyRequest): boolean {
-    return !config.production && isLoopbackHost(new URL(config.baseUrl).hostname) && isLoopbackAddress(request.ip);
-  }
+  /** A signed-in account may make itself a developer in one click on a local development server only. */
+  const developmentDoorOpen = (request: FastifyRequest): boolean => isLocalDevelopment(config, request.ip);
 
   app.post('/console/become-developer', async (request, reply) => {
     const userId = await signedInUser(request, reply);

@@ -10,6 +10,15 @@ export const isLoopbackHost = (hostname: string): boolean => LOOPBACK_HOSTS.has(
 /** A peer address on this machine (`request.ip`: IPv4, IPv6, or IPv4 mapped into IPv6). */
 export const isLoopbackAddress = (ip: string): boolean => ip === '::1' || /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(ip);
 
+/**
+ * A development server on this machine, asked from this machine: never in production, only with a
+ * loopback BASE_URL, and only for a loopback peer (so a server exposed by mistake offers others nothing).
+ * The console's one-click developer door and its hints open only here.
+ */
+export function isLocalDevelopment(config: { production: boolean; baseUrl: string }, peer: string): boolean {
+  return !config.production && isLoopbackHost(new URL(config.baseUrl).hostname) && isLoopbackAddress(peer);
+}
+
 /** True for an absolute https URL, or an http URL on a loopback host. */
 export function isHttpsOrLoopback(url: string): boolean {
   let parsed: URL;
