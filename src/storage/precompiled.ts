@@ -30,8 +30,6 @@ function placeholders(count: number): readonly Param[] {
  * So `build` must pass each parameter to Kysely as a plain value (compared, inserted or set), never
  * inspect or transform it.
  * Results are Kysely's raw ones: rows as selected, `numAffectedRows` for writes.
- * `.compile(db, ...params)` gives the statement with its values bound, without running it: what a
- * synchronous SQLite transaction runs (SyncTransactions).
  */
 export function precompiled<P extends readonly Param[], R>(build: (db: Kysely<Database>, ...params: P) => Compilable<R>) {
   // Per dialect adapter: a transaction's Kysely is a new object, its adapter (hence its SQL) is not.
@@ -52,9 +50,8 @@ export function precompiled<P extends readonly Param[], R>(build: (db: Kysely<Da
       compiled.set(executor.adapter, entry);
     }
     const { query, slots } = entry;
-    // One literal, not `{ ...query, parameters }`: a spread followed by more properties makes a new hidden class per call (finding 76).
+    // One literal, not `{ ...query, parameters }`: a spread followed by more properties makes a new hidden class per call.
     return { sql: query.sql, query: query.query, queryId: query.queryId, parameters: query.parameters.map((constant, i) => (slots[i]! < 0 ? constant : params[slots[i]!])) };
   };
-  const run = async (db: Kysely<Database>, ...params: P): Promise<QueryResult<R>> => db.executeQuery<R>(compile(db, ...params));
-  return Object.assign(run, { compile });
+  return async (db: Kysely<Database>, ...params: P): Promise<QueryResult<R>> => db.executeQuery<R>(compile(db, ...params));
 }

@@ -12,7 +12,7 @@ import {
 } from 'kysely';
 
 /**
- * Kysely over better-sqlite3, built for a server (issues 11 and 13; SECURITY.md items 94 and 98).
+ * Kysely over better-sqlite3, built for a server (docs/adr/0003-sqlite-group-commit.md).
  *
  * **Never freezing the process on a lock.** better-sqlite3 is synchronous: with a long `busy_timeout`
  * a write lock held by another process (a second worker, a backup, `sqlite3` in a shell) stops the
@@ -57,29 +57,10 @@ export interface SqliteDialectOptions {
   busyBudgetMs: number;
 }
 
-/** One statement of a synchronous transaction, run at once: rows for a statement that returns rows, else the changes. */
-export type RunStatement = <R>(query: CompiledQuery<R>) => QueryResult<R>;
-
-/**
- * Transactions whose statements run synchronously on the SQLite connection, without Kysely's
- * per-transaction objects and promises (a Kysely transaction of two statements costs ~15 µs against
- * ~4 µs so: bench/RESULTS.md, findings 78 and 79). For the grants' writes, which are a few statements
- * with no other work between them. A transaction is a savepoint of the group commit's batch, as any
- * other: `run` resolves once that batch is committed, and when `work` throws, nothing it wrote is kept
- * and the error is the promise's. Statements are compiled by the caller (`precompiled(…).compile`);
- * the Kysely plugins that compiled them saw them, their results do not go through plugins.
- */
-export interface SyncTransactions {
-  run<T>(work: (statement: RunStatement) => T): Promise<T>;
-}
-
 export class NonBlockingSqliteDialect implements Dialect {
   private readonly driver: NonBlockingSqliteDriver;
-  /** The synchronous transactions of the one connection the Kysely instances over this dialect share. */
-  readonly syncTransactions: SyncTransactions;
   constructor(options: SqliteDialectOptions) {
     this.driver = new NonBlockingSqliteDriver(options);
-    this.syncTransactions = this.driver;
   }
   createDriver(): Driver {
     return this.driver;
@@ -118,7 +99,7 @@ class Batch {
   }
 }
 
-class NonBlockingSqliteDriver implements Driver, SyncTransactions {
+class NonBlockingSqliteDriver implements Driver {
   private readonly statements = new Map<string, Prepared>();
   private holder: Lease | null = null;
   /** Leases queued for the connection, each with the function that hands it over. */
@@ -127,8 +108,6 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
   private commitScheduled = false;
   /** When SQLite first answered busy since this process last got the write lock (another process holds it). */
   private busySince: number | null = null;
-  /** True while a synchronous transaction's work runs (the only time its RunStatement may be called). */
-  private inSyncWork = false;
 
   constructor(private readonly options: SqliteDialectOptions) {
     options.database.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
@@ -203,25 +182,6 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
     if (batch) await batch.durable;
   }
 
-  /** SyncTransactions: a savepoint of the current batch, like a Kysely transaction, with `work` run synchronously in it. */
-  async run<T>(work: (statement: RunStatement) => T): Promise<T> {
-    const lease = (await this.acquireConnection()) as Lease;
-    try {
-      await this.beginTransaction(lease);
-      let result: T;
-      try {
-        result = this.runWork(work);
-      } catch (error) {
-        await this.rollbackTransaction(lease);
-        throw error;
-      }
-      await this.commitTransaction(lease);
-      return result;
-    } finally {
-      await this.releaseConnection(lease);
-    }
-  }
-
   async destroy(): Promise<void> {
     if (this.batch) this.commit();
     this.options.database.close();
@@ -238,24 +198,6 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
     if (!lease.batch && (this.batch || !statement.readonly)) await this.joinBatch(lease);
     return this.retryingBusy(lease.deadline, () => resultOf<R>(statement, toRow, parameters));
   }
-
-  /** Runs a synchronous transaction's work, its RunStatement valid only meanwhile. */
-  private runWork<T>(work: (statement: RunStatement) => T): T {
-    this.inSyncWork = true;
-    try {
-      return work(this.runStatement);
-    } finally {
-      this.inSyncWork = false;
-    }
-  }
-
-  /** RunStatement for a synchronous transaction, which holds the connection and its batch already. */
-  private readonly runStatement: RunStatement = <R>({ sql, parameters }: CompiledQuery<R>) => {
-    // Kept and called after its transaction, it would write into whatever holds the connection then.
-    if (!this.inSyncWork) throw new Error('a statement of a synchronous transaction run outside its work');
-    const { statement, toRow } = this.prepare(sql);
-    return resultOf<R>(statement, toRow, parameters);
-  };
 
   *stream(sql: string, parameters: readonly unknown[]): IterableIterator<unknown> {
     // Only a statement that returns rows has a toRow; better-sqlite3 refuses to iterate any other.
@@ -363,7 +305,7 @@ type RowBuilder = (values: unknown[]) => Record<string, unknown>;
  * A function making a statement's row object from its values (the statement in raw mode), as one
  * object literal. better-sqlite3 sets a row's columns one by one, which leaves a row of more than a
  * dozen columns (every joined read of a grant) in V8's dictionary mode: ~12 µs for a row of 50
- * columns against ~6 µs made so, and slower reads of its fields (bench/RESULTS.md, finding 78). Column
+ * columns against ~6 µs made so, and slower reads of its fields. Column
  * names are quoted by JSON.stringify; a name selected twice keeps its last value, as better-sqlite3's
  * own rows do. A literal would take a `__proto__` column for the prototype: such a row is built by
  * defining its fields instead.

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
-import { NonBlockingSqliteDialect, type RunStatement } from '../../src/storage/sqlite-driver.js';
+import { NonBlockingSqliteDialect } from '../../src/storage/sqlite-driver.js';
 
 // SQLite only. Group commit (src/storage/sqlite-driver.ts): concurrent writers share physical
 // transactions, yet no caller sees its result before the COMMIT that made it durable, a failed
@@ -138,65 +138,6 @@ describe('SQLite group commit', () => {
     }
     expect(outcomes.filter((o) => !o.ok)).toEqual([]);
     expect(outcomes).toHaveLength(600);
-  });
-
-  describe('synchronous transactions (the grants\' writes)', () => {
-    const sync = () => {
-      if (storage.dialect !== 'sqlite') throw new Error('SQLite storage expected');
-      return storage.syncTransactions;
-    };
-    const insertItem = (id: number, owner: string) => db().insertInto('items').values({ id, owner }).compile();
-    const selectItem = (owner: string) => db().selectFrom('items').select(['id', 'owner']).where('owner', '=', owner).compile();
-
-    it('runs its statements at once, answers rows and changes, and resolves only once its batch is committed, with the others', async () => {
-      const commitsBefore = dataVersion();
-      const answers = await Promise.all(
-        Array.from({ length: 100 }, (_, i) => {
-          const owner = `sync-${i}`;
-          // Kysely transactions in flight at the same time share the batches.
-          const beside = db().insertInto('items').values({ id: 21_000 + i, owner: `beside-${i}` }).execute();
-          const mine = sync()
-            .run((statement) => {
-              const inserted = statement(insertItem(20_000 + i, owner));
-              const rows = statement(selectItem(owner)).rows;
-              return { changes: inserted.numAffectedRows, rows };
-            })
-            .then((answer) => ({ ...answer, committed: committed(owner).n }));
-          return Promise.all([mine, beside]).then(([answer]) => answer);
-        }),
-      );
-      expect(answers).toEqual(answers.map((_, i) => ({ changes: 1n, rows: [{ id: 20_000 + i, owner: `sync-${i}` }], committed: 1 })));
-      const commits = dataVersion() - commitsBefore;
-      expect(commits).toBeGreaterThan(0);
-      expect(commits).toBeLessThan(100);
-    });
-
-    it('keeps nothing of a transaction whose work throws, rejects with its error, and commits the rest of its batch', async () => {
-      const results = await Promise.allSettled([
-        sync().run((statement) => statement(insertItem(22_000, 'sync-kept'))),
-        sync().run((statement) => {
-          statement(insertItem(22_001, 'sync-undone'));
-          statement(insertItem(22_002, 'sync-kept')); // unique owner: fails
-        }),
-        sync().run(() => {
-          throw new Error('refused by the caller');
-        }),
-        db().insertInto('items').values({ id: 22_003, owner: 'sync-neighbour' }).execute(),
-      ]);
-      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'fulfilled']);
-      expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/UNIQUE/);
-      expect(String((results[2] as PromiseRejectedResult).reason)).toMatch(/refused by the caller/);
-      expect([committed('sync-kept').n, committed('sync-undone').n, committed('sync-neighbour').n]).toEqual([1, 0, 1]);
-    });
-
-    it('refuses a statement run after its work returned (it would write into whoever holds the connection then)', async () => {
-      let kept: RunStatement | undefined;
-      await sync().run((statement) => {
-        kept = statement;
-      });
-      expect(() => kept!(insertItem(23_000, 'sync-late'))).toThrow(/outside its work/);
-      expect(committed('sync-late').n).toBe(0);
-    });
   });
 
   it('hands the connection to the next in line at once: nobody else finds it free in between', async () => {
