@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 export interface AppUser {
   appId: string;
@@ -11,7 +12,7 @@ export interface AppUser {
 }
 
 export async function findAppUser(db: Kysely<Database>, appId: string, userId: string): Promise<AppUser | undefined> {
-  const row = await db.selectFrom('app_users').selectAll().where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
+  const row = await db.selectFrom('app_users').select(COLUMNS.app_users).where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
   return row && { appId: row.app_id, userId: row.user_id, status: row.status, createdAt: row.created_at, lastLoginAt: row.last_login_at };
 }
 

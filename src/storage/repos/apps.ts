@@ -3,6 +3,7 @@ import { newId } from '../../shared/ids.js';
 import { precompiled } from '../precompiled.js';
 import { getSetting, putSetting } from './settings.js';
 import type { AppRow, AppsTable, Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 export type AppType = 'public' | 'confidential';
 export type RequiredField = 'name' | 'phone_number' | 'birthdate' | 'email_verified';
@@ -83,7 +84,7 @@ function toRow(app: App): AppsTable {
   };
 }
 
-const selectApp = precompiled((db, id: string) => db.selectFrom('apps').selectAll().where('id', '=', id));
+const selectApp = precompiled((db, id: string) => db.selectFrom('apps').select(COLUMNS.apps).where('id', '=', id));
 
 export async function findApp(db: Kysely<Database>, id: string): Promise<App | undefined> {
   const row = (await selectApp(db, id)).rows[0];
@@ -91,12 +92,12 @@ export async function findApp(db: Kysely<Database>, id: string): Promise<App | u
 }
 
 export async function listAppsOfDeveloper(db: Kysely<Database>, developerId: string): Promise<App[]> {
-  const rows = await db.selectFrom('apps').selectAll().where('developer_id', '=', developerId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+  const rows = await db.selectFrom('apps').select(COLUMNS.apps).where('developer_id', '=', developerId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
   return rows.map(toApp);
 }
 
 export async function listAllApps(db: Kysely<Database>): Promise<App[]> {
-  return (await db.selectFrom('apps').selectAll().execute()).map(toApp);
+  return (await db.selectFrom('apps').select(COLUMNS.apps).execute()).map(toApp);
 }
 
 /** What decides every app's CORS origins (shared/cors.ts), and nothing more. */

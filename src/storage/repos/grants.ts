@@ -4,6 +4,7 @@ import { precompiled } from '../precompiled.js';
 import { inTransaction } from '../transaction.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
 import type { AppRow, AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
+import { COLUMNS, qualified } from '../columns.js';
 
 export type { GrantRow, RefreshTokenRow };
 
@@ -25,7 +26,7 @@ export async function insertGrant(db: Kysely<Database>, g: Insertable<GrantsTabl
 }
 
 export async function findGrant(db: Kysely<Database>, id: string): Promise<GrantRow | undefined> {
-  return db.selectFrom('grants').selectAll().where('id', '=', id).executeTakeFirst();
+  return db.selectFrom('grants').select(COLUMNS.grants).where('id', '=', id).executeTakeFirst();
 }
 
 /**
@@ -97,8 +98,8 @@ const toLiveGrant = (row: LiveGrantRow): LiveGrant => ({ scope: row.g_scope, awa
 
 /**
  * The LiveGrantReader of a query built on liveGrantQuery, its rows mapped by `toGrant`: `one` compares
- * the grant id, `many` takes an array parameter (one statement text, so one named statement, for any
- * number of ids; PostgreSQL only).
+ * the grant id, `many` takes an array parameter (one statement text for any number of ids; PostgreSQL
+ * only).
  */
 function liveGrantReader<DB, TB extends keyof DB, R extends LiveGrantRow, G extends LiveGrant>(
   query: (db: Kysely<Database>, id: string | Expression<string>, now: number) => SelectQueryBuilder<DB, TB, R>,
@@ -217,7 +218,7 @@ export async function insertRefreshToken(db: Kysely<Database>, t: Insertable<Ref
 }
 
 export async function findRefreshToken(db: Kysely<Database>, tokenHash: string): Promise<RefreshTokenRow | undefined> {
-  return db.selectFrom('refresh_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+  return db.selectFrom('refresh_tokens').select(COLUMNS.refresh_tokens).where('token_hash', '=', tokenHash).executeTakeFirst();
 }
 
 /** A refresh token with its grant and the grant's user: everything a rotation reads, in one query. */
@@ -297,7 +298,7 @@ const selectAppWithRefreshFamily = precompiled((db, appId: string, tokenHash: st
   db
     .selectFrom('apps as a')
     .leftJoin(refreshFamilyQuery(db.withoutPlugins(), tokenHash).as('f'), (join) => join.onTrue())
-    .selectAll('a')
+    .select(qualified('a', COLUMNS.apps))
     .selectAll('f')
     .where('a.id', '=', appId),
 );
@@ -337,7 +338,7 @@ function selectAppsWith<DB, TB extends keyof DB, O>(joined: (db: Kysely<Database
       .selectFrom(askedPairs(appIds, keys))
       .innerJoin('apps as a', 'a.id', 'pair.app_id')
       .leftJoinLateral(joined(db.withoutPlugins(), sql.ref<string>('pair.key')).offset(sql.lit(0)).as('j'), (join) => join.onTrue())
-      .selectAll('a')
+      .select(qualified('a', COLUMNS.apps))
       .selectAll('j')
       .select('pair.i as pair_i'),
   );
@@ -402,7 +403,7 @@ export async function insertAuthorizationCode(db: Kysely<Database>, code: Insert
   await db.insertInto('authorization_codes').values(code).execute();
 }
 
-const selectAuthorizationCode = precompiled((db, codeHash: string) => db.selectFrom('authorization_codes').selectAll().where('code_hash', '=', codeHash));
+const selectAuthorizationCode = precompiled((db, codeHash: string) => db.selectFrom('authorization_codes').select(COLUMNS.authorization_codes).where('code_hash', '=', codeHash));
 
 export async function findAuthorizationCode(db: Kysely<Database>, codeHash: string): Promise<AuthorizationCodeRow | undefined> {
   return (await selectAuthorizationCode(db, codeHash)).rows[0];
@@ -472,7 +473,7 @@ const selectAppWithCodeRedemption = precompiled((db, appId: string, codeHash: st
   db
     .selectFrom('apps as a')
     .leftJoin(codeRedemptionQuery(db.withoutPlugins(), codeHash).as('r'), (join) => join.onTrue())
-    .selectAll('a')
+    .select(qualified('a', COLUMNS.apps))
     .selectAll('r')
     .where('a.id', '=', appId),
 );
