@@ -87,6 +87,8 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 class Batch {
   readonly openedAt = performance.now();
   members = 0;
+  /** Why the batch failed (its COMMIT, or SQLite rolled it back); none of its members' writes is kept. */
+  failure: unknown;
   readonly durable: Promise<void>;
   resolve!: () => void;
   reject!: (error: unknown) => void;
@@ -152,21 +154,25 @@ class NonBlockingSqliteDriver implements Driver {
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
     const lease = connection as Lease;
     await this.joinBatch(lease);
-    this.exec(`savepoint ${SAVEPOINT}`);
+    this.inBatch(lease, () => this.exec(`savepoint ${SAVEPOINT}`));
     lease.inTransaction = true;
   }
 
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    (connection as Lease).inTransaction = false;
-    this.exec(`release ${SAVEPOINT}`);
+    const lease = connection as Lease;
+    lease.inTransaction = false;
+    this.inBatch(lease, () => this.exec(`release ${SAVEPOINT}`));
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    (connection as Lease).inTransaction = false;
-    // An I/O or disk-full error may have rolled the whole physical transaction back already.
-    if (!this.options.database.inTransaction) return this.failBatch(new Error('the transaction was rolled back by SQLite'));
-    this.exec(`rollback to ${SAVEPOINT}`);
-    this.exec(`release ${SAVEPOINT}`);
+    const lease = connection as Lease;
+    lease.inTransaction = false;
+    // Nothing to undo when SQLite rolled the whole batch back (inBatch failed it then).
+    if (lease.batch?.failure !== undefined) return;
+    this.inBatch(lease, () => {
+      this.exec(`rollback to ${SAVEPOINT}`);
+      this.exec(`release ${SAVEPOINT}`);
+    });
   }
 
   /** Hands the connection on, then waits until what this lease saw or wrote is committed. */
@@ -196,7 +202,25 @@ class NonBlockingSqliteDriver implements Driver {
     if (this.holder !== lease) throw new Error('a statement on a connection lease that is not the holder');
     const { statement, toRow } = this.prepare(sql);
     if (!lease.batch && (this.batch || !statement.readonly)) await this.joinBatch(lease);
-    return this.retryingBusy(lease.deadline, () => resultOf<R>(statement, toRow, parameters));
+    return this.retryingBusy(lease.deadline, () => this.inBatch(lease, () => resultOf<R>(statement, toRow, parameters)));
+  }
+
+  /**
+   * Runs `work` for `lease` inside the physical transaction of its batch, if it has one. After an error
+   * other than busy (disk full, I/O), SQLite may have rolled that whole transaction back by itself: the
+   * batch then fails, so every member learns its writes are gone, and the next write opens a new one. A
+   * lease of a failed batch runs nothing more: outside any transaction its writes would be durable at
+   * once, yet reported failed with the batch.
+   */
+  private inBatch<T>(lease: Lease, work: () => T): T {
+    const batch = lease.batch;
+    if (batch?.failure !== undefined) throw batch.failure;
+    try {
+      return work();
+    } catch (error) {
+      if (batch && !isBusy(error) && !this.options.database.inTransaction) this.failBatch(batch, error);
+      throw error;
+    }
   }
 
   *stream(sql: string, parameters: readonly unknown[]): IterableIterator<unknown> {
@@ -237,14 +261,15 @@ class NonBlockingSqliteDriver implements Driver {
       batch.resolve();
     } catch (error) {
       if (this.options.database.inTransaction) this.exec('rollback');
-      batch.reject(error);
+      this.failBatch(batch, error);
     }
   }
 
-  private failBatch(error: unknown): void {
-    const batch = this.batch;
-    this.batch = null;
-    batch?.reject(error);
+  /** Fails every member of `batch`: none of what they wrote in it is kept. */
+  private failBatch(batch: Batch, error: unknown): void {
+    batch.failure = error ?? new Error('the batch failed');
+    if (this.batch === batch) this.batch = null;
+    batch.reject(batch.failure);
   }
 
   private exec(sql: string): void {

@@ -140,6 +140,51 @@ describe('SQLite group commit', () => {
     expect(outcomes).toHaveLength(600);
   });
 
+  it('on a full disk, fails every member of a batch SQLite rolled back, runs none of them outside a transaction, and serves again once there is room', async () => {
+    // SQLite answers SQLITE_FULL once the file would pass max_page_count, and may then roll the whole
+    // shared transaction back by itself. Every answered write must be kept, every failed one absent.
+    const pageCount = () => (sql.raw('pragma page_count').execute(storage.db) as Promise<{ rows: Array<{ page_count: number }> }>).then((r) => r.rows[0]!.page_count);
+    await sql.raw(`pragma max_page_count = ${(await pageCount()) + 60}`).execute(storage.db);
+    // Large rows run out of room first; small ones still fit after a rollback freed its pages.
+    const size = (i: number) => (i % 4 === 0 ? 12_000 : 200);
+    const outcomes: Array<{ owner: string; answered: boolean; error?: string }> = [];
+    try {
+      for (let wave = 0; wave < 10; wave++) {
+        await Promise.all(
+          Array.from({ length: 20 }, async (_, i) => {
+            const owner = `full-${wave}-${i}-${'x'.repeat(size(i))}`;
+            const id = 40_000 + wave * 100 + i;
+            try {
+              if (i % 3 !== 1) await db().insertInto('items').values({ id, owner }).execute();
+              else
+                await db()
+                  .transaction()
+                  .execute(async (trx) => {
+                    await trx.insertInto('items').values({ id, owner }).execute();
+                    await new Promise((resolve) => setImmediate(resolve));
+                    await trx.selectFrom('items').select('id').where('id', '=', id).execute();
+                  });
+              outcomes.push({ owner, answered: true });
+            } catch (error) {
+              outcomes.push({ owner, answered: false, error: String((error as { code?: string }).code) });
+            }
+          }),
+        );
+      }
+    } finally {
+      await sql.raw('pragma max_page_count = 1073741823').execute(storage.db);
+    }
+    const answered = outcomes.filter((o) => o.answered);
+    expect(answered.length).toBeGreaterThan(0);
+    expect(outcomes.length - answered.length).toBeGreaterThan(0);
+    expect(outcomes.filter((o) => committed(o.owner).n !== (o.answered ? 1 : 0)).map((o) => o.owner.slice(0, 16))).toEqual([]);
+    // Each failure is the disk-full error itself (its own statement's, or the batch's it shared).
+    expect(new Set(outcomes.filter((o) => !o.answered).map((o) => o.error))).toEqual(new Set(['SQLITE_FULL']));
+    // With room again, writes commit as before.
+    await db().transaction().execute((trx) => trx.insertInto('items').values({ id: 49_999, owner: 'after-full' }).execute());
+    expect(committed('after-full').n).toBe(1);
+  });
+
   it('hands the connection to the next in line at once: nobody else finds it free in between', async () => {
     const driver = new NonBlockingSqliteDialect({ database: new SQLite(':memory:'), busyBudgetMs: 1000 }).createDriver();
     const first = await driver.acquireConnection();
