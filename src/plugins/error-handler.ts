@@ -194,7 +194,7 @@ async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOpt
   app.setErrorHandler((error, request, reply) => sendError(request, reply, toAppError(error), options));
   app.setNotFoundHandler((request, reply) => {
     const detail = `${request.method} ${request.url.split('?')[0]}`;
-    // A known path with another method: 405 with Allow (RFC 9110 §15.5.6, CONTRACT §15.5).
+    // A known path with another method: 405 with Allow (RFC 9110 §15.5.6).
     const allowed = app.allowedMethods(request.url);
     if (allowed.length) return sendError(request, reply, new AppError('method_not_allowed', { detail, headers: { allow: allowed.join(', ') } }), options);
     return sendError(request, reply, new AppError('not_found', { detail }), options);

@@ -47,7 +47,7 @@ import { Coalescer } from '../shared/coalescer.js';
 /**
  * Token issuing shared by every sign-in path (OAuth code exchange, REST sign-in, provider exchange):
  * grants (`sid`), JWT access tokens (RFC 9068), ID tokens, session JWTs, opaque refresh tokens with
- * atomic rotation and the REFRESH_REUSE_GRACE replay of CONTRACT §3, and authorization codes.
+ * atomic rotation and the REFRESH_REUSE_GRACE replay, and authorization codes.
  */
 
 export interface TokenResponse {
@@ -373,7 +373,7 @@ export class TokenService {
   }
 
   /**
-   * Refresh-token rotation (CONTRACT §3, §14.13): one token has at most one successor. The same token
+   * Refresh-token rotation: one token has at most one successor. The same token
    * from the same client inside the grace window gets the identical response (returned as the exact
    * JSON text); after the window, or once the successor itself was used, it revokes the family.
    * The caller reads the presented token's family (findRefreshFamily, or with its client in one statement).
@@ -474,7 +474,7 @@ export class TokenService {
     return code;
   }
 
-  /** Session JWT of CONTRACT §3 (`typ: session+jwt`, claim `typ: end_user`), bound to the app in `aud`. */
+  /** Session JWT (`typ: session+jwt`, claim `typ: end_user`), bound to the app in `aud`. */
   async mintSession(input: { userId: string; appId: string; grantId: string }): Promise<string> {
     return this.keys.sign(
       { sub: input.userId, aud: input.appId, typ: 'end_user', sid: input.grantId },

@@ -28,10 +28,10 @@ const upsertAppSignIn = precompiled((db, appId: string, userId: string, at: numb
 );
 
 /**
- * A completed sign-in makes the user a user of the app (CONTRACT §5) and stamps last_login_at.
+ * A completed sign-in makes the user a user of the app and stamps last_login_at.
  * A returning user's row is only stamped: on PostgreSQL an upsert fires the BEFORE INSERT fill trigger
- * (its users lookup) before it finds the conflict, a third of a login's executor time (bench/RESULTS.md,
- * finding 97). The upsert covers a first sign-in, and one racing another for the same new row.
+ * (its users lookup) before it finds the conflict, a third of a login's executor time. The upsert
+ * covers a first sign-in, and one racing another for the same new row.
  */
 export async function recordAppSignIn(db: Kysely<Database>, appId: string, userId: string, at: number): Promise<void> {
   if ((await stampAppSignIn(db, appId, userId, at)).numAffectedRows === 1n) return;

@@ -8,7 +8,7 @@ import { COLUMNS } from '../columns.js';
 export type AppType = 'public' | 'confidential';
 export type RequiredField = 'name' | 'phone_number' | 'birthdate' | 'email_verified';
 
-/** An app's second-factor policy (CONTRACT §15.6); the rule that reads it is sign-in/policy.ts. */
+/** An app's second-factor policy; the rule that reads it is sign-in/policy.ts. */
 export type MfaPolicy = 'off' | 'optional' | 'required';
 
 /** An app (OAuth client) as the features see it. `id` is its client_id. */
@@ -22,7 +22,7 @@ export interface App {
   allowedOrigins: string[];
   features: { auth: boolean; profile: boolean };
   requiredFields: RequiredField[];
-  /** Second-factor policy (CONTRACT §15.6). */
+  /** Second-factor policy. */
   mfa: MfaPolicy;
   /** Hosted-page branding (validated on write: https URL, `#rrggbb`). */
   branding: { logoUrl: string | null; accentColor: string | null };
@@ -41,7 +41,7 @@ export function toAppAccess(row: Pick<AppRow, 'id' | 'disabled' | 'feature_auth'
 /**
  * Built as one literal, not by spreading toAppAccess: on Node 20 every object whose properties follow
  * an object spread gets a map of its own, which cost ~14 µs a call here and left the code that reads
- * apps megamorphic (bench/RESULTS.md, finding 76).
+ * apps megamorphic.
  */
 export function toApp(row: AppRow): App {
   const access = toAppAccess(row);

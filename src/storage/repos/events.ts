@@ -4,7 +4,7 @@ import { precompiled } from '../precompiled.js';
 import type { Database, EventRow } from '../schema.js';
 import { COLUMNS, qualified } from '../columns.js';
 
-/** Audit event types of CONTRACT §11. */
+/** Audit event types (the events API lists them). */
 export type EventType =
   | 'user.registered'
   | 'user.login_succeeded'

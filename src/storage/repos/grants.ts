@@ -133,7 +133,7 @@ export interface LiveGrantWithProfile extends LiveGrant {
 }
 
 /**
- * liveGrantQuery, and in the same statement the profile document (CONTRACT §7) the grant's app keeps for
+ * liveGrantQuery, and in the same statement the profile document the grant's app keeps for
  * the grant's user (the token's subject): a bearer read of `/v1/profile/{userId}` is one statement, the
  * liveness check included. Nothing from the request reaches the statement but the grant id.
  */

@@ -4,7 +4,7 @@ import type { Database } from '../schema.js';
 import { COLUMNS } from '../columns.js';
 
 /**
- * Legal documents (CONTRACT §8): a document is (owner, docType) where owner is 'platform' or an app
+ * Legal documents: a document is (owner, docType) where owner is 'platform' or an app
  * id; it has versions per language, numbered 1, 2, … per (owner, docType, lang). Views are counted per
  * (owner, docType, lang, version, day) with an atomic upsert.
  */

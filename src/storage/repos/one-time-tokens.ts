@@ -111,7 +111,7 @@ export async function voidOneTimeTokensByEmail(db: Kysely<Database>, kind: strin
 }
 
 /** Voids every live token of a kind for a user (e.g. reset tokens at a password change or sign-in). */
-// Precompiled: every password sign-in voids the user's reset tokens (SECURITY.md item 77).
+// Precompiled: every password sign-in voids the user's reset tokens (a reset link must not outlive a sign-in).
 const updateVoidOfUser = precompiled((db, kind: string, userId: string, now: number) =>
   db.updateTable('one_time_tokens').set({ consumed_at: now }).where('kind', '=', kind).where('user_id', '=', userId).where('consumed_at', 'is', null),
 );

@@ -4,7 +4,7 @@ import { COLUMNS } from '../columns.js';
 
 export type { OutboxRow };
 
-/** The mail outbox (CONTRACT §13): written in the caller's transaction, drained by the background sender. */
+/** The mail outbox: written in the caller's transaction, drained by the background sender. */
 
 export async function insertOutboxMail(db: Kysely<Database>, row: Insertable<OutboxTable>): Promise<void> {
   await db.insertInto('outbox').values(row).execute();

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../schema.js';
 import { COLUMNS } from '../columns.js';
 
-/** The per-(app, user) profile cache (CONTRACT §7). `data` is a JSON object serialised as text. */
+/** The per-(app, user) profile cache. `data` is a JSON object serialised as text. */
 export interface ProfileRecord {
   appId: string;
   userId: string;

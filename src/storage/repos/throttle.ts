@@ -4,7 +4,7 @@ import type { Database } from '../schema.js';
 import { COLUMNS } from '../columns.js';
 
 /**
- * Counters that protect accounts and mailboxes (CONTRACT §5.3, §14.3, §14.19): kept in the database so
+ * Counters that protect accounts and mailboxes: kept in the database so
  * every process shares them. Keys are strings such as `login:<normalised email>` or
  * `mail:<kind>:<normalised email>`, whether or not an account exists.
  */

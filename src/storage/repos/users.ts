@@ -6,7 +6,7 @@ import { COLUMNS, qualified } from '../columns.js';
 
 export type { UserRow };
 
-/** The public user of CONTRACT §5: what sign-in results and listings may show. */
+/** The public user: what sign-in results and listings may show. */
 export interface PublicUser {
   id: string;
   email: string;
@@ -29,7 +29,7 @@ export function toPublicUser(row: UserRow): PublicUser {
   };
 }
 
-/** Emails are trimmed and lowercased everywhere an address is stored or looked up (CONTRACT §5). */
+/** Emails are trimmed and lowercased everywhere an address is stored or looked up. */
 export const normalizeEmail = (email: string): string => email.trim().toLowerCase();
 
 const selectUserById = precompiled((db, id: string) => db.selectFrom('users').select(COLUMNS.users).where('id', '=', id));
