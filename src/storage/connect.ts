@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
+import { withNamedStatements } from './named-statements.js';
 import { NonBlockingSqliteDialect } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -57,7 +58,7 @@ export function createStorage(url: string): Storage {
   // query in flight fails with "Connection terminated", which the error handler answers with 503.
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: withNamedStatements(pool) }) });
   return { db, dialect: 'postgres', ping: () => ping(db), close: () => db.destroy() };
 }
 

@@ -4,6 +4,19 @@ import type { Database } from './schema.js';
 /** A statement parameter: a value, or an array that PostgreSQL takes as one array parameter (`= any($1)`, `unnest`). */
 type Param = string | number | null | readonly (string | number | null)[];
 
+/**
+ * The SQL texts of hot statements, each with a statement name: on PostgreSQL the pool prepares a named
+ * statement once per connection (pg sends Parse only the first time), so the server neither parses nor
+ * re-plans it on every call (`withNamedStatements`, docs/adr/0001-postgres-named-statements.md).
+ * Bounded: only statements built once are here.
+ */
+const statementNames = new Map<string, string>();
+
+/** The name of a hot statement, undefined for any other SQL text. */
+export function statementName(sql: string): string | undefined {
+  return statementNames.get(sql);
+}
+
 /** `count` unique marker strings, standing in for the parameters of type P while the statement is built. */
 function placeholders<P extends readonly Param[]>(count: number): P;
 function placeholders(count: number): readonly Param[] {
@@ -34,6 +47,7 @@ export function precompiled<P extends readonly Param[], R>(build: (db: Kysely<Da
       const slots = query.parameters.map((value) => markers.indexOf(value as Param));
       if (markers.some((_, i) => !slots.includes(i))) throw new Error(`precompiled query that drops a parameter: ${query.sql}`);
       entry = { query, slots };
+      if (!statementNames.has(query.sql)) statementNames.set(query.sql, `gatehouse_${statementNames.size + 1}`);
       compiled.set(executor.adapter, entry);
     }
     const { query, slots } = entry;
