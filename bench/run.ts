@@ -5,6 +5,7 @@
  *   http            the hot paths of the production build over HTTP (autocannon), against references (issue 13)
  *   key-order       pages a SQLite commit writes per refresh, with random or time-ordered token keys (issue 13)
  *   login-flood     password logins from more clients than answered in time, each giving up after a timeout (issue 13)
+ *   statements      the storage layer's hot operations in process: SQLite rotations, the PostgreSQL bearer read
  */
 const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void> }>> = {
   'users-listing': () => import('./users-listing.js'),
@@ -12,6 +13,7 @@ const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void
   http: () => import('./http/harness.js'),
   'key-order': () => import('./key-order.js'),
   'login-flood': () => import('./login-flood.js'),
+  statements: () => import('./statements.js'),
 };
 
 const [name, ...args] = process.argv.slice(2);
