@@ -6,6 +6,7 @@
  *   key-order       pages a SQLite commit writes per refresh, with random or time-ordered token keys
  *   login-flood     password logins from more clients than answered in time, each giving up after a timeout
  *   jwt-sign        our JWT signatures through node:crypto against jose's SignJWT
+ *   statements      the storage layer's hot operations in process: SQLite rotations, the PostgreSQL bearer read
  */
 const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void> }>> = {
   'users-listing': () => import('./users-listing.js'),
@@ -14,6 +15,7 @@ const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void
   'key-order': () => import('./key-order.js'),
   'login-flood': () => import('./login-flood.js'),
   'jwt-sign': () => import('./jwt-sign.js'),
+  statements: () => import('./statements.js'),
 };
 
 const [name, ...args] = process.argv.slice(2);

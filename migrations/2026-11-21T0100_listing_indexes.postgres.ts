@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely';
 
 // Frozen in time: never import application code here.
 //
-// Developer user listing at scale (CONTRACT §9: < 50 ms p95 with 1,000,000 users in one app).
+// Developer user listing at scale (< 50 ms p95 with 1,000,000 users in one app).
 // - The user's email, name and platform status are denormalised into app_users (kept in sync by
 //   triggers on users), so one table answers filter + order + page without joining 1M users.
 // - `list_status` is what the listing shows and filters on: 'disabled' when the user is disabled
@@ -10,6 +10,10 @@ import { type Kysely, sql } from 'kysely';
 // - Exact totals come from app_user_counts, kept by triggers (sharded 16 ways so concurrent first
 //   sign-ins to one app do not queue on a single counter row).
 // - `q` (case-insensitive substring) uses one pg_trgm GIN index on lower(email || ' ' || name).
+//
+// data: the new app_users columns are backfilled from users, and triggers keep them and the counts in
+// step with every later write; the version before this one never reads them, and its writes to users
+// and app_users fire the same triggers, so it keeps working while this one starts.
 
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`CREATE EXTENSION IF NOT EXISTS pg_trgm`.execute(db);

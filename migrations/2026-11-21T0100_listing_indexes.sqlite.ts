@@ -2,13 +2,17 @@ import { type Kysely, sql } from 'kysely';
 
 // Frozen in time: never import application code here.
 //
-// Developer user listing at scale (CONTRACT §9: < 50 ms p95 with 1,000,000 users in one app), SQLite:
+// Developer user listing at scale (< 50 ms p95 with 1,000,000 users in one app), SQLite:
 // - email, name and the platform status of the user are denormalised into app_users (triggers on
 //   users keep them in sync); `list_status` = 'disabled' when the user is disabled platform-wide,
 //   else the app's own status. Triggers fill them at insert, so inserting code needs no change.
 // - `seq` is a stable integer key per app_users row (implicit rowids may change on VACUUM); it is the
 //   rowid of the FTS5 trigram table that answers `q` (case-insensitive substring of email or name).
 // - Exact totals come from app_user_counts, kept by triggers.
+//
+// data: the new app_users columns are backfilled from users, and triggers keep them, the counts and
+// the search table in step with every later write; the version before this one never reads them, and
+// its writes fire the same triggers.
 
 const statements = [
   `ALTER TABLE app_users ADD COLUMN email TEXT NOT NULL DEFAULT ''`,

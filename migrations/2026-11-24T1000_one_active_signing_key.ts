@@ -2,10 +2,13 @@ import { type Kysely, sql } from 'kysely';
 
 // Frozen in time: never import application code here.
 //
-// At most one active signing key per algorithm (issue 11): instances started at once on an empty
+// At most one active signing key per algorithm: instances started at once on an empty
 // database each used to create their own. Keys already duplicated that way are settled first: the
 // oldest active key (the one every instance signs with) stays, the others are retired now and stay
 // published for their retention, so tokens they signed still verify.
+//
+// data: duplicate active keys are retired (never deleted) before the unique index can exist; a running
+// version signs with the oldest active key, which stays, and keeps verifying with the retired ones.
 
 export async function up(db: Kysely<any>): Promise<void> {
   const now = Math.floor(Date.now() / 1000);

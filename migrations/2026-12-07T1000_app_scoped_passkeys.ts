@@ -12,6 +12,9 @@ import type { Kysely } from 'kysely';
 // codes that no longer back up an account-wide factor (they were handed out with such a passkey), and
 // unconfirmed authenticator-app secrets (an enrolment in progress now belongs to the session that
 // started it, in `one_time_tokens`; one left here could have been planted by anyone with the password).
+//
+// data: passkeys registered through an app get that app's id, and unconfirmed authenticator secrets and
+// orphaned recovery codes are deleted; a running version ignores `app_id` and never needed those rows.
 export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .alterTable('passkeys')

@@ -70,21 +70,22 @@ interface ValidationIssue {
 
 /**
  * Errors that mean "the database cannot be reached or is locked right now", not "this request is bad":
- * they answer 503 with Retry-After (SECURITY.md item 98: fail closed, clients retry).
+ * they answer 503 with Retry-After (fail closed: the client retries).
  */
 const DATABASE_UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND',
   // PostgreSQL: connection exceptions (08xxx), too many connections, shutdown / cannot connect now.
   '08000', '08001', '08003', '08004', '08006', '53300', '57P01', '57P02', '57P03',
-  // SQLite: another connection holds the write lock past busy_timeout.
-  'SQLITE_BUSY', 'SQLITE_LOCKED',
+  // SQLite: another connection holds the write lock past busy_timeout; the disk is full (nothing of the
+  // failed write was kept: the group commit fails its whole batch, docs/adr/0003-sqlite-group-commit.md).
+  'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_FULL',
   // PostgreSQL: a statement that waited past statement_timeout or lock_timeout (the SQLITE_BUSY of PostgreSQL).
   '57014', '55P03',
 ]);
 
 function isDatabaseUnavailable(error: { code?: unknown; message?: unknown } | undefined): boolean {
   if (!error) return false;
-  if (typeof error.code === 'string' && DATABASE_UNAVAILABLE_CODES.has(error.code)) return true;
+  if (typeof error.code === 'string' && (DATABASE_UNAVAILABLE_CODES.has(error.code) || error.code.startsWith('SQLITE_IOERR'))) return true;
   // pg's own messages for a connection lost mid-request (no SQLSTATE): while connecting, while a query
   // ran, and for the rollback that follows on the dead connection.
   return typeof error.message === 'string' && /timeout exceeded when trying to connect|Connection terminated|not queryable/.test(error.message);
@@ -193,7 +194,7 @@ async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOpt
   app.setErrorHandler((error, request, reply) => sendError(request, reply, toAppError(error), options));
   app.setNotFoundHandler((request, reply) => {
     const detail = `${request.method} ${request.url.split('?')[0]}`;
-    // A known path with another method: 405 with Allow (RFC 9110 §15.5.6, CONTRACT §15.5).
+    // A known path with another method: 405 with Allow (RFC 9110 §15.5.6).
     const allowed = app.allowedMethods(request.url);
     if (allowed.length) return sendError(request, reply, new AppError('method_not_allowed', { detail, headers: { allow: allowed.join(', ') } }), options);
     return sendError(request, reply, new AppError('not_found', { detail }), options);

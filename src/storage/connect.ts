@@ -5,19 +5,18 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { withNamedStatements } from './named-statements.js';
-import { NonBlockingSqliteDialect, type SyncTransactions } from './sqlite-driver.js';
+import { NonBlockingSqliteDialect } from './sqlite-driver.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
-interface StorageBase {
+/** An open database. */
+export interface Storage {
+  dialect: Dialect;
   db: Kysely<Database>;
   /** True when the database answers a trivial query within a second. */
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
-
-/** An open database; on SQLite, with the connection's synchronous transactions (for the grants' writes). */
-export type Storage = StorageBase & ({ dialect: 'sqlite'; syncTransactions: SyncTransactions } | { dialect: 'postgres' });
 
 // Stored times are bigint epoch seconds and counts come back as int8: read both as JS numbers.
 pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
@@ -34,18 +33,17 @@ export function createStorage(url: string): Storage {
     const path = url.slice('sqlite:'.length);
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     const database = new SQLite(path);
-    // Power-loss durable (SECURITY.md item 94): WAL with synchronous=FULL.
+    // Power-loss durable: WAL with synchronous=FULL (the group commit pays for it, docs/adr/0003-sqlite-group-commit.md).
     database.pragma('journal_mode = WAL');
     database.pragma('synchronous = FULL');
     database.pragma('foreign_keys = ON');
     // SQLite's own page-cache default (2 MiB), where better-sqlite3 compiles in 16 MiB: a cache that
     // fills as the file grows showed as RSS climbing ~4 MB a minute under load until full, past 200 MB
     // under a login burst. The kernel's page cache still holds the file; grants and reads measured alike,
-    // within the runs' spread (bench/RESULTS.md, finding 125).
+    // within the runs' spread.
     database.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
-    const dialect = new NonBlockingSqliteDialect({ database, busyBudgetMs: SQLITE_BUSY_BUDGET_MS });
-    const db = new Kysely<Database>({ dialect });
-    return { db, dialect: 'sqlite', syncTransactions: dialect.syncTransactions, ping: () => ping(db), close: () => db.destroy() };
+    const db = new Kysely<Database>({ dialect: new NonBlockingSqliteDialect({ database, busyBudgetMs: SQLITE_BUSY_BUDGET_MS }) });
+    return { db, dialect: 'sqlite', ping: () => ping(db), close: () => db.destroy() };
   }
   const pool = new pg.Pool({
     connectionString: url,

@@ -7,7 +7,8 @@ type Param = string | number | null | readonly (string | number | null)[];
 /**
  * The SQL texts of hot statements, each with a statement name: on PostgreSQL the pool prepares a named
  * statement once per connection (pg sends Parse only the first time), so the server neither parses nor
- * re-plans it on every call (`withNamedStatements`). Bounded: only statements built once are here.
+ * re-plans it on every call (`withNamedStatements`, docs/adr/0001-postgres-named-statements.md).
+ * Bounded: only statements built once are here.
  */
 const statementNames = new Map<string, string>();
 
@@ -30,8 +31,6 @@ function placeholders(count: number): readonly Param[] {
  * So `build` must pass each parameter to Kysely as a plain value (compared, inserted or set), never
  * inspect or transform it.
  * Results are Kysely's raw ones: rows as selected, `numAffectedRows` for writes.
- * `.compile(db, ...params)` gives the statement with its values bound, without running it: what a
- * synchronous SQLite transaction runs (SyncTransactions).
  */
 export function precompiled<P extends readonly Param[], R>(build: (db: Kysely<Database>, ...params: P) => Compilable<R>) {
   // Per dialect adapter: a transaction's Kysely is a new object, its adapter (hence its SQL) is not.
@@ -52,9 +51,8 @@ export function precompiled<P extends readonly Param[], R>(build: (db: Kysely<Da
       compiled.set(executor.adapter, entry);
     }
     const { query, slots } = entry;
-    // One literal, not `{ ...query, parameters }`: a spread followed by more properties makes a new hidden class per call (finding 76).
+    // One literal, not `{ ...query, parameters }`: a spread followed by more properties makes a new hidden class per call.
     return { sql: query.sql, query: query.query, queryId: query.queryId, parameters: query.parameters.map((constant, i) => (slots[i]! < 0 ? constant : params[slots[i]!])) };
   };
-  const run = async (db: Kysely<Database>, ...params: P): Promise<QueryResult<R>> => db.executeQuery<R>(compile(db, ...params));
-  return Object.assign(run, { compile });
+  return async (db: Kysely<Database>, ...params: P): Promise<QueryResult<R>> => db.executeQuery<R>(compile(db, ...params));
 }

@@ -12,7 +12,7 @@ import {
 } from 'kysely';
 
 /**
- * Kysely over better-sqlite3, built for a server (issues 11 and 13; SECURITY.md items 94 and 98).
+ * Kysely over better-sqlite3, built for a server (docs/adr/0003-sqlite-group-commit.md).
  *
  * **Never freezing the process on a lock.** better-sqlite3 is synchronous: with a long `busy_timeout`
  * a write lock held by another process (a second worker, a backup, `sqlite3` in a shell) stops the
@@ -57,29 +57,10 @@ export interface SqliteDialectOptions {
   busyBudgetMs: number;
 }
 
-/** One statement of a synchronous transaction, run at once: rows for a statement that returns rows, else the changes. */
-export type RunStatement = <R>(query: CompiledQuery<R>) => QueryResult<R>;
-
-/**
- * Transactions whose statements run synchronously on the SQLite connection, without Kysely's
- * per-transaction objects and promises (a Kysely transaction of two statements costs ~15 µs against
- * ~4 µs so: bench/RESULTS.md, findings 78 and 79). For the grants' writes, which are a few statements
- * with no other work between them. A transaction is a savepoint of the group commit's batch, as any
- * other: `run` resolves once that batch is committed, and when `work` throws, nothing it wrote is kept
- * and the error is the promise's. Statements are compiled by the caller (`precompiled(…).compile`);
- * the Kysely plugins that compiled them saw them, their results do not go through plugins.
- */
-export interface SyncTransactions {
-  run<T>(work: (statement: RunStatement) => T): Promise<T>;
-}
-
 export class NonBlockingSqliteDialect implements Dialect {
   private readonly driver: NonBlockingSqliteDriver;
-  /** The synchronous transactions of the one connection the Kysely instances over this dialect share. */
-  readonly syncTransactions: SyncTransactions;
   constructor(options: SqliteDialectOptions) {
     this.driver = new NonBlockingSqliteDriver(options);
-    this.syncTransactions = this.driver;
   }
   createDriver(): Driver {
     return this.driver;
@@ -106,6 +87,8 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 class Batch {
   readonly openedAt = performance.now();
   members = 0;
+  /** Why the batch failed (its COMMIT, or SQLite rolled it back); none of its members' writes is kept. */
+  failure: unknown;
   readonly durable: Promise<void>;
   resolve!: () => void;
   reject!: (error: unknown) => void;
@@ -118,7 +101,7 @@ class Batch {
   }
 }
 
-class NonBlockingSqliteDriver implements Driver, SyncTransactions {
+class NonBlockingSqliteDriver implements Driver {
   private readonly statements = new Map<string, Prepared>();
   private holder: Lease | null = null;
   /** Leases queued for the connection, each with the function that hands it over. */
@@ -127,8 +110,6 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
   private commitScheduled = false;
   /** When SQLite first answered busy since this process last got the write lock (another process holds it). */
   private busySince: number | null = null;
-  /** True while a synchronous transaction's work runs (the only time its RunStatement may be called). */
-  private inSyncWork = false;
 
   constructor(private readonly options: SqliteDialectOptions) {
     options.database.pragma(`busy_timeout = ${BUSY_SLICE_MS}`);
@@ -173,21 +154,25 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
     const lease = connection as Lease;
     await this.joinBatch(lease);
-    this.exec(`savepoint ${SAVEPOINT}`);
+    this.inBatch(lease, () => this.exec(`savepoint ${SAVEPOINT}`));
     lease.inTransaction = true;
   }
 
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    (connection as Lease).inTransaction = false;
-    this.exec(`release ${SAVEPOINT}`);
+    const lease = connection as Lease;
+    lease.inTransaction = false;
+    this.inBatch(lease, () => this.exec(`release ${SAVEPOINT}`));
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    (connection as Lease).inTransaction = false;
-    // An I/O or disk-full error may have rolled the whole physical transaction back already.
-    if (!this.options.database.inTransaction) return this.failBatch(new Error('the transaction was rolled back by SQLite'));
-    this.exec(`rollback to ${SAVEPOINT}`);
-    this.exec(`release ${SAVEPOINT}`);
+    const lease = connection as Lease;
+    lease.inTransaction = false;
+    // Nothing to undo when SQLite rolled the whole batch back (inBatch failed it then).
+    if (lease.batch?.failure !== undefined) return;
+    this.inBatch(lease, () => {
+      this.exec(`rollback to ${SAVEPOINT}`);
+      this.exec(`release ${SAVEPOINT}`);
+    });
   }
 
   /** Hands the connection on, then waits until what this lease saw or wrote is committed. */
@@ -201,25 +186,6 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
     if (next) next.grant();
     else if (this.batch) this.scheduleCommit();
     if (batch) await batch.durable;
-  }
-
-  /** SyncTransactions: a savepoint of the current batch, like a Kysely transaction, with `work` run synchronously in it. */
-  async run<T>(work: (statement: RunStatement) => T): Promise<T> {
-    const lease = (await this.acquireConnection()) as Lease;
-    try {
-      await this.beginTransaction(lease);
-      let result: T;
-      try {
-        result = this.runWork(work);
-      } catch (error) {
-        await this.rollbackTransaction(lease);
-        throw error;
-      }
-      await this.commitTransaction(lease);
-      return result;
-    } finally {
-      await this.releaseConnection(lease);
-    }
   }
 
   async destroy(): Promise<void> {
@@ -236,26 +202,26 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
     if (this.holder !== lease) throw new Error('a statement on a connection lease that is not the holder');
     const { statement, toRow } = this.prepare(sql);
     if (!lease.batch && (this.batch || !statement.readonly)) await this.joinBatch(lease);
-    return this.retryingBusy(lease.deadline, () => resultOf<R>(statement, toRow, parameters));
+    return this.retryingBusy(lease.deadline, () => this.inBatch(lease, () => resultOf<R>(statement, toRow, parameters)));
   }
 
-  /** Runs a synchronous transaction's work, its RunStatement valid only meanwhile. */
-  private runWork<T>(work: (statement: RunStatement) => T): T {
-    this.inSyncWork = true;
+  /**
+   * Runs `work` for `lease` inside the physical transaction of its batch, if it has one. After an error
+   * other than busy (disk full, I/O), SQLite may have rolled that whole transaction back by itself: the
+   * batch then fails, so every member learns its writes are gone, and the next write opens a new one. A
+   * lease of a failed batch runs nothing more: outside any transaction its writes would be durable at
+   * once, yet reported failed with the batch.
+   */
+  private inBatch<T>(lease: Lease, work: () => T): T {
+    const batch = lease.batch;
+    if (batch?.failure !== undefined) throw batch.failure;
     try {
-      return work(this.runStatement);
-    } finally {
-      this.inSyncWork = false;
+      return work();
+    } catch (error) {
+      if (batch && !isBusy(error) && !this.options.database.inTransaction) this.failBatch(batch, error);
+      throw error;
     }
   }
-
-  /** RunStatement for a synchronous transaction, which holds the connection and its batch already. */
-  private readonly runStatement: RunStatement = <R>({ sql, parameters }: CompiledQuery<R>) => {
-    // Kept and called after its transaction, it would write into whatever holds the connection then.
-    if (!this.inSyncWork) throw new Error('a statement of a synchronous transaction run outside its work');
-    const { statement, toRow } = this.prepare(sql);
-    return resultOf<R>(statement, toRow, parameters);
-  };
 
   *stream(sql: string, parameters: readonly unknown[]): IterableIterator<unknown> {
     // Only a statement that returns rows has a toRow; better-sqlite3 refuses to iterate any other.
@@ -295,14 +261,15 @@ class NonBlockingSqliteDriver implements Driver, SyncTransactions {
       batch.resolve();
     } catch (error) {
       if (this.options.database.inTransaction) this.exec('rollback');
-      batch.reject(error);
+      this.failBatch(batch, error);
     }
   }
 
-  private failBatch(error: unknown): void {
-    const batch = this.batch;
-    this.batch = null;
-    batch?.reject(error);
+  /** Fails every member of `batch`: none of what they wrote in it is kept. */
+  private failBatch(batch: Batch, error: unknown): void {
+    batch.failure = error ?? new Error('the batch failed');
+    if (this.batch === batch) this.batch = null;
+    batch.reject(batch.failure);
   }
 
   private exec(sql: string): void {
@@ -363,7 +330,7 @@ type RowBuilder = (values: unknown[]) => Record<string, unknown>;
  * A function making a statement's row object from its values (the statement in raw mode), as one
  * object literal. better-sqlite3 sets a row's columns one by one, which leaves a row of more than a
  * dozen columns (every joined read of a grant) in V8's dictionary mode: ~12 µs for a row of 50
- * columns against ~6 µs made so, and slower reads of its fields (bench/RESULTS.md, finding 78). Column
+ * columns against ~6 µs made so, and slower reads of its fields. Column
  * names are quoted by JSON.stringify; a name selected twice keeps its last value, as better-sqlite3's
  * own rows do. A literal would take a `__proto__` column for the prototype: such a row is built by
  * defining its fields instead.

@@ -26,7 +26,6 @@ import {
   isLiveGrant,
   revokeGrant,
   rotateRefreshToken,
-  rotateRefreshTokens,
   type AppWithRefreshFamily,
   findAppWithRefreshFamily,
   findAppsWithRefreshFamilies,
@@ -36,8 +35,6 @@ import {
   type CodeRedemption,
   type Redemption,
   redeemAuthorizationCode,
-  redeemAuthorizationCodes,
-  type Rotation,
 } from '../storage/repos/grants.js';
 import type { UserRow } from '../storage/repos/users.js';
 import type { Database, GrantsTable, RefreshTokensTable } from '../storage/schema.js';
@@ -50,7 +47,7 @@ import { Coalescer } from '../shared/coalescer.js';
 /**
  * Token issuing shared by every sign-in path (OAuth code exchange, REST sign-in, provider exchange):
  * grants (`sid`), JWT access tokens (RFC 9068), ID tokens, session JWTs, opaque refresh tokens with
- * atomic rotation and the REFRESH_REUSE_GRACE replay of CONTRACT §3, and authorization codes.
+ * atomic rotation and the REFRESH_REUSE_GRACE replay, and authorization codes.
  */
 
 export interface TokenResponse {
@@ -177,14 +174,6 @@ export class TokenService {
   /** On PostgreSQL: the grants' reads of their client and code or token, coalesced. */
   private readonly coalescedCodeReads?: Coalescer<{ appId: string; codeHash: string }, AppWithCodeRedemption>;
   private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
-  /**
-   * How this database takes a grant's writes: on PostgreSQL concurrent rotations (redemptions) share one
-   * statement; on SQLite each is a synchronous transaction in the group commit.
-   */
-  private readonly grantWrites: {
-    rotate(rotation: Rotation): Promise<boolean>;
-    redeem(redemption: Redemption): Promise<CodeRedemption | undefined>;
-  };
 
   /** `db` is the database to ask (a test may give it plugins); `storage` says which one it is. */
   constructor(
@@ -199,41 +188,15 @@ export class TokenService {
       this.coalescedGrantReads = new Map();
       this.coalescedCodeReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithCodeRedemptions(db, asked)), { maxBatch: MAX_COALESCED });
       this.coalescedRefreshReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithRefreshFamilies(db, asked)), { maxBatch: MAX_COALESCED });
-      const rotations = new Coalescer<Rotation, boolean>(
-        async (asked) => {
-          const won = await rotateRefreshTokens(db, asked);
-          return byKey(asked, asked.map((rotation) => won.has(rotation.successor.token_hash)));
-        },
-        { maxBatch: MAX_COALESCED },
-      );
-      const redemptions = new Coalescer<Redemption, CodeRedemption>(
-        async (asked) => {
-          const won = await redeemAuthorizationCodes(db, asked);
-          return byKey(asked, asked.map((redemption) => won.get(redemption.grant.id)));
-        },
-        { maxBatch: MAX_COALESCED },
-      );
-      this.grantWrites = {
-        rotate: async (rotation) => (await rotations.submit(rotation)) === true,
-        redeem: (redemption) => redemptions.submit(redemption),
-      };
-    } else {
-      const transactions = storage.syncTransactions;
-      this.grantWrites = {
-        rotate: (rotation) => rotateRefreshToken(transactions, db, rotation),
-        redeem: (redemption) => redeemAuthorizationCode(transactions, db, redemption),
-      };
     }
   }
 
   /**
    * redeemAuthorizationCode: the code consumed, its grant and first refresh token stored, the basis
-   * returned as the consuming statement saw it; undefined when the code was consumed before. On
-   * PostgreSQL concurrent redemptions share one statement (redeemAuthorizationCodes), each answered
-   * once it is committed (a failed statement changed nothing; Coalescer runs its calls again alone).
+   * returned as the consuming transaction saw it; undefined when the code was consumed before.
    */
   redeemCode(redemption: Redemption): Promise<CodeRedemption | undefined> {
-    return this.grantWrites.redeem(redemption);
+    return redeemAuthorizationCode(this.db, redemption);
   }
 
   /**
@@ -247,9 +210,8 @@ export class TokenService {
 
   /**
    * The app `appId` and the family of the refresh token `tokenHash` (findAppWithRefreshFamily): what a
-   * refresh grant reads first. On PostgreSQL the reads of concurrent grants share one statement, as
-   * their rotations do (grantWrites): a grant is then two round trips shared with the others in flight
-   * instead of two of its own (bench/RESULTS.md, finding 55).
+   * refresh grant reads first. On PostgreSQL the reads of concurrent grants share one statement: a round
+   * trip, not the lookup, is most of such a read's cost there.
    */
   findAppWithRefreshFamily(appId: string, tokenHash: string): Promise<AppWithRefreshFamily | undefined> {
     if (!this.coalescedRefreshReads) return findAppWithRefreshFamily(this.db, appId, tokenHash);
@@ -411,7 +373,7 @@ export class TokenService {
   }
 
   /**
-   * Refresh-token rotation (CONTRACT §3, §14.13): one token has at most one successor. The same token
+   * Refresh-token rotation: one token has at most one successor. The same token
    * from the same client inside the grace window gets the identical response (returned as the exact
    * JSON text); after the window, or once the successor itself was used, it revokes the family.
    * The caller reads the presented token's family (findRefreshFamily, or with its client in one statement).
@@ -443,7 +405,7 @@ export class TokenService {
         nonce: null,
       });
       const sealedResponse = this.box.seal(await prepared.replayText());
-      const [won, response] = await Promise.all([this.grantWrites.rotate({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
+      const [won, response] = await Promise.all([rotateRefreshToken(this.db, { tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
       if (won) return JSON.stringify(response);
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
@@ -512,7 +474,7 @@ export class TokenService {
     return code;
   }
 
-  /** Session JWT of CONTRACT §3 (`typ: session+jwt`, claim `typ: end_user`), bound to the app in `aud`. */
+  /** Session JWT (`typ: session+jwt`, claim `typ: end_user`), bound to the app in `aud`. */
   async mintSession(input: { userId: string; appId: string; grantId: string }): Promise<string> {
     return this.keys.sign(
       { sub: input.userId, aud: input.appId, typ: 'end_user', sid: input.grantId },
@@ -568,8 +530,7 @@ export class TokenService {
 
   /**
    * The grant `id` as `reader` reads it, if live. On PostgreSQL the reads of concurrent bearer checks
-   * share one statement (Coalescer): its round trip, not the lookup, is most of a check's cost there
-   * (bench/RESULTS.md, finding 54). Liveness is then judged at the time that statement is sent, after
+   * share one statement (Coalescer): its round trip, not the lookup, is most of a check's cost there. Liveness is then judged at the time that statement is sent, after
    * each of its reads was asked, so a grant revoked before a check began is refused as before. SQLite
    * runs in process, so each read is its own statement, at once.
    */

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import type { Database } from '../../src/storage/schema.js';
 import { findAppsWithCodeRedemptions, findAppsWithRefreshFamilies } from '../../src/storage/repos/grants.js';
@@ -8,12 +8,12 @@ import { useMigratedTestStorage } from '../helpers/app.js';
 // primary key, in custom and generic plans alike, even on a fresh database whose tables the planner
 // believes tiny. A plan that reaches the asked rows another way (the whole codes table hashed, as the
 // flattened join did) reads ever more rows on each call as the table grows, and PostgreSQL may keep
-// such a plan as its generic one (bench/RESULTS.md, finding 91). (How the rows joined to an asked one
+// such a plan as its generic one. (How the rows joined to an asked one
 // are read is left to the planner: on tiny tables it may scan them.)
 
 interface BatchedRead {
   name: string;
-  /** Runs the read once on `conn`, which prepares its statement there. */
+  /** Runs the read once on `conn`. */
   run(conn: Kysely<Database>): Promise<unknown>;
   /** The table each key is looked up in, by its primary key. */
   table: string;
@@ -32,11 +32,19 @@ function primaryKeyLookups(plan: string, table: string): string[] {
   return lines.flatMap((line, i) => (line.includes(`Index Scan using ${table}_pkey on ${table} `) ? [lines[i + 1]!.trim().replace(/^Index Cond: /, '')] : []));
 }
 
-/** The read's statement as the server holds it on `conn`, after running it there once. */
-async function preparedText(conn: Kysely<Database>, read: BatchedRead): Promise<string> {
-  await read.run(conn);
-  const { rows } = await sql<{ statement: string }>`select statement from pg_prepared_statements where statement like '%with ordinality%'`.execute(conn);
-  const texts = rows.map((r) => r.statement).filter((s) => s.includes(`from "${read.table}"`));
+/** The SQL text of the read, as compiled for PostgreSQL (by a Kysely that records it and runs nothing). */
+async function statementText(read: BatchedRead): Promise<string> {
+  const texts: string[] = [];
+  const recorder = new Kysely<Database>({
+    dialect: {
+      createAdapter: () => new PostgresAdapter(),
+      createDriver: () => new DummyDriver(),
+      createIntrospector: (db) => new PostgresIntrospector(db),
+      createQueryCompiler: () => new PostgresQueryCompiler(),
+    },
+    log: (event) => void texts.push(event.query.sql),
+  });
+  await read.run(recorder);
   expect(texts).toHaveLength(1);
   return texts[0]!;
 }
@@ -60,8 +68,9 @@ describe('batched grant reads plan a primary-key lookup per asked key', () => {
   for (const read of READS) {
     for (const mode of ['force_custom_plan', 'force_generic_plan'] as const) {
       it(`${read.name}: ${mode}`, async () => {
-        // The server holds a prepared statement on the connection that ran it: one connection for all.
-        const plan = await database.storage.db.connection().execute(async (conn) => planOf(conn, await preparedText(conn, read), mode));
+        // `prepare` and `set` hold for one connection: the probe runs on one.
+        const text = await statementText(read);
+        const plan = await database.storage.db.connection().execute((conn) => planOf(conn, text, mode));
         expect(primaryKeyLookups(plan, read.table)).toEqual([`(${read.lookup})`]);
         expect(plan).not.toContain(`Seq Scan on ${read.table} `);
       });

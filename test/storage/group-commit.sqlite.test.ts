@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
-import { NonBlockingSqliteDialect, type RunStatement } from '../../src/storage/sqlite-driver.js';
+import { NonBlockingSqliteDialect } from '../../src/storage/sqlite-driver.js';
 
 // SQLite only. Group commit (src/storage/sqlite-driver.ts): concurrent writers share physical
 // transactions, yet no caller sees its result before the COMMIT that made it durable, a failed
@@ -140,63 +140,49 @@ describe('SQLite group commit', () => {
     expect(outcomes).toHaveLength(600);
   });
 
-  describe('synchronous transactions (the grants\' writes)', () => {
-    const sync = () => {
-      if (storage.dialect !== 'sqlite') throw new Error('SQLite storage expected');
-      return storage.syncTransactions;
-    };
-    const insertItem = (id: number, owner: string) => db().insertInto('items').values({ id, owner }).compile();
-    const selectItem = (owner: string) => db().selectFrom('items').select(['id', 'owner']).where('owner', '=', owner).compile();
-
-    it('runs its statements at once, answers rows and changes, and resolves only once its batch is committed, with the others', async () => {
-      const commitsBefore = dataVersion();
-      const answers = await Promise.all(
-        Array.from({ length: 100 }, (_, i) => {
-          const owner = `sync-${i}`;
-          // Kysely transactions in flight at the same time share the batches.
-          const beside = db().insertInto('items').values({ id: 21_000 + i, owner: `beside-${i}` }).execute();
-          const mine = sync()
-            .run((statement) => {
-              const inserted = statement(insertItem(20_000 + i, owner));
-              const rows = statement(selectItem(owner)).rows;
-              return { changes: inserted.numAffectedRows, rows };
-            })
-            .then((answer) => ({ ...answer, committed: committed(owner).n }));
-          return Promise.all([mine, beside]).then(([answer]) => answer);
-        }),
-      );
-      expect(answers).toEqual(answers.map((_, i) => ({ changes: 1n, rows: [{ id: 20_000 + i, owner: `sync-${i}` }], committed: 1 })));
-      const commits = dataVersion() - commitsBefore;
-      expect(commits).toBeGreaterThan(0);
-      expect(commits).toBeLessThan(100);
-    });
-
-    it('keeps nothing of a transaction whose work throws, rejects with its error, and commits the rest of its batch', async () => {
-      const results = await Promise.allSettled([
-        sync().run((statement) => statement(insertItem(22_000, 'sync-kept'))),
-        sync().run((statement) => {
-          statement(insertItem(22_001, 'sync-undone'));
-          statement(insertItem(22_002, 'sync-kept')); // unique owner: fails
-        }),
-        sync().run(() => {
-          throw new Error('refused by the caller');
-        }),
-        db().insertInto('items').values({ id: 22_003, owner: 'sync-neighbour' }).execute(),
-      ]);
-      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'fulfilled']);
-      expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/UNIQUE/);
-      expect(String((results[2] as PromiseRejectedResult).reason)).toMatch(/refused by the caller/);
-      expect([committed('sync-kept').n, committed('sync-undone').n, committed('sync-neighbour').n]).toEqual([1, 0, 1]);
-    });
-
-    it('refuses a statement run after its work returned (it would write into whoever holds the connection then)', async () => {
-      let kept: RunStatement | undefined;
-      await sync().run((statement) => {
-        kept = statement;
-      });
-      expect(() => kept!(insertItem(23_000, 'sync-late'))).toThrow(/outside its work/);
-      expect(committed('sync-late').n).toBe(0);
-    });
+  it('on a full disk, fails every member of a batch SQLite rolled back, runs none of them outside a transaction, and serves again once there is room', async () => {
+    // SQLite answers SQLITE_FULL once the file would pass max_page_count, and may then roll the whole
+    // shared transaction back by itself. Every answered write must be kept, every failed one absent.
+    const pageCount = () => (sql.raw('pragma page_count').execute(storage.db) as Promise<{ rows: Array<{ page_count: number }> }>).then((r) => r.rows[0]!.page_count);
+    await sql.raw(`pragma max_page_count = ${(await pageCount()) + 60}`).execute(storage.db);
+    // Large rows run out of room first; small ones still fit after a rollback freed its pages.
+    const size = (i: number) => (i % 4 === 0 ? 12_000 : 200);
+    const outcomes: Array<{ owner: string; answered: boolean; error?: string }> = [];
+    try {
+      for (let wave = 0; wave < 10; wave++) {
+        await Promise.all(
+          Array.from({ length: 20 }, async (_, i) => {
+            const owner = `full-${wave}-${i}-${'x'.repeat(size(i))}`;
+            const id = 40_000 + wave * 100 + i;
+            try {
+              if (i % 3 !== 1) await db().insertInto('items').values({ id, owner }).execute();
+              else
+                await db()
+                  .transaction()
+                  .execute(async (trx) => {
+                    await trx.insertInto('items').values({ id, owner }).execute();
+                    await new Promise((resolve) => setImmediate(resolve));
+                    await trx.selectFrom('items').select('id').where('id', '=', id).execute();
+                  });
+              outcomes.push({ owner, answered: true });
+            } catch (error) {
+              outcomes.push({ owner, answered: false, error: String((error as { code?: string }).code) });
+            }
+          }),
+        );
+      }
+    } finally {
+      await sql.raw('pragma max_page_count = 1073741823').execute(storage.db);
+    }
+    const answered = outcomes.filter((o) => o.answered);
+    expect(answered.length).toBeGreaterThan(0);
+    expect(outcomes.length - answered.length).toBeGreaterThan(0);
+    expect(outcomes.filter((o) => committed(o.owner).n !== (o.answered ? 1 : 0)).map((o) => o.owner.slice(0, 16))).toEqual([]);
+    // Each failure is the disk-full error itself (its own statement's, or the batch's it shared).
+    expect(new Set(outcomes.filter((o) => !o.answered).map((o) => o.error))).toEqual(new Set(['SQLITE_FULL']));
+    // With room again, writes commit as before.
+    await db().transaction().execute((trx) => trx.insertInto('items').values({ id: 49_999, owner: 'after-full' }).execute());
+    expect(committed('after-full').n).toBe(1);
   });
 
   it('hands the connection to the next in line at once: nobody else finds it free in between', async () => {

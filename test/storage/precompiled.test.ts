@@ -44,25 +44,6 @@ describe('precompiled statements', () => {
     expect((await select(db, 'perf.a', 20)).rows).toEqual([]);
   });
 
-  it('compiles a call with its values bound, without running it (what a synchronous SQLite transaction runs)', async () => {
-    const { db } = storage;
-    const first = select.compile(db, 'perf.c', 40);
-    const second = select.compile(db, 'perf.d', 50);
-    expect(second.sql).toBe(first.sql);
-    // The same values, in the same places, as the statement built and compiled for this call.
-    const builtForCall = db
-      .selectFrom('settings')
-      .select(['key', 'value', 'updated_at'])
-      .where((eb) => eb.or([eb('key', '=', 'perf.c'), eb('value', '=', '"x"')]))
-      .where('updated_at', '>=', 40)
-      .where('updated_at', '<=', 40)
-      .compile();
-    expect(first.parameters).toEqual(builtForCall.parameters);
-    expect(second.parameters).toContain('perf.d');
-    await db.executeQuery(insert.compile(db, 'perf.c', '"c"', 40));
-    expect((await db.executeQuery(first)).rows).toEqual([{ key: 'perf.c', value: '"c"', updated_at: 40 }]);
-  });
-
   it('goes through the plugins of a Kysely that has them (a statement recorder sees it)', async () => {
     const seen: string[] = [];
     const recording = storage.db.withPlugin({

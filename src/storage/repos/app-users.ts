@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 export interface AppUser {
   appId: string;
@@ -11,7 +12,7 @@ export interface AppUser {
 }
 
 export async function findAppUser(db: Kysely<Database>, appId: string, userId: string): Promise<AppUser | undefined> {
-  const row = await db.selectFrom('app_users').selectAll().where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
+  const row = await db.selectFrom('app_users').select(COLUMNS.app_users).where('app_id', '=', appId).where('user_id', '=', userId).executeTakeFirst();
   return row && { appId: row.app_id, userId: row.user_id, status: row.status, createdAt: row.created_at, lastLoginAt: row.last_login_at };
 }
 
@@ -27,9 +28,10 @@ const upsertAppSignIn = precompiled((db, appId: string, userId: string, at: numb
 );
 
 /**
- * A completed sign-in makes the user a user of the app (CONTRACT §5) and stamps last_login_at.
+ * A completed sign-in makes the user a user of the app and stamps last_login_at.
  * A returning user's row is only stamped: on PostgreSQL an upsert fires the BEFORE INSERT fill trigger
- * (its users lookup) before it finds the conflict: a third of a login's executor time. The upsert covers a first sign-in, and one racing another for the same new row.
+ * (its users lookup) before it finds the conflict, a third of a login's executor time. The upsert
+ * covers a first sign-in, and one racing another for the same new row.
  */
 export async function recordAppSignIn(db: Kysely<Database>, appId: string, userId: string, at: number): Promise<void> {
   if ((await stampAppSignIn(db, appId, userId, at)).numAffectedRows === 1n) return;

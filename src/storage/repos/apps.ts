@@ -3,11 +3,12 @@ import { newId } from '../../shared/ids.js';
 import { precompiled } from '../precompiled.js';
 import { getSetting, putSetting } from './settings.js';
 import type { AppRow, AppsTable, Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 export type AppType = 'public' | 'confidential';
 export type RequiredField = 'name' | 'phone_number' | 'birthdate' | 'email_verified';
 
-/** An app's second-factor policy (CONTRACT §15.6); the rule that reads it is sign-in/policy.ts. */
+/** An app's second-factor policy; the rule that reads it is sign-in/policy.ts. */
 export type MfaPolicy = 'off' | 'optional' | 'required';
 
 /** An app (OAuth client) as the features see it. `id` is its client_id. */
@@ -21,7 +22,7 @@ export interface App {
   allowedOrigins: string[];
   features: { auth: boolean; profile: boolean };
   requiredFields: RequiredField[];
-  /** Second-factor policy (CONTRACT §15.6). */
+  /** Second-factor policy. */
   mfa: MfaPolicy;
   /** Hosted-page branding (validated on write: https URL, `#rrggbb`). */
   branding: { logoUrl: string | null; accentColor: string | null };
@@ -83,7 +84,7 @@ function toRow(app: App): AppsTable {
   };
 }
 
-const selectApp = precompiled((db, id: string) => db.selectFrom('apps').selectAll().where('id', '=', id));
+const selectApp = precompiled((db, id: string) => db.selectFrom('apps').select(COLUMNS.apps).where('id', '=', id));
 
 export async function findApp(db: Kysely<Database>, id: string): Promise<App | undefined> {
   const row = (await selectApp(db, id)).rows[0];
@@ -91,12 +92,12 @@ export async function findApp(db: Kysely<Database>, id: string): Promise<App | u
 }
 
 export async function listAppsOfDeveloper(db: Kysely<Database>, developerId: string): Promise<App[]> {
-  const rows = await db.selectFrom('apps').selectAll().where('developer_id', '=', developerId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+  const rows = await db.selectFrom('apps').select(COLUMNS.apps).where('developer_id', '=', developerId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
   return rows.map(toApp);
 }
 
 export async function listAllApps(db: Kysely<Database>): Promise<App[]> {
-  return (await db.selectFrom('apps').selectAll().execute()).map(toApp);
+  return (await db.selectFrom('apps').select(COLUMNS.apps).execute()).map(toApp);
 }
 
 /** What decides every app's CORS origins (shared/cors.ts), and nothing more. */

@@ -1,5 +1,6 @@
 import type { Insertable, Kysely } from 'kysely';
 import type { BrowserSessionRow, BrowserSessionsTable, Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 export type { BrowserSessionRow };
 
@@ -9,7 +10,7 @@ export async function insertBrowserSession(db: Kysely<Database>, row: Insertable
 
 /** A session by the hash of its cookie value, in whatever state. */
 export async function findBrowserSession(db: Kysely<Database>, idHash: string): Promise<BrowserSessionRow | undefined> {
-  return db.selectFrom('browser_sessions').selectAll().where('id_hash', '=', idHash).executeTakeFirst();
+  return db.selectFrom('browser_sessions').select(COLUMNS.browser_sessions).where('id_hash', '=', idHash).executeTakeFirst();
 }
 
 export async function touchBrowserSession(db: Kysely<Database>, idHash: string, now: number, expiresAt: number): Promise<void> {
@@ -34,7 +35,7 @@ export async function revokeBrowserSessionsOfUser(db: Kysely<Database>, userId: 
 export async function listBrowserSessionsOfUser(db: Kysely<Database>, userId: string, now: number): Promise<BrowserSessionRow[]> {
   return db
     .selectFrom('browser_sessions')
-    .selectAll()
+    .select(COLUMNS.browser_sessions)
     .where('user_id', '=', userId)
     .where('revoked_at', 'is', null)
     .where('expires_at', '>', now)

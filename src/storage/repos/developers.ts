@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, DeveloperApiKeyRow, DeveloperRow } from '../schema.js';
 import { inTransaction } from '../transaction.js';
+import { COLUMNS, qualified } from '../columns.js';
 
 /** A developer (owner of apps). API keys themselves are never stored, only their SHA-256. */
 export interface Developer {
@@ -42,7 +43,7 @@ export async function findDeveloperByKeyHash(db: Kysely<Database>, apiKeyHash: s
   const row = await db
     .selectFrom('developer_api_keys as k')
     .innerJoin('developers as d', 'd.id', 'k.developer_id')
-    .selectAll('d')
+    .select(qualified('d', COLUMNS.developers))
     .where('k.key_hash', '=', apiKeyHash)
     .where('k.revoked_at', 'is', null)
     .where('d.id', '!=', PLATFORM_DEVELOPER_ID)
@@ -51,12 +52,12 @@ export async function findDeveloperByKeyHash(db: Kysely<Database>, apiKeyHash: s
 }
 
 export async function findDeveloper(db: Kysely<Database>, id: string): Promise<Developer | undefined> {
-  const row = await db.selectFrom('developers').selectAll().where('id', '=', id).where('id', '!=', PLATFORM_DEVELOPER_ID).executeTakeFirst();
+  const row = await db.selectFrom('developers').select(COLUMNS.developers).where('id', '=', id).where('id', '!=', PLATFORM_DEVELOPER_ID).executeTakeFirst();
   return row && toDeveloper(row);
 }
 
 export async function findDeveloperByUser(db: Kysely<Database>, userId: string): Promise<Developer | undefined> {
-  const row = await db.selectFrom('developers').selectAll().where('user_id', '=', userId).where('id', '!=', PLATFORM_DEVELOPER_ID).executeTakeFirst();
+  const row = await db.selectFrom('developers').select(COLUMNS.developers).where('user_id', '=', userId).where('id', '!=', PLATFORM_DEVELOPER_ID).executeTakeFirst();
   return row && toDeveloper(row);
 }
 
@@ -64,7 +65,7 @@ export async function findDeveloperByUser(db: Kysely<Database>, userId: string):
 export async function findUnlinkedDeveloperByEmail(db: Kysely<Database>, email: string): Promise<Developer | undefined> {
   const row = await db
     .selectFrom('developers')
-    .selectAll()
+    .select(COLUMNS.developers)
     .where('email', '=', email)
     .where('user_id', 'is', null)
     .where('id', '!=', PLATFORM_DEVELOPER_ID)
@@ -81,7 +82,7 @@ export async function linkDeveloperToUser(db: Kysely<Database>, developerId: str
 }
 
 export async function listDevelopers(db: Kysely<Database>): Promise<Developer[]> {
-  const rows = await db.selectFrom('developers').selectAll().where('id', '!=', PLATFORM_DEVELOPER_ID).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+  const rows = await db.selectFrom('developers').select(COLUMNS.developers).where('id', '!=', PLATFORM_DEVELOPER_ID).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
   return rows.map(toDeveloper);
 }
 
@@ -103,7 +104,7 @@ export async function insertDeveloperApiKey(db: Kysely<Database>, row: Developer
 }
 
 export async function listDeveloperApiKeys(db: Kysely<Database>, developerId: string): Promise<DeveloperApiKeyRow[]> {
-  return db.selectFrom('developer_api_keys').selectAll().where('developer_id', '=', developerId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+  return db.selectFrom('developer_api_keys').select(COLUMNS.developer_api_keys).where('developer_id', '=', developerId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
 }
 
 /** Revokes one of the developer's live keys; returns whether it did. */

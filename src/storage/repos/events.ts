@@ -2,8 +2,9 @@ import { type Kysely, sql } from 'kysely';
 import { newId } from '../../shared/ids.js';
 import { precompiled } from '../precompiled.js';
 import type { Database, EventRow } from '../schema.js';
+import { COLUMNS, qualified } from '../columns.js';
 
-/** Audit event types of CONTRACT §11. */
+/** Audit event types (the events API lists them). */
 export type EventType =
   | 'user.registered'
   | 'user.login_succeeded'
@@ -66,7 +67,7 @@ export async function listEventsOfApp(
   appId: string,
   options: { type?: string; after?: string; limit: number },
 ): Promise<EventRow[]> {
-  let q = db.selectFrom('events').selectAll().where('app_id', '=', appId);
+  let q = db.selectFrom('events').select(COLUMNS.events).where('app_id', '=', appId);
   if (options.type) q = q.where('type', '=', options.type);
   if (options.after) q = q.where('id', '>', options.after);
   return q.orderBy('id', 'asc').limit(options.limit).execute();
@@ -103,7 +104,7 @@ export async function listEventsVisibleToApp(
   let q = db
     .selectFrom('events as e')
     .leftJoin('app_users as au', (join) => join.onRef('au.app_id', '=', 'e.app_id').onRef('au.user_id', '=', 'e.user_id'))
-    .selectAll('e')
+    .select(qualified('e', COLUMNS.events))
     .select(sql<number>`case when au.user_id is null then 0 else 1 end`.as('member'))
     .where('e.app_id', '=', appId)
     .where((eb) => eb.or([eb('au.user_id', 'is not', null), eb('e.type', 'in', [...ACCOUNT_NEUTRAL_EVENT_TYPES, ...DEVELOPER_ACTION_EVENT_TYPES])]));

@@ -1,6 +1,7 @@
 import type { ExpressionBuilder, Kysely } from 'kysely';
 import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 /** Second factors: the authenticator app (TOTP) and one-time recovery codes of a user. */
 
@@ -12,7 +13,7 @@ export interface TotpFactor {
 }
 
 export async function findTotpFactor(db: Kysely<Database>, userId: string): Promise<TotpFactor | undefined> {
-  const row = await db.selectFrom('totp_factors').selectAll().where('user_id', '=', userId).executeTakeFirst();
+  const row = await db.selectFrom('totp_factors').select(COLUMNS.totp_factors).where('user_id', '=', userId).executeTakeFirst();
   return row && { userId: row.user_id, secretSealed: row.secret_sealed, confirmedAt: row.confirmed_at, lastStep: row.last_step };
 }
 

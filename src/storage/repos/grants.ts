@@ -1,9 +1,10 @@
 import { type Expression, type InferResult, type Insertable, type Kysely, type SelectQueryBuilder, sql } from 'kysely';
 import { type App, type AppAccess, toApp, toAppAccess } from './apps.js';
 import { precompiled } from '../precompiled.js';
-import type { SyncTransactions } from '../sqlite-driver.js';
+import { inTransaction } from '../transaction.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
 import type { AppRow, AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
+import { COLUMNS, qualified } from '../columns.js';
 
 export type { GrantRow, RefreshTokenRow };
 
@@ -17,19 +18,15 @@ const insertGrantRow = precompiled(
     }),
 );
 
-/** The INSERT of a grant's row, its values bound. */
-const insertGrantStatement = (db: Kysely<Database>, g: Insertable<GrantsTable>) =>
-  insertGrantRow.compile(
+export async function insertGrant(db: Kysely<Database>, g: Insertable<GrantsTable>): Promise<void> {
+  await insertGrantRow(
     db, g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null,
     g.revoked_reason ?? null, g.awaiting_completion ?? AWAITING.nothing,
   );
-
-export async function insertGrant(db: Kysely<Database>, g: Insertable<GrantsTable>): Promise<void> {
-  await db.executeQuery(insertGrantStatement(db, g));
 }
 
 export async function findGrant(db: Kysely<Database>, id: string): Promise<GrantRow | undefined> {
-  return db.selectFrom('grants').selectAll().where('id', '=', id).executeTakeFirst();
+  return db.selectFrom('grants').select(COLUMNS.grants).where('id', '=', id).executeTakeFirst();
 }
 
 /**
@@ -81,8 +78,7 @@ export interface LiveGrantReader<G extends LiveGrant> {
  * The grant `id` names (a value, or the lateral lookup's column in `many`) with its user and app, if
  * live (isGrantLive's rule), selecting what a LiveGrant holds: what every LiveGrantReader selects
  * from. Only AppAccess's four app columns: a bearer read runs this on every request, and reading the
- * whole app row, its JSON columns parsed, made the SQLite bearer read 15% slower (finding 47 of
- * bench/RESULTS.md).
+ * whole app row, its JSON columns parsed, made the SQLite bearer read 15% slower.
  */
 function liveGrantQuery(db: Kysely<Database>, id: string | Expression<string>, now: number) {
   return db
@@ -102,8 +98,8 @@ const toLiveGrant = (row: LiveGrantRow): LiveGrant => ({ scope: row.g_scope, awa
 
 /**
  * The LiveGrantReader of a query built on liveGrantQuery, its rows mapped by `toGrant`: `one` compares
- * the grant id, `many` takes an array parameter (one statement text, so one named statement, for any
- * number of ids; PostgreSQL only).
+ * the grant id, `many` takes an array parameter (one statement text for any number of ids; PostgreSQL
+ * only).
  */
 function liveGrantReader<DB, TB extends keyof DB, R extends LiveGrantRow, G extends LiveGrant>(
   query: (db: Kysely<Database>, id: string | Expression<string>, now: number) => SelectQueryBuilder<DB, TB, R>,
@@ -112,7 +108,7 @@ function liveGrantReader<DB, TB extends keyof DB, R extends LiveGrantRow, G exte
   const selectOne = precompiled((db, id: string, now: number) => query(db, id, now));
   // Each id looked up on its own in a lateral join, by the primary key as `one` does: with `g.id = any($1)`
   // the planner may instead reach the grants through their users, every grant of a user read per batch
-  // (bench/RESULTS.md, finding 57). (Kysely embeds the subquery in parentheses.)
+  // (Kysely embeds the subquery in parentheses.)
   const selectMany = precompiled((db, ids: readonly string[], now: number) => ({
     compile: () =>
       sql<R>`select live.* from unnest(${ids}::text[]) as asked(id) cross join lateral ${query(db.withoutPlugins(), sql.ref<string>('asked.id'), now)} as live`.compile(db),
@@ -137,7 +133,7 @@ export interface LiveGrantWithProfile extends LiveGrant {
 }
 
 /**
- * liveGrantQuery, and in the same statement the profile document (CONTRACT §7) the grant's app keeps for
+ * liveGrantQuery, and in the same statement the profile document the grant's app keeps for
  * the grant's user (the token's subject): a bearer read of `/v1/profile/{userId}` is one statement, the
  * liveness check included. Nothing from the request reaches the statement but the grant id.
  */
@@ -158,7 +154,7 @@ function toLiveGrantWithProfile(row: InferResult<ReturnType<typeof liveGrantWith
     row.p_user_id === null
       ? undefined
       : toProfileRecord({ app_id: row.id, user_id: row.p_user_id, data: row.p_data!, version: row.p_version!, created_at: row.p_created_at!, updated_at: row.p_updated_at! });
-  return Object.assign(toLiveGrant(row), { profile }); // not a spread: finding 76, see toApp
+  return Object.assign(toLiveGrant(row), { profile }); // not a spread: one hidden class for every row, see toApp
 }
 
 /** liveGrants, each with its user's profile document (liveGrantWithProfileQuery). */
@@ -215,18 +211,14 @@ const insertRefreshTokenRow = precompiled(
     }),
 );
 
-/** The INSERT of a refresh token's row, its values bound. */
-const insertRefreshTokenStatement = (db: Kysely<Database>, t: Insertable<RefreshTokensTable>) =>
-  insertRefreshTokenRow.compile(
+export async function insertRefreshToken(db: Kysely<Database>, t: Insertable<RefreshTokensTable>): Promise<void> {
+  await insertRefreshTokenRow(
     db, t.token_hash, t.grant_id, t.app_id, t.scope, t.created_at, t.expires_at, t.consumed_at ?? null, t.successor_response ?? null, t.successor_hash ?? null,
   );
-
-export async function insertRefreshToken(db: Kysely<Database>, t: Insertable<RefreshTokensTable>): Promise<void> {
-  await db.executeQuery(insertRefreshTokenStatement(db, t));
 }
 
 export async function findRefreshToken(db: Kysely<Database>, tokenHash: string): Promise<RefreshTokenRow | undefined> {
-  return db.selectFrom('refresh_tokens').selectAll().where('token_hash', '=', tokenHash).executeTakeFirst();
+  return db.selectFrom('refresh_tokens').select(COLUMNS.refresh_tokens).where('token_hash', '=', tokenHash).executeTakeFirst();
 }
 
 /** A refresh token with its grant and the grant's user: everything a rotation reads, in one query. */
@@ -306,7 +298,7 @@ const selectAppWithRefreshFamily = precompiled((db, appId: string, tokenHash: st
   db
     .selectFrom('apps as a')
     .leftJoin(refreshFamilyQuery(db.withoutPlugins(), tokenHash).as('f'), (join) => join.onTrue())
-    .selectAll('a')
+    .select(qualified('a', COLUMNS.apps))
     .selectAll('f')
     .where('a.id', '=', appId),
 );
@@ -338,8 +330,7 @@ function inAskedOrder<R extends { pair_i: string }, A>(rows: readonly R[], count
  * reads for the key (findAppsWithRefreshFamilies, findAppsWithCodeRedemptions). PostgreSQL only.
  * `offset 0` keeps the lateral subquery whole, planned on its own for one key: each key is looked up by
  * its primary key, never by joining the whole table (as the flattened join did on a table without
- * statistics), and the statement plans in about half the time (PostgreSQL plans it anew on most calls;
- * bench/RESULTS.md, finding 91).
+ * statistics), and the statement plans in about half the time (PostgreSQL plans it anew on most calls).
  */
 function selectAppsWith<DB, TB extends keyof DB, O>(joined: (db: Kysely<Database>, key: Expression<string>) => SelectQueryBuilder<DB, TB, O>) {
   return precompiled((db, appIds: readonly string[], keys: readonly string[]) =>
@@ -347,7 +338,7 @@ function selectAppsWith<DB, TB extends keyof DB, O>(joined: (db: Kysely<Database
       .selectFrom(askedPairs(appIds, keys))
       .innerJoin('apps as a', 'a.id', 'pair.app_id')
       .leftJoinLateral(joined(db.withoutPlugins(), sql.ref<string>('pair.key')).offset(sql.lit(0)).as('j'), (join) => join.onTrue())
-      .selectAll('a')
+      .select(qualified('a', COLUMNS.apps))
       .selectAll('j')
       .select('pair.i as pair_i'),
   );
@@ -364,7 +355,7 @@ export async function findAppsWithRefreshFamilies(
   return inAskedOrder(rows, asked.length, withRefreshFamily);
 }
 
-/** The app of a joined client read with the family it found (Object.assign, not a spread: finding 76, see toApp). */
+/** The app of a joined client read with the family it found (Object.assign, not a spread, as toApp). */
 function withRefreshFamily<R extends AppRow & { t_token_hash: string | null }>(row: R): AppWithRefreshFamily {
   return Object.assign(toApp(row), { refreshFamily: hasRefreshFamily(row) ? toRefreshFamily(row) : undefined });
 }
@@ -372,11 +363,6 @@ function withRefreshFamily<R extends AppRow & { t_token_hash: string | null }>(r
 /** Whether the outer join found the family (its columns are then as selectRefreshFamily reads them). */
 function hasRefreshFamily<R extends { t_token_hash: string | null }>(row: R): row is R & RefreshFamilyRow {
   return row.t_token_hash !== null;
-}
-
-/** The columns of `rows`, one array per pick: the parameters of a statement over `unnest` of the rows. */
-function columnsOf<R, P extends Array<(row: R) => unknown>>(rows: readonly R[], ...picks: P): { [K in keyof P]: Array<ReturnType<P[K]>> } {
-  return picks.map((pick) => rows.map(pick)) as { [K in keyof P]: Array<ReturnType<P[K]>> };
 }
 
 /** One rotation of a refresh token: the token, when, the response replayed in the grace window (sealed), its successor's row. */
@@ -397,70 +383,16 @@ const updateRotation = precompiled((db, tokenHash: string, at: number, sealedRes
 
 /**
  * Rotates a refresh token: marks it consumed, records its successor (and the sealed response replayed
- * inside the grace window), and stores the successor's row, atomically. Exactly one caller wins;
- * returns whether it was this one. SQLite: a synchronous transaction of two statements, in the group
- * commit (`db` compiles them); PostgreSQL runs rotateRefreshTokens instead.
+ * inside the grace window), and stores the successor's row, in one transaction. The UPDATE re-checks
+ * `consumed_at is null` on the row it changes, so exactly one caller wins; returns whether it was this one.
  */
-export function rotateRefreshToken(transactions: SyncTransactions, db: Kysely<Database>, rotation: Rotation): Promise<boolean> {
+export function rotateRefreshToken(db: Kysely<Database>, rotation: Rotation): Promise<boolean> {
   const { tokenHash, at, sealedResponse, successor } = rotation;
-  return transactions.run((statement) => {
-    if (statement(updateRotation.compile(db, tokenHash, at, sealedResponse, successor.token_hash)).numAffectedRows !== 1n) return false;
-    statement(insertRefreshTokenStatement(db, successor));
+  return inTransaction(db, async (trx) => {
+    if ((await updateRotation(trx, tokenHash, at, sealedResponse, successor.token_hash)).numAffectedRows !== 1n) return false;
+    await insertRefreshToken(trx, successor);
     return true;
   });
-}
-
-/**
- * rotateRefreshToken for many rotations in one statement (a data-modifying WITH, so one round trip and
- * one commit for all, atomic; PostgreSQL only): returns the successor hashes stored, those of the
- * rotations that won. A token asked twice is rotated once (`distinct on`). The UPDATE re-checks
- * `consumed_at is null` on the row it locks, so a token rotated meanwhile by another statement is lost
- * here, as with one rotation. Two statements that lock the same tokens in opposite orders deadlock;
- * PostgreSQL then fails one, which changes nothing (the caller runs its rotations again one by one).
- */
-const rotateInOneStatement = precompiled(
-  (
-    db,
-    tokenHashes: readonly string[], ats: readonly number[], sealedResponses: readonly string[], successorHashes: readonly string[],
-    grantIds: readonly string[], appIds: readonly string[], scopes: readonly string[], createdAts: readonly number[], expiresAts: readonly number[],
-  ) => ({
-    compile: () =>
-      sql<{ token_hash: string }>`
-        with asked as (
-          select distinct on (token_hash) * from unnest(
-            ${tokenHashes}::text[], ${ats}::bigint[], ${sealedResponses}::text[], ${successorHashes}::text[],
-            ${grantIds}::text[], ${appIds}::text[], ${scopes}::text[], ${createdAts}::bigint[], ${expiresAts}::bigint[]
-          ) as r(token_hash, at, sealed_response, successor_hash, grant_id, app_id, scope, created_at, expires_at)
-        ),
-        rotated as (
-          update refresh_tokens t set consumed_at = r.at, successor_response = r.sealed_response, successor_hash = r.successor_hash
-          from asked r
-          where t.token_hash = r.token_hash and t.consumed_at is null
-          returning r.successor_hash, r.grant_id, r.app_id, r.scope, r.created_at, r.expires_at
-        )
-        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
-        select successor_hash, grant_id, app_id, scope, created_at, expires_at from rotated
-        returning token_hash`.compile(db),
-  }),
-);
-
-export async function rotateRefreshTokens(db: Kysely<Database>, rotations: readonly Rotation[]): Promise<Set<string>> {
-  const { rows } = await rotateInOneStatement(
-    db,
-    ...columnsOf(
-      rotations,
-      (r) => r.tokenHash,
-      (r) => r.at,
-      (r) => r.sealedResponse,
-      (r) => r.successor.token_hash,
-      (r) => r.successor.grant_id,
-      (r) => r.successor.app_id,
-      (r) => r.successor.scope,
-      (r) => r.successor.created_at,
-      (r) => r.successor.expires_at,
-    ),
-  );
-  return new Set(rows.map((row) => row.token_hash));
 }
 
 // Authorization codes --------------------------------------------------------------------------------
@@ -471,7 +403,7 @@ export async function insertAuthorizationCode(db: Kysely<Database>, code: Insert
   await db.insertInto('authorization_codes').values(code).execute();
 }
 
-const selectAuthorizationCode = precompiled((db, codeHash: string) => db.selectFrom('authorization_codes').selectAll().where('code_hash', '=', codeHash));
+const selectAuthorizationCode = precompiled((db, codeHash: string) => db.selectFrom('authorization_codes').select(COLUMNS.authorization_codes).where('code_hash', '=', codeHash));
 
 export async function findAuthorizationCode(db: Kysely<Database>, codeHash: string): Promise<AuthorizationCodeRow | undefined> {
   return (await selectAuthorizationCode(db, codeHash)).rows[0];
@@ -541,7 +473,7 @@ const selectAppWithCodeRedemption = precompiled((db, appId: string, codeHash: st
   db
     .selectFrom('apps as a')
     .leftJoin(codeRedemptionQuery(db.withoutPlugins(), codeHash).as('r'), (join) => join.onTrue())
-    .selectAll('a')
+    .select(qualified('a', COLUMNS.apps))
     .selectAll('r')
     .where('a.id', '=', appId),
 );
@@ -596,111 +528,20 @@ export interface Redemption {
   refreshToken: Insertable<RefreshTokensTable>;
 }
 
-/** A consumed code as redeemInOneStatement's `consumed` holds it: the code's columns and what its redemption stores. */
-type ConsumedCode = AuthorizationCodesTable & {
-  g_app_id: string; g_user_id: string; g_scope: string; g_auth_time: number; g_amr: string | null; g_nonce: string | null; g_created_at: number;
-  g_expires_at: number; g_revoked_at: number | null; g_revoked_reason: string | null; g_awaiting: number;
-  t_hash: string; t_grant_id: string; t_app_id: string; t_scope: string; t_created_at: number; t_expires_at: number;
-};
-
-/**
- * PostgreSQL's redemptions (redeemAuthorizationCodes) as one data-modifying statement over `unnest` of
- * the redemptions: each code consumed (`consumed_at is null` re-checked on the row it locks: exactly
- * one redemption or burn wins; a code asked twice in one statement is taken once, `distinct on`) and
- * linked to its new grant, the grant and its first refresh token stored only for the codes consumed
- * here, and each one's redemption basis as this statement saw it (its joins see the users,
- * memberships and consents committed before it), the grant id naming the redemption.
- */
-const redeemInOneStatement = precompiled(
-  (
-    db, codeHashes: readonly string[], ats: readonly number[],
-    ids: readonly string[], appIds: readonly string[], userIds: readonly string[], scopes: readonly string[], authTimes: readonly number[],
-    amrs: readonly (string | null)[], nonces: readonly (string | null)[], createdAts: readonly number[], expiresAts: readonly number[],
-    revokedAts: readonly (number | null)[], revokedReasons: readonly (string | null)[], awaitings: readonly number[],
-    tokenHashes: readonly string[], tokenGrantIds: readonly string[], tokenAppIds: readonly string[], tokenScopes: readonly string[],
-    tokenCreatedAts: readonly number[], tokenExpiresAts: readonly number[],
-  ) =>
-    db
-      // Raw SQL is not parenthesised by Kysely as a CTE's body: the parentheses are part of the text.
-      .with('consumed', () => sql<ConsumedCode>`(
-        with asked as (
-          select distinct on (code_hash) * from unnest(
-            ${codeHashes}::text[], ${ats}::bigint[], ${ids}::text[], ${appIds}::text[], ${userIds}::text[], ${scopes}::text[], ${authTimes}::bigint[],
-            ${amrs}::text[], ${nonces}::text[], ${createdAts}::bigint[], ${expiresAts}::bigint[], ${revokedAts}::bigint[], ${revokedReasons}::text[],
-            ${awaitings}::integer[], ${tokenHashes}::text[], ${tokenGrantIds}::text[], ${tokenAppIds}::text[], ${tokenScopes}::text[],
-            ${tokenCreatedAts}::bigint[], ${tokenExpiresAts}::bigint[]
-          ) as r(code_hash, at, g_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at,
-                 g_revoked_reason, g_awaiting, t_hash, t_grant_id, t_app_id, t_scope, t_created_at, t_expires_at)
-        )
-        update authorization_codes c set consumed_at = r.at, grant_id = r.g_id
-        from asked r
-        where c.code_hash = r.code_hash and c.consumed_at is null
-        returning c.*, r.g_app_id, r.g_user_id, r.g_scope, r.g_auth_time, r.g_amr, r.g_nonce, r.g_created_at, r.g_expires_at, r.g_revoked_at,
-          r.g_revoked_reason, r.g_awaiting, r.t_hash, r.t_grant_id, r.t_app_id, r.t_scope, r.t_created_at, r.t_expires_at)`)
-      .with('g', () => sql`(
-        insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion)
-        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting
-        from consumed)`)
-      .with('t', () => sql`(
-        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
-        select t_hash, t_grant_id, t_app_id, t_scope, t_created_at, t_expires_at from consumed)`)
-      .selectFrom('consumed as c')
-      .leftJoin('users as u', 'u.id', 'c.user_id')
-      .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
-      .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
-      .select(REDEMPTION_COLUMNS),
-);
-
-/**
- * Redeems codes in one statement (redeemInOneStatement; PostgreSQL only): concurrent code grants share
- * it (TokenService). Returns, by grant id, the redemption basis of each redemption that consumed its
- * code; the others consumed nothing and stored nothing.
- */
-export async function redeemAuthorizationCodes(db: Kysely<Database>, redemptions: readonly Redemption[]): Promise<Map<string, CodeRedemption>> {
-  const { rows } = await redeemInOneStatement(
-    db,
-    ...columnsOf(
-      redemptions,
-      (r) => r.codeHash,
-      (r) => r.at,
-      (r) => r.grant.id,
-      (r) => r.grant.app_id,
-      (r) => r.grant.user_id,
-      (r) => r.grant.scope,
-      (r) => r.grant.auth_time,
-      (r) => r.grant.amr ?? null,
-      (r) => r.grant.nonce ?? null,
-      (r) => r.grant.created_at,
-      (r) => r.grant.expires_at,
-      (r) => r.grant.revoked_at ?? null,
-      (r) => r.grant.revoked_reason ?? null,
-      (r) => r.grant.awaiting_completion ?? AWAITING.nothing,
-      (r) => r.refreshToken.token_hash,
-      (r) => r.refreshToken.grant_id,
-      (r) => r.refreshToken.app_id,
-      (r) => r.refreshToken.scope,
-      (r) => r.refreshToken.created_at,
-      (r) => r.refreshToken.expires_at,
-    ),
-  );
-  return new Map(rows.map((row) => [row.c_grant_id!, toCodeRedemption(row)]));
-}
-
 /**
  * Redeems a code: consumes it (exactly one redemption or burn wins), links it to its grant and stores
- * the grant with its first refresh token, atomically, and returns the redemption basis as the consuming
- * statement saw it, for the caller to judge again (what it judged before may have changed since).
- * Undefined, with nothing stored, when the code was already consumed. SQLite: a synchronous transaction
- * in the group commit (`db` compiles its statements); PostgreSQL runs redeemAuthorizationCodes instead.
+ * the grant with its first refresh token, in one transaction, and returns the redemption basis as the
+ * consuming transaction saw it, for the caller to judge again (what it judged before may have changed
+ * since). Undefined, with nothing stored, when the code was already consumed.
  */
-export function redeemAuthorizationCode(transactions: SyncTransactions, db: Kysely<Database>, redemption: Redemption): Promise<CodeRedemption | undefined> {
+export function redeemAuthorizationCode(db: Kysely<Database>, redemption: Redemption): Promise<CodeRedemption | undefined> {
   const { codeHash, at, grant, refreshToken } = redemption;
-  return transactions.run((statement) => {
-    if (statement(updateCodeConsumed.compile(db, codeHash, at)).numAffectedRows !== 1n) return undefined;
-    const basis = statement(selectCodeRedemption.compile(db, codeHash)).rows[0];
-    statement(insertGrantStatement(db, grant));
-    statement(insertRefreshTokenStatement(db, refreshToken));
-    statement(updateCodeGrant.compile(db, codeHash, grant.id));
+  return inTransaction(db, async (trx) => {
+    if ((await updateCodeConsumed(trx, codeHash, at)).numAffectedRows !== 1n) return undefined;
+    const basis = (await selectCodeRedemption(trx, codeHash)).rows[0];
+    await insertGrant(trx, grant);
+    await insertRefreshToken(trx, refreshToken);
+    await updateCodeGrant(trx, codeHash, grant.id);
     return basis && toCodeRedemption(basis);
   });
 }

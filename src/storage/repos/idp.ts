@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 /**
  * Storage of the external-provider feature: provider identities bound to users (keyed by the
@@ -28,12 +29,12 @@ const toIdentity = (r: IdentityRow): ProviderIdentity => ({
 });
 
 export async function findIdentity(db: Kysely<Database>, issuer: string, subject: string): Promise<ProviderIdentity | undefined> {
-  const row = await db.selectFrom('provider_identities').selectAll().where('issuer', '=', issuer).where('subject', '=', subject).executeTakeFirst();
+  const row = await db.selectFrom('provider_identities').select(COLUMNS.provider_identities).where('issuer', '=', issuer).where('subject', '=', subject).executeTakeFirst();
   return row && toIdentity(row);
 }
 
 export async function listIdentitiesOfUser(db: Kysely<Database>, userId: string): Promise<ProviderIdentity[]> {
-  const rows = await db.selectFrom('provider_identities').selectAll().where('user_id', '=', userId).orderBy('created_at', 'asc').execute();
+  const rows = await db.selectFrom('provider_identities').select(COLUMNS.provider_identities).where('user_id', '=', userId).orderBy('created_at', 'asc').execute();
   return rows.map(toIdentity);
 }
 
@@ -53,7 +54,7 @@ export async function insertIdentity(db: Kysely<Database>, identity: ProviderIde
 
 /** Removes the user's binding to `issuer`; returns the removed identity. */
 export async function deleteIdentityOfUser(db: Kysely<Database>, userId: string, issuer: string): Promise<ProviderIdentity | undefined> {
-  const row = await db.selectFrom('provider_identities').selectAll().where('user_id', '=', userId).where('issuer', '=', issuer).executeTakeFirst();
+  const row = await db.selectFrom('provider_identities').select(COLUMNS.provider_identities).where('user_id', '=', userId).where('issuer', '=', issuer).executeTakeFirst();
   if (!row) return undefined;
   await db.deleteFrom('provider_identities').where('id', '=', row.id).execute();
   return toIdentity(row);

@@ -1,9 +1,10 @@
 import type { Kysely } from 'kysely';
 import { newId } from '../../shared/ids.js';
 import type { Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 /**
- * Legal documents (CONTRACT §8): a document is (owner, docType) where owner is 'platform' or an app
+ * Legal documents: a document is (owner, docType) where owner is 'platform' or an app
  * id; it has versions per language, numbered 1, 2, … per (owner, docType, lang). Views are counted per
  * (owner, docType, lang, version, day) with an atomic upsert.
  */
@@ -44,12 +45,12 @@ const toVersion = (r: VersionRow): LegalVersion => ({
 });
 
 export async function findLegalDocument(db: Kysely<Database>, owner: string, docType: string): Promise<LegalDocument | undefined> {
-  const r = await db.selectFrom('legal_documents').selectAll().where('owner', '=', owner).where('doc_type', '=', docType).executeTakeFirst();
+  const r = await db.selectFrom('legal_documents').select(COLUMNS.legal_documents).where('owner', '=', owner).where('doc_type', '=', docType).executeTakeFirst();
   return r && { owner: r.owner, docType: r.doc_type, defaultLang: r.default_lang, createdAt: Number(r.created_at), updatedAt: Number(r.updated_at) };
 }
 
 export async function listLegalDocuments(db: Kysely<Database>, owner: string): Promise<LegalDocument[]> {
-  const rows = await db.selectFrom('legal_documents').selectAll().where('owner', '=', owner).orderBy('doc_type').execute();
+  const rows = await db.selectFrom('legal_documents').select(COLUMNS.legal_documents).where('owner', '=', owner).orderBy('doc_type').execute();
   return rows.map((r) => ({ owner: r.owner, docType: r.doc_type, defaultLang: r.default_lang, createdAt: Number(r.created_at), updatedAt: Number(r.updated_at) }));
 }
 
@@ -69,7 +70,7 @@ export async function listLegalLangs(db: Kysely<Database>, owner: string, docTyp
 
 /** The newest version in one language (or a given version number). */
 export async function findLegalVersion(db: Kysely<Database>, owner: string, docType: string, lang: string, version?: number): Promise<LegalVersion | undefined> {
-  let q = db.selectFrom('legal_versions').selectAll().where('owner', '=', owner).where('doc_type', '=', docType).where('lang', '=', lang);
+  let q = db.selectFrom('legal_versions').select(COLUMNS.legal_versions).where('owner', '=', owner).where('doc_type', '=', docType).where('lang', '=', lang);
   if (version !== undefined) q = q.where('version', '=', version);
   const row = await q.orderBy('version', 'desc').limit(1).executeTakeFirst();
   return row && toVersion(row);
@@ -132,7 +133,7 @@ export interface LegalViewCount {
 export async function listLegalViews(db: Kysely<Database>, owner: string, from: string, to: string): Promise<LegalViewCount[]> {
   const rows = await db
     .selectFrom('legal_views')
-    .selectAll()
+    .select(COLUMNS.legal_views)
     .where('owner', '=', owner)
     .where('day', '>=', from)
     .where('day', '<=', to)

@@ -1,6 +1,7 @@
 import type { Insertable, Kysely } from 'kysely';
 import { precompiled } from '../precompiled.js';
 import type { Database, OneTimeTokenRow, OneTimeTokensTable } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 export type { OneTimeTokenRow };
 
@@ -14,14 +15,14 @@ export async function insertOneTimeToken(db: Kysely<Database>, row: Insertable<O
 }
 
 export async function findOneTimeTokenByHash(db: Kysely<Database>, kind: string, tokenHash: string): Promise<OneTimeTokenRow | undefined> {
-  return db.selectFrom('one_time_tokens').selectAll().where('kind', '=', kind).where('token_hash', '=', tokenHash).executeTakeFirst();
+  return db.selectFrom('one_time_tokens').select(COLUMNS.one_time_tokens).where('kind', '=', kind).where('token_hash', '=', tokenHash).executeTakeFirst();
 }
 
 /** A live (unconsumed, unexpired) token of a kind by the hash of its secret. */
 export async function findLiveOneTimeTokenByHash(db: Kysely<Database>, kind: string, tokenHash: string, now: number): Promise<OneTimeTokenRow | undefined> {
   return db
     .selectFrom('one_time_tokens')
-    .selectAll()
+    .select(COLUMNS.one_time_tokens)
     .where('kind', '=', kind)
     .where('token_hash', '=', tokenHash)
     .where('consumed_at', 'is', null)
@@ -37,14 +38,14 @@ export async function takeOneTimeTokenByHash(db: Kysely<Database>, kind: string,
 }
 
 export async function findOneTimeTokenById(db: Kysely<Database>, id: string): Promise<OneTimeTokenRow | undefined> {
-  return db.selectFrom('one_time_tokens').selectAll().where('id', '=', id).executeTakeFirst();
+  return db.selectFrom('one_time_tokens').select(COLUMNS.one_time_tokens).where('id', '=', id).executeTakeFirst();
 }
 
 /** The newest live (unconsumed, unexpired) token of a kind for an email address. */
 export async function findLiveOneTimeTokenByEmail(db: Kysely<Database>, kind: string, email: string, now: number): Promise<OneTimeTokenRow | undefined> {
   return db
     .selectFrom('one_time_tokens')
-    .selectAll()
+    .select(COLUMNS.one_time_tokens)
     .where('kind', '=', kind)
     .where('email', '=', email)
     .where('consumed_at', 'is', null)
@@ -58,7 +59,7 @@ export async function findLiveOneTimeTokenByEmail(db: Kysely<Database>, kind: st
 const liveOfUser = (db: Kysely<Database>, kind: string, userId: string, now: number) =>
   db
     .selectFrom('one_time_tokens')
-    .selectAll()
+    .select(COLUMNS.one_time_tokens)
     .where('kind', '=', kind)
     .where('user_id', '=', userId)
     .where('consumed_at', 'is', null)
@@ -110,7 +111,7 @@ export async function voidOneTimeTokensByEmail(db: Kysely<Database>, kind: strin
 }
 
 /** Voids every live token of a kind for a user (e.g. reset tokens at a password change or sign-in). */
-// Precompiled: every password sign-in voids the user's reset tokens (SECURITY.md item 77).
+// Precompiled: every password sign-in voids the user's reset tokens (a reset link must not outlive a sign-in).
 const updateVoidOfUser = precompiled((db, kind: string, userId: string, now: number) =>
   db.updateTable('one_time_tokens').set({ consumed_at: now }).where('kind', '=', kind).where('user_id', '=', userId).where('consumed_at', 'is', null),
 );

@@ -1,9 +1,10 @@
 import type { Insertable, Kysely } from 'kysely';
 import type { Database, OutboxRow, OutboxTable } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 export type { OutboxRow };
 
-/** The mail outbox (CONTRACT §13): written in the caller's transaction, drained by the background sender. */
+/** The mail outbox: written in the caller's transaction, drained by the background sender. */
 
 export async function insertOutboxMail(db: Kysely<Database>, row: Insertable<OutboxTable>): Promise<void> {
   await db.insertInto('outbox').values(row).execute();
@@ -13,7 +14,7 @@ export async function insertOutboxMail(db: Kysely<Database>, row: Insertable<Out
 export async function listDueMail(db: Kysely<Database>, now: number, limit: number): Promise<OutboxRow[]> {
   return db
     .selectFrom('outbox')
-    .selectAll()
+    .select(COLUMNS.outbox)
     .where('sent_at', 'is', null)
     .where('next_attempt_at', '<=', now)
     .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', now)]))
@@ -54,13 +55,13 @@ export async function markMailAbandoned(db: Kysely<Database>, id: string, error:
 
 /** The newest mails, optionally only those to one address (stored as given; compared case-insensitively). */
 export async function listRecentMail(db: Kysely<Database>, limit: number, to?: string): Promise<OutboxRow[]> {
-  let query = db.selectFrom('outbox').selectAll();
+  let query = db.selectFrom('outbox').select(COLUMNS.outbox);
   if (to !== undefined) query = query.where((eb) => eb(eb.fn('lower', ['to_address']), '=', to.toLowerCase()));
   return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).execute();
 }
 
 export async function findMail(db: Kysely<Database>, id: string): Promise<OutboxRow | undefined> {
-  return db.selectFrom('outbox').selectAll().where('id', '=', id).executeTakeFirst();
+  return db.selectFrom('outbox').select(COLUMNS.outbox).where('id', '=', id).executeTakeFirst();
 }
 
 export async function countPendingMail(db: Kysely<Database>): Promise<number> {

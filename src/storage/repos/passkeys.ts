@@ -1,5 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { Database, PasskeysTable } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 /**
  * Passkeys (WebAuthn credentials) of users. A credential id names exactly one passkey. An account-wide
@@ -70,13 +71,13 @@ export async function insertPasskey(db: Kysely<Database>, passkey: Omit<Passkey,
 }
 
 export async function findPasskeyByCredentialId(db: Kysely<Database>, credentialId: string): Promise<Passkey | undefined> {
-  const row = await db.selectFrom('passkeys').selectAll().where('credential_id', '=', credentialId).executeTakeFirst();
+  const row = await db.selectFrom('passkeys').select(COLUMNS.passkeys).where('credential_id', '=', credentialId).executeTakeFirst();
   return row && toPasskey(row);
 }
 
 /** A user's passkeys, oldest first: all of them, or only the account-wide ones (the second factors). */
 export async function listPasskeysOfUser(db: Kysely<Database>, userId: string, only?: 'account-wide'): Promise<Passkey[]> {
-  let query = db.selectFrom('passkeys').selectAll().where('user_id', '=', userId);
+  let query = db.selectFrom('passkeys').select(COLUMNS.passkeys).where('user_id', '=', userId);
   if (only === 'account-wide') query = query.where('app_id', 'is', null);
   const rows = await query.orderBy('created_at', 'asc').orderBy('id', 'asc').execute();
   return rows.map(toPasskey);
@@ -90,7 +91,7 @@ export async function renamePasskey(db: Kysely<Database>, userId: string, id: st
 
 /** Deletes one of the user's passkeys; the deleted passkey, or undefined when the user has none of that id. */
 export async function deletePasskey(db: Kysely<Database>, userId: string, id: string): Promise<Passkey | undefined> {
-  const row = await db.selectFrom('passkeys').selectAll().where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
+  const row = await db.selectFrom('passkeys').select(COLUMNS.passkeys).where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
   if (!row) return undefined;
   const result = await db.deleteFrom('passkeys').where('id', '=', id).where('user_id', '=', userId).executeTakeFirst();
   return Number(result.numDeletedRows) === 1 ? toPasskey(row) : undefined;

@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
-/** The per-(app, user) profile cache (CONTRACT §7). `data` is a JSON object serialised as text. */
+/** The per-(app, user) profile cache. `data` is a JSON object serialised as text. */
 export interface ProfileRecord {
   appId: string;
   userId: string;
@@ -33,7 +34,7 @@ export async function upsertProfile(db: Kysely<Database>, input: { appId: string
         updated_at: input.at,
       })),
     )
-    .returningAll()
+    .returning(COLUMNS.profiles)
     .executeTakeFirstOrThrow();
   return toProfileRecord(row);
 }
@@ -54,7 +55,7 @@ export async function replaceProfileIf(
     .where('app_id', '=', input.appId)
     .where('user_id', '=', input.userId);
   if (input.versions !== 'any') q = q.where('version', 'in', input.versions);
-  const row = await q.returningAll().executeTakeFirst();
+  const row = await q.returning(COLUMNS.profiles).executeTakeFirst();
   return row && toProfileRecord(row);
 }
 

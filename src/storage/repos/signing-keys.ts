@@ -1,8 +1,9 @@
 import type { Kysely } from 'kysely';
 import type { Database, SigningKeyRow } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 export async function listSigningKeys(db: Kysely<Database>): Promise<SigningKeyRow[]> {
-  return db.selectFrom('signing_keys').selectAll().orderBy('created_at', 'asc').orderBy('kid', 'asc').execute();
+  return db.selectFrom('signing_keys').select(COLUMNS.signing_keys).orderBy('created_at', 'asc').orderBy('kid', 'asc').execute();
 }
 
 /**

@@ -1,9 +1,10 @@
 import type { Kysely } from 'kysely';
 import { precompiled } from '../precompiled.js';
 import type { Database } from '../schema.js';
+import { COLUMNS } from '../columns.js';
 
 /**
- * Counters that protect accounts and mailboxes (CONTRACT §5.3, §14.3, §14.19): kept in the database so
+ * Counters that protect accounts and mailboxes: kept in the database so
  * every process shares them. Keys are strings such as `login:<normalised email>` or
  * `mail:<kind>:<normalised email>`, whether or not an account exists.
  */
@@ -16,7 +17,7 @@ export interface ThrottleCounter {
 }
 
 export async function findCounter(db: Kysely<Database>, key: string): Promise<ThrottleCounter | undefined> {
-  const row = await db.selectFrom('throttle_counters').selectAll().where('key', '=', key).executeTakeFirst();
+  const row = await db.selectFrom('throttle_counters').select(COLUMNS.throttle_counters).where('key', '=', key).executeTakeFirst();
   return row && { key: row.key, count: row.count, windowStart: row.window_start, lockedUntil: row.locked_until, updatedAt: row.updated_at };
 }
 
@@ -141,6 +142,6 @@ export async function addToCounter(db: Kysely<Database>, key: string, now: numbe
 /** The counters among `keys` that exist (any order). */
 export async function findCounters(db: Kysely<Database>, keys: string[]): Promise<ThrottleCounter[]> {
   if (keys.length === 0) return [];
-  const rows = await db.selectFrom('throttle_counters').selectAll().where('key', 'in', keys).execute();
+  const rows = await db.selectFrom('throttle_counters').select(COLUMNS.throttle_counters).where('key', 'in', keys).execute();
   return rows.map((row) => ({ key: row.key, count: row.count, windowStart: row.window_start, lockedUntil: row.locked_until, updatedAt: row.updated_at }));
 }

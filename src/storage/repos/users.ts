@@ -2,10 +2,11 @@ import { type Kysely, sql } from 'kysely';
 import { isoTime } from '../../shared/time.js';
 import { precompiled } from '../precompiled.js';
 import type { Database, NewUser, UserRow } from '../schema.js';
+import { COLUMNS, qualified } from '../columns.js';
 
 export type { UserRow };
 
-/** The public user of CONTRACT §5: what sign-in results and listings may show. */
+/** The public user: what sign-in results and listings may show. */
 export interface PublicUser {
   id: string;
   email: string;
@@ -28,16 +29,16 @@ export function toPublicUser(row: UserRow): PublicUser {
   };
 }
 
-/** Emails are trimmed and lowercased everywhere an address is stored or looked up (CONTRACT §5). */
+/** Emails are trimmed and lowercased everywhere an address is stored or looked up. */
 export const normalizeEmail = (email: string): string => email.trim().toLowerCase();
 
-const selectUserById = precompiled((db, id: string) => db.selectFrom('users').selectAll().where('id', '=', id));
+const selectUserById = precompiled((db, id: string) => db.selectFrom('users').select(COLUMNS.users).where('id', '=', id));
 
 export async function findUserById(db: Kysely<Database>, id: string): Promise<UserRow | undefined> {
   return (await selectUserById(db, id)).rows[0];
 }
 
-const selectUserByEmail = precompiled((db, email: string) => db.selectFrom('users').selectAll().where('email', '=', email));
+const selectUserByEmail = precompiled((db, email: string) => db.selectFrom('users').select(COLUMNS.users).where('email', '=', email));
 
 export async function findUserByEmail(db: Kysely<Database>, email: string): Promise<UserRow | undefined> {
   return (await selectUserByEmail(db, normalizeEmail(email))).rows[0];
@@ -78,7 +79,7 @@ export async function searchUsers(db: Kysely<Database>, search: UserSearch): Pro
   }
   const [rows, count] = await Promise.all([
     q
-      .selectAll('users')
+      .select(qualified('users', COLUMNS.users))
       .select((eb) => eb.exists(eb.selectFrom('provider_identities').select('provider_identities.id').whereRef('provider_identities.user_id', '=', 'users.id')).as('idp_bound'))
       .orderBy('users.created_at', 'desc')
       .orderBy('users.id', 'desc')
