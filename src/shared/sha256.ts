@@ -1,10 +1,8 @@
 import * as crypto from 'node:crypto';
 
 /**
- * node:crypto's one-shot `hash` (Node ≥ 20.12): ~0.3 µs for a token's SHA-256 against ~0.8 µs for
- * createHash().update().digest(), which makes a Hash object per call, and a refresh grant hashes three
- * or four values (bench/RESULTS.md, finding 80). Undefined on the Node 20 releases before 20.12, which
- * `engines` allows: those take the Hash object.
+ * node:crypto's one-shot `hash` where the runtime has it (Node ≥ 20.12), which makes no Hash object per
+ * call; the Node 20 releases before 20.12, which `engines` allows, take createHash.
  */
 const oneShot: typeof crypto.hash | undefined = crypto.hash;
 

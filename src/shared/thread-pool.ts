@@ -7,7 +7,7 @@ import { setPriority } from 'node:os';
  * Password hashing runs there: up to one argon2 computation per core plus one (src/auth/passwords.ts),
  * so a burst of password sign-ins keeps every core busy. At equal priority the event loop then waited for
  * the scheduler each time it woke, and every request waited with it: bearer reads beside a login burst
- * took 4 ms at the median instead of 1 (bench/RESULTS.md, finding 116). At nice 10 the kernel runs the
+ * took 4 ms at the median instead of 1 (docs/adr/0009-password-line.md). At nice 10 the kernel runs the
  * event loop first when both want a core; the pool keeps every core the loop leaves idle, so logins per
  * second do not change.
  */

@@ -102,7 +102,7 @@ class Batch {
 }
 
 class NonBlockingSqliteDriver implements Driver {
-  private readonly statements = new Map<string, Prepared>();
+  private readonly statements = new Map<string, Statement>();
   private holder: Lease | null = null;
   /** Leases queued for the connection, each with the function that hands it over. */
   private readonly waiting: Array<{ lease: Lease; grant: () => void }> = [];
@@ -200,9 +200,9 @@ class NonBlockingSqliteDriver implements Driver {
    */
   async execute<R>(lease: Lease, { sql, parameters }: CompiledQuery): Promise<QueryResult<R>> {
     if (this.holder !== lease) throw new Error('a statement on a connection lease that is not the holder');
-    const { statement, toRow } = this.prepare(sql);
+    const statement = this.prepare(sql);
     if (!lease.batch && (this.batch || !statement.readonly)) await this.joinBatch(lease);
-    return this.retryingBusy(lease.deadline, () => this.inBatch(lease, () => resultOf<R>(statement, toRow, parameters)));
+    return this.retryingBusy(lease.deadline, () => this.inBatch(lease, () => resultOf<R>(statement, parameters)));
   }
 
   /**
@@ -224,9 +224,7 @@ class NonBlockingSqliteDriver implements Driver {
   }
 
   *stream(sql: string, parameters: readonly unknown[]): IterableIterator<unknown> {
-    // Only a statement that returns rows has a toRow; better-sqlite3 refuses to iterate any other.
-    const { statement, toRow } = this.prepare(sql);
-    for (const values of statement.iterate(parameters) as IterableIterator<unknown[]>) yield toRow!(values);
+    yield* this.prepare(sql).iterate(parameters);
   }
 
   private async joinBatch(lease: Lease): Promise<void> {
@@ -273,7 +271,7 @@ class NonBlockingSqliteDriver implements Driver {
   }
 
   private exec(sql: string): void {
-    this.prepare(sql).statement.run();
+    this.prepare(sql).run();
   }
 
   /**
@@ -298,11 +296,10 @@ class NonBlockingSqliteDriver implements Driver {
   }
 
 
-  private prepare(sql: string): Prepared {
+  private prepare(sql: string): Statement {
     let prepared = this.statements.get(sql);
     if (!prepared) {
-      const statement = this.options.database.prepare(sql);
-      prepared = { statement, toRow: statement.reader ? rowBuilder(statement.raw(true).columns().map((column) => column.name)) : undefined };
+      prepared = this.options.database.prepare(sql);
       // Oldest first out: Map keeps insertion order.
       if (this.statements.size >= STATEMENT_CACHE_SIZE) this.statements.delete(this.statements.keys().next().value!);
       this.statements.set(sql, prepared);
@@ -311,34 +308,11 @@ class NonBlockingSqliteDriver implements Driver {
   }
 }
 
-/** Runs a statement: its rows (made by toRow) when it returns rows, else its changes. */
-function resultOf<R>(statement: Statement, toRow: RowBuilder | undefined, parameters: readonly unknown[]): QueryResult<R> {
-  if (toRow) return { rows: (statement.all(parameters) as unknown[][]).map(toRow) as R[] };
+/** Runs a statement: its rows when it returns rows, else its changes. */
+function resultOf<R>(statement: Statement, parameters: readonly unknown[]): QueryResult<R> {
+  if (statement.reader) return { rows: statement.all(parameters) as R[] };
   const { changes, lastInsertRowid } = statement.run(parameters);
   return { numAffectedRows: BigInt(changes), insertId: BigInt(lastInsertRowid), rows: [] };
-}
-
-/** A cached statement; for one that returns rows, the function that makes a row of its values (rowBuilder). */
-interface Prepared {
-  statement: Statement;
-  toRow: RowBuilder | undefined;
-}
-
-type RowBuilder = (values: unknown[]) => Record<string, unknown>;
-
-/**
- * A function making a statement's row object from its values (the statement in raw mode), as one
- * object literal. better-sqlite3 sets a row's columns one by one, which leaves a row of more than a
- * dozen columns (every joined read of a grant) in V8's dictionary mode: ~12 µs for a row of 50
- * columns against ~6 µs made so, and slower reads of its fields. Column
- * names are quoted by JSON.stringify; a name selected twice keeps its last value, as better-sqlite3's
- * own rows do. A literal would take a `__proto__` column for the prototype: such a row is built by
- * defining its fields instead.
- */
-function rowBuilder(columns: readonly string[]): RowBuilder {
-  if (columns.includes('__proto__')) return (values) => Object.fromEntries(columns.map((name, i) => [name, values[i]]));
-  const fields = columns.map((name, i) => `${JSON.stringify(name)}: values[${i}]`).join(', ');
-  return new Function('values', `return { ${fields} };`) as RowBuilder;
 }
 
 /** One caller's turn with the connection (a query, a transaction, or `db.connection()`). */

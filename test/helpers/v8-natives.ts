@@ -7,5 +7,3 @@ setFlagsFromString('--allow-natives-syntax');
 /** Whether two objects share one hidden class (map). */
 export const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
 
-/** Whether an object keeps fast (in-map) properties rather than V8's dictionary mode. */
-export const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
