@@ -33,6 +33,7 @@ import { isLocalDevelopment } from '../shared/loopback.js';
 import { requestContext } from '../shared/request-context.js';
 import { s256 } from '../sign-in/pkce.js';
 import type { Developer } from '../storage/repos/developers.js';
+import { findMemberEmails } from '../storage/repos/app-users.js';
 import { findUserById } from '../storage/repos/users.js';
 import { viewChart } from './chart.js';
 import { CONSOLE_PAGES } from './docs.js';
@@ -443,8 +444,10 @@ export default async function consolePages(app: FastifyInstance) {
       return render(request, reply, 'events', { ...locals, errors: checked.errors, list: null });
     }
     const list = await listAppEventPage(db, owned.id, checked.value);
+    // People by their address, not their id (only the app's own users: the page shows no others).
+    const emails = await findMemberEmails(db, owned.id, list.items.flatMap((e) => (e.user_id ? [e.user_id] : [])));
     const next = list.next_cursor ? new URLSearchParams({ ...(raw.type ? { type: raw.type } : {}), after: list.next_cursor }).toString() : null;
-    return render(request, reply, 'events', { ...locals, list, next });
+    return render(request, reply, 'events', { ...locals, list, next, emails });
   });
 
   // ---- Legal documents of an app ----

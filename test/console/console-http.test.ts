@@ -254,6 +254,9 @@ describe('developer console (HTTP)', () => {
     expect(row.status).toBe('blocked');
     const events = await browser.get(`/console/apps/${owned.id}/events?type=app.user_blocked`);
     expect(events.body).toContain('app.user_blocked');
+    // The user by their address (their id on hover), the event's data as fields, not JSON.
+    expect(events.body).toContain(`<span title="${member.id}" data-user-id="${member.id}">${member.email}</span>`);
+    expect(events.body).toContain('<dl class="event-data">');
     expect((await browser.get(`/console/apps/${owned.id}/events?after=bad`)).statusCode).toBe(400);
 
     // API keys: the initial key is listed; a new key works on /v1/dev and stops working once revoked.

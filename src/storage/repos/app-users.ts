@@ -54,3 +54,10 @@ export async function listAppsOfUser(db: Kysely<Database>, userId: string): Prom
     .execute();
   return rows.map((r) => ({ appId: r.app_id, appName: r.name, lastLoginAt: r.last_login_at }));
 }
+
+/** The email addresses of those of `userIds` who are users of the app (the others are left out). */
+export async function findMemberEmails(db: Kysely<Database>, appId: string, userIds: readonly string[]): Promise<Map<string, string>> {
+  if (!userIds.length) return new Map();
+  const rows = await db.selectFrom('app_users').select(['user_id', 'email']).where('app_id', '=', appId).where('user_id', 'in', [...new Set(userIds)]).execute();
+  return new Map(rows.map((row) => [row.user_id, row.email]));
+}
