@@ -32,6 +32,7 @@ export const CONSOLE_PAGES: Record<string, PageDoc> = {
   'POST /console/apps/{id}/delete': form('consoleDeleteApp', 'Delete an app', { 400: ['invalid_request'], 404: ['not_found'] }, '`action=delete`.'),
   'GET /console/apps/{id}/integration': page('consoleIntegrationPage', 'Integration snippets of an app', 'Discovery URL, client id, `openid-client` and `oidc-client-ts` examples.', owned),
   'GET /console/apps/{id}/users': page('consoleAppUsers', "An app's users", '`q`, `status`, `page` as `GET /v1/dev/apps/{id}/users`.', { 400: ['invalid_request'], 404: ['not_found'] }),
+  'GET /console/apps/{id}/users/{userId}': page('consoleAppUser', 'One user of an app', 'Their address, name, status, dates and latest events at the app; block or unblock.', { 404: ['not_found'] }),
   'POST /console/apps/{id}/users': form('consoleBlockUser', 'Block or unblock a user', { 400: ['invalid_request'], 404: ['not_found'] }, '`user_id`, `action=block` or `unblock`.'),
   'GET /console/apps/{id}/events': page('consoleAppEvents', "An app's audit events", '`type`, `after` as `GET /v1/dev/apps/{id}/events`.', { 400: ['invalid_request'], 404: ['not_found'] }),
   'GET /console/apps/{id}/legal': page('consoleAppLegal', "An app's legal documents and their views", undefined, owned),

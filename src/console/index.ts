@@ -13,6 +13,8 @@ import {
   listAppLegalViews,
   listApps,
   listAppUserPage,
+  findAppUserItem,
+  listUserEventsOfApp,
   removeApp,
   requireOwnedApp,
   rotateClientSecret,
@@ -413,6 +415,16 @@ export default async function consolePages(app: FastifyInstance) {
     const list = await listAppUserPage(db, app.dialect, owned.id, checked.value);
     const notice = changed === 'blocked' ? 'console.users.blocked' : changed === 'active' ? 'console.users.unblocked' : undefined;
     return render(request, reply, 'users', { ...locals, list, notice, back: new URLSearchParams(raw).toString() });
+  });
+
+  app.get('/console/apps/:id/users/:userId', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const userId = UserId.safeParse((request.params as { userId: string }).userId);
+    const user = userId.success ? await findAppUserItem(db, owned.id, userId.data) : undefined;
+    if (!user) throw new AppError('not_found', { message: 'No such user of this app.' });
+    const events = await listUserEventsOfApp(db, owned.id, user.id, 20);
+    return render(request, reply, 'user', { titleKey: 'console.user.title', titleParams: { email: user.email }, app: toAppView(owned), tab: 'users', user, events, back: '' });
   });
 
   app.post('/console/apps/:id/users', async (request, reply) => {

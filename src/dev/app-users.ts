@@ -82,6 +82,12 @@ export const toListItem = (r: AppUserListRow) => ({
   last_login_at: r.lastLoginAt === null ? null : isoTime(r.lastLoginAt),
 });
 
+/** One user of the app as the listing shows them; undefined when not a user of it. */
+export async function findAppUserItem(db: Kysely<Database>, appId: string, userId: string) {
+  const row = await findAppUserListRow(db, appId, userId);
+  return row && toListItem(row);
+}
+
 /** One page of an app's users, as the listing shows them (the query as UserListQuery parsed it). */
 export async function listAppUserPage(db: Kysely<Database>, dialect: Dialect, appId: string, query: z.output<typeof UserListQuery>) {
   const page = query.page ?? 1;

@@ -77,6 +77,12 @@ export async function listAppEventPage(db: Kysely<Database>, appId: string, quer
   };
 }
 
+/** A user's latest events at the app, newest first, as the developer may see them. */
+export async function listUserEventsOfApp(db: Kysely<Database>, appId: string, userId: string, limit: number) {
+  const rows = await listEventsVisibleToApp(db, appId, { userId, newestFirst: true, limit });
+  return rows.map((e) => ({ id: e.id, type: e.type, ip: e.ip, at: isoTime(Number(e.at)), data: developerData(e.data) }));
+}
+
 export default async function devEventsRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   app.get(

@@ -8,9 +8,9 @@ import { createApp, listApps, removeApp, rotateClientSecret, toAppView, updateAp
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 // The module's public face: what other modules may use (docs/architecture/modules.md).
-export { listAppUserPage, setAppUserStatusAudited, UserListQuery } from './app-users.js';
+export { findAppUserItem, listAppUserPage, setAppUserStatusAudited, UserListQuery } from './app-users.js';
 export { requireOwnedApp } from './auth.js';
-export { EventsQuery, listAppEventPage } from './events.js';
+export { EventsQuery, listAppEventPage, listUserEventsOfApp } from './events.js';
 export { listAppLegalViews } from './legal.js';
 export { CreateAppBody, UpdateAppBody } from './schemas.js';
 export { type AppView, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';

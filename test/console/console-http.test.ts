@@ -252,6 +252,17 @@ describe('developer console (HTTP)', () => {
     expect(String(blocked.headers.location)).toBe(`${usersUrl}?q=x&changed=blocked`);
     const row = await t.db.selectFrom('app_users').select('status').where('app_id', '=', owned.id).where('user_id', '=', member.id).executeTakeFirstOrThrow();
     expect(row.status).toBe('blocked');
+    // The user's own page: their address, status and latest events here; no page for strangers.
+    const detail = await browser.get(`${usersUrl}/${member.id}`);
+    expect(detail.statusCode).toBe(200);
+    expect(detail.body).toContain(member.email);
+    expect(detail.body).toMatch(/class="badge blocked"/);
+    expect(detail.body).toContain('app.user_blocked');
+    expect(detail.body).toContain('value="unblock"');
+    expect((await browser.get(`${usersUrl}/usr_nobody`)).statusCode).toBe(404);
+    const stranger = await t.db.insertInto('users').values({ id: 'usr_stranger_detail', email: 'stranger-detail@example.com', email_verified: 0, password_hash: null, name: null, phone_number: null, birthdate: null, status: 'active', password_changed_at: null, created_at: t.clock.now(), updated_at: t.clock.now() }).execute();
+    expect(stranger).toBeDefined();
+    expect((await browser.get(`${usersUrl}/usr_stranger_detail`)).statusCode).toBe(404);
     const events = await browser.get(`/console/apps/${owned.id}/events?type=app.user_blocked`);
     expect(events.body).toContain('app.user_blocked');
     // The user by their address (their id on hover), the event's data as fields, not JSON.

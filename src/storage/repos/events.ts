@@ -99,7 +99,7 @@ export interface AppVisibleEventRow extends EventRow {
 export async function listEventsVisibleToApp(
   db: Kysely<Database>,
   appId: string,
-  options: { type?: string; after?: string; limit: number },
+  options: { type?: string; after?: string; userId?: string; newestFirst?: boolean; limit: number },
 ): Promise<AppVisibleEventRow[]> {
   let q = db
     .selectFrom('events as e')
@@ -110,6 +110,7 @@ export async function listEventsVisibleToApp(
     .where((eb) => eb.or([eb('au.user_id', 'is not', null), eb('e.type', 'in', [...ACCOUNT_NEUTRAL_EVENT_TYPES, ...DEVELOPER_ACTION_EVENT_TYPES])]));
   if (options.type) q = q.where('e.type', '=', options.type);
   if (options.after) q = q.where('e.id', '>', options.after);
-  const rows = await q.orderBy('e.id', 'asc').limit(options.limit).execute();
+  if (options.userId) q = q.where('e.user_id', '=', options.userId);
+  const rows = await q.orderBy('e.id', options.newestFirst ? 'desc' : 'asc').limit(options.limit).execute();
   return rows.map((row) => ({ ...row, member: Number(row.member) }));
 }
