@@ -182,6 +182,10 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
     await click(page, 'block');
     expect(await page.textContent(`tr[data-user="${endUser.id}"]`)).toContain('blocked');
     await check(page, 'users');
+    // The user's own page, from their address in the list.
+    await Promise.all([page.waitForNavigation(), page.click(`tr[data-user="${endUser.id}"] a`)]);
+    expect(await page.textContent('h2#user-heading')).toContain(endUser.email);
+    await check(page, 'user');
     const refused = await endUserSignIn(javaScriptEnabled, clientId, endUser.email, endUser.password);
     // Refused after the right password: back at the app with access_denied, no code.
     const refusal = new URL(refused.url());
