@@ -10,6 +10,7 @@ import * as passkeys from './2026-11-24T1300_passkeys.js';
 import * as appBranding from './2026-11-24T1400_app_branding.js';
 import * as developerConsole from './2026-11-24T1400_developer_console.js';
 import * as appScopedPasskeys from './2026-12-07T1000_app_scoped_passkeys.js';
+import * as darkLogo from './2026-12-07T1600_dark_logo.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -29,6 +30,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-11-24T1400_app_branding': { all: appBranding },
   '2026-11-24T1400_developer_console': { all: developerConsole },
   '2026-12-07T1000_app_scoped_passkeys': { all: appScopedPasskeys },
+  '2026-12-07T1600_dark_logo': { all: darkLogo },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -42,6 +42,7 @@ export function appInput(body: FormBody) {
     mfa: field(body, 'mfa') || 'optional',
     // An emptied branding field removes it (the API's null).
     logo_url: field(body, 'logo_url') || null,
+    logo_url_dark: field(body, 'logo_url_dark') || null,
     accent_color: field(body, 'accent_color') || null,
   };
 }

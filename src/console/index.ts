@@ -91,7 +91,7 @@ function listingQuery(query: unknown): Record<string, string> {
 }
 
 /** App form values as the page shows them (text areas one entry a line). */
-function appFormValues(view: Pick<AppView, 'name' | 'redirect_uris' | 'allowed_origins' | 'type' | 'features' | 'required_fields' | 'mfa' | 'logo_url' | 'accent_color'>) {
+function appFormValues(view: Pick<AppView, 'name' | 'redirect_uris' | 'allowed_origins' | 'type' | 'features' | 'required_fields' | 'mfa' | 'logo_url' | 'logo_url_dark' | 'accent_color'>) {
   return {
     name: view.name,
     redirect_uris: view.redirect_uris.join('\n'),
@@ -101,6 +101,7 @@ function appFormValues(view: Pick<AppView, 'name' | 'redirect_uris' | 'allowed_o
     required_fields: [...view.required_fields],
     mfa: view.mfa,
     logo_url: view.logo_url ?? '',
+    logo_url_dark: view.logo_url_dark ?? '',
     accent_color: view.accent_color ?? '',
   };
 }
@@ -115,6 +116,7 @@ const NEW_APP_VALUES = appFormValues({
   required_fields: [],
   mfa: 'optional',
   logo_url: null,
+  logo_url_dark: null,
   accent_color: null,
 });
 
@@ -128,6 +130,7 @@ function postedAppValues(body: FormBody) {
     required_fields: fields(body, 'required_fields'),
     mfa: field(body, 'mfa') || 'optional',
     logo_url: field(body, 'logo_url'),
+    logo_url_dark: field(body, 'logo_url_dark'),
     accent_color: field(body, 'accent_color'),
   };
 }

@@ -60,7 +60,7 @@ export async function ensureConsoleApp(db: Kysely<Database>, config: ResolvedCon
     features: { auth: true, profile: false },
     requiredFields: [],
     mfa: 'optional',
-    branding: { logoUrl: null, accentColor: null },
+    branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
     disabled: false,
     createdAt: now,
     updatedAt: now,

@@ -39,6 +39,7 @@ async function appsRoutes(scope: FastifyInstance) {
     required_fields: [],
     mfa: 'optional',
     logo_url: null,
+    logo_url_dark: null,
     accent_color: null,
     disabled: false,
     created_at: EXAMPLE.time,

@@ -57,6 +57,7 @@ export const CreateAppBody = z.strictObject({
   allowed_origins: AllowedOrigins.default([]),
   mfa: MfaPolicy.default('optional'),
   logo_url: LogoUrl.nullable().default(null),
+  logo_url_dark: LogoUrl.nullable().default(null),
   accent_color: AccentColor.nullable().default(null),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
@@ -70,6 +71,7 @@ export const UpdateAppBody = z.strictObject({
   allowed_origins: AllowedOrigins.optional(),
   mfa: MfaPolicy.optional(),
   logo_url: LogoUrl.nullable().optional(),
+  logo_url_dark: LogoUrl.nullable().optional(),
   accent_color: AccentColor.nullable().optional(),
   disabled: z.boolean().optional(),
 });
@@ -89,6 +91,7 @@ export const AppView = z
     required_fields: z.array(z.enum(['name', 'phone_number', 'birthdate', 'email_verified'])),
     mfa: z.enum(['off', 'optional', 'required']),
     logo_url: z.string().nullable().describe('Hosted-page logo (https URL), or null.'),
+    logo_url_dark: z.string().nullable().describe('The logo for the dark colour scheme (https URL), or null for `logo_url` in both.'),
     accent_color: z.string().nullable().describe('Hosted-page accent colour `#rrggbb`, or null.'),
     disabled: z.boolean(),
     created_at: z.string(),

@@ -10,7 +10,7 @@ import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
-export type NewAppInput = Omit<CreateAppInput, 'logo_url' | 'accent_color'> & Partial<Pick<CreateAppInput, 'logo_url' | 'accent_color'>>;
+export type NewAppInput = Omit<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color'> & Partial<Pick<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color'>>;
 
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
 export interface AppView {
@@ -24,6 +24,7 @@ export interface AppView {
   required_fields: App['requiredFields'];
   mfa: App['mfa'];
   logo_url: string | null;
+  logo_url_dark: string | null;
   accent_color: string | null;
   disabled: boolean;
   created_at: string;
@@ -43,6 +44,7 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     required_fields: app.requiredFields,
     mfa: app.mfa,
     logo_url: app.branding.logoUrl,
+    logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
@@ -82,7 +84,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     features: input.features,
     requiredFields: input.required_fields,
     mfa: input.mfa,
-    branding: { logoUrl: input.logo_url ?? null, accentColor: input.accent_color ?? null },
+    branding: { logoUrl: input.logo_url ?? null, logoUrlDark: input.logo_url_dark ?? null, accentColor: input.accent_color ?? null },
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -113,6 +115,7 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
     // null clears a branding field; absent keeps it.
     branding: {
       logoUrl: patch.logo_url === undefined ? app.branding.logoUrl : patch.logo_url,
+      logoUrlDark: patch.logo_url_dark === undefined ? app.branding.logoUrlDark : patch.logo_url_dark,
       accentColor: patch.accent_color === undefined ? app.branding.accentColor : patch.accent_color,
     },
     disabled: patch.disabled ?? app.disabled,

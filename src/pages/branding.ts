@@ -25,10 +25,11 @@ export function brandStylesheet(accent: string): string {
 /** What a page shows of the app the sign-in is for (undefined for none). */
 export function brandOf(app: App | undefined): PageBrand | undefined {
   if (!app || app.disabled) return undefined;
-  const { logoUrl, accentColor } = app.branding;
+  const { logoUrl, logoUrlDark, accentColor } = app.branding;
   return {
     name: app.name,
     logoUrl,
+    logoUrlDark: logoUrl ? logoUrlDark : null,
     // The version makes a changed colour show at once despite caching.
     stylesheet: accentColor ? `/assets/brand/${encodeURIComponent(app.id)}.css?v=${app.updatedAt}` : null,
   };

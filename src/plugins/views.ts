@@ -25,6 +25,8 @@ declare module 'fastify' {
 export interface PageBrand {
   name: string;
   logoUrl: string | null;
+  /** The logo for the dark colour scheme, when the app has one. */
+  logoUrlDark: string | null;
   stylesheet: string | null;
 }
 

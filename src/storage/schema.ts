@@ -42,6 +42,7 @@ export interface AppsTable {
   mfa: 'off' | 'optional' | 'required';
   /** Hosted-page branding: an https logo URL and a `#rrggbb` accent colour (NULL = default look). */
   logo_url: string | null;
+  logo_url_dark: string | null;
   accent_color: string | null;
   disabled: number;
   created_at: number;

@@ -36,7 +36,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     features: { auth: true, profile: true },
     requiredFields: [],
     mfa: 'optional',
-    branding: { logoUrl: null, accentColor: null },
+    branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
     disabled: false,
     createdAt: now,
     updatedAt: now,

@@ -164,7 +164,7 @@ export async function startTour(locale: Locale): Promise<Tour> {
   const t = await buildTestApp({ env: { BASE_URL: base, IP_AUTH_PER_MINUTE: '10000', PASSWORD_MAX_WAIT_MS: String(BUSY_BOUND_MS) } });
   await t.app.listen({ port, host: '127.0.0.1' });
   const callback = `${base}/app/callback`;
-  const branded = await makeClient(t, { name: 'Acme Notes', redirectUris: [callback], requiredFields: ['phone_number'], branding: { logoUrl: LOGO_URL, accentColor: '#0f766e' } });
+  const branded = await makeClient(t, { name: 'Acme Notes', redirectUris: [callback], requiredFields: ['phone_number'], branding: { logoUrl: LOGO_URL, logoUrlDark: null, accentColor: '#0f766e' } });
   const strict = await makeClient(t, { name: 'Strict Bank', redirectUris: [callback], mfa: 'required' });
   const member = await makeUser(t.app, { email: 'ada@example.com', password: 'member passphrase 2024', name: 'Ada' });
   const second = await makeUser(t.app, { email: 'grace@example.com', password: 'second passphrase 2024', name: 'Grace', email_verified: 1 });

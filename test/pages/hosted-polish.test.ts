@@ -154,6 +154,8 @@ describe('hosted pages: branding, favicon, languages, account, mailbox', () => {
       { logo_url: 'javascript:alert(1)' },
       { logo_url: 'https://user:pw@cdn.example/logo.svg' },
       { logo_url: `https://cdn.example/${'a'.repeat(2100)}` },
+      { logo_url_dark: 'http://cdn.example/logo-dark.svg' },
+      { logo_url_dark: 'javascript:alert(1)' },
       { accent_color: 'red' },
       { accent_color: '#12345' },
       { accent_color: '#123456;}body{display:none' },
@@ -178,9 +180,16 @@ describe('hosted pages: branding, favicon, languages, account, mailbox', () => {
     const css = await t.app.inject({ method: 'GET', url: sheet!.replace(/&amp;/g, '&') });
     expect(css.statusCode).toBe(200);
     expect(css.headers['content-type']).toContain('text/css');
-    // A light accent gets dark text, so the button passes contrast.
     // Buttons in the accent with black text; links and focus rings darkened to read on the light card, as they are on the dark one.
     expect(css.body).toBe(':root { --accent: #ffd400; --accent-contrast: #000000; --link: #8c7500; --focus: #a68a00; }\n@media (prefers-color-scheme: dark) { :root { --accent: #ffd400; --accent-contrast: #000000; --link: #ffd400; --focus: #ffd400; } }\n');
+
+    // A logo for dark mode: the page offers it to devices in the dark scheme.
+    expect(login.body).not.toContain('data-brand-logo-dark');
+    const dark = await t.app.inject({ method: 'PATCH', url: `/v1/dev/apps/${app.id}`, headers, payload: { logo_url_dark: 'https://cdn.example/logo-dark.svg' } });
+    expect(dark.json()).toMatchObject({ logo_url: 'https://cdn.example/logo.svg', logo_url_dark: 'https://cdn.example/logo-dark.svg' });
+    const b3 = new Browser(t.app);
+    const darkLogin = await b3.get(String((await b3.get(authorizeUrl({ app: (await findApp(t.db, app.id))! }).url)).headers.location));
+    expect(darkLogin.body).toContain('<source media="(prefers-color-scheme: dark)" srcset="https://cdn.example/logo-dark.svg" data-brand-logo-dark>');
 
     // Another app's sign-in, and a page with no sign-in in flight, show the default look.
     const other = await makeClient(t);
@@ -358,7 +367,7 @@ describe('hosted pages: the way through', () => {
   });
 
   it('mails for an app carry its logo and its accent on the button; mails for no app look like Gatehouse', async () => {
-    const shop = await makeClient(t, { name: 'Green Shop', branding: { logoUrl: 'https://shop.example/logo.svg', accentColor: '#0a7f3f' } });
+    const shop = await makeClient(t, { name: 'Green Shop', branding: { logoUrl: 'https://shop.example/logo.svg', logoUrlDark: null, accentColor: '#0a7f3f' } });
     const b = new Browser(t.app);
     const start = await b.get(authorizeUrl(shop).url);
     const email = uniqueEmail('brand');

@@ -15,7 +15,7 @@ describe('branding follows the flow that chose it', () => {
   const LOGO = 'https://tracker.example/pixel.svg';
   beforeAll(async () => {
     t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '100000' } });
-    evil = await makeClient(t, { name: 'Totally Gatehouse Support', redirectUris: ['https://evil.example/cb'], branding: { logoUrl: LOGO, accentColor: '#ff0000' } });
+    evil = await makeClient(t, { name: 'Totally Gatehouse Support', redirectUris: ['https://evil.example/cb'], branding: { logoUrl: LOGO, logoUrlDark: null, accentColor: '#ff0000' } });
   });
   afterAll(async () => {
     await t?.close();

@@ -20,6 +20,7 @@ const row = (i: number): AppRow => ({
   required_fields: '[]',
   mfa: 'off',
   logo_url: null,
+  logo_url_dark: null,
   accent_color: null,
   disabled: 0,
   created_at: i,

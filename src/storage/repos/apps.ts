@@ -25,7 +25,7 @@ export interface App {
   /** Second-factor policy. */
   mfa: MfaPolicy;
   /** Hosted-page branding (validated on write: https URL, `#rrggbb`). */
-  branding: { logoUrl: string | null; accentColor: string | null };
+  branding: { logoUrl: string | null; logoUrlDark: string | null; accentColor: string | null };
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
@@ -57,7 +57,7 @@ export function toApp(row: AppRow): App {
     allowedOrigins: JSON.parse(row.allowed_origins) as string[],
     requiredFields: JSON.parse(row.required_fields) as RequiredField[],
     mfa: row.mfa,
-    branding: { logoUrl: row.logo_url, accentColor: row.accent_color },
+    branding: { logoUrl: row.logo_url, logoUrlDark: row.logo_url_dark, accentColor: row.accent_color },
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -77,6 +77,7 @@ function toRow(app: App): AppsTable {
     required_fields: JSON.stringify(app.requiredFields),
     mfa: app.mfa,
     logo_url: app.branding.logoUrl,
+    logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
     disabled: app.disabled ? 1 : 0,
     created_at: app.createdAt,
