@@ -233,7 +233,8 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   const grant = { requestedScope: req.scope, forceConsent: req.prompt.has('consent'), amr: who.amr };
   let step = await app.signIn.admit(app.db, user, req.app, grant, 'authorize');
   if (step === 'consent' && consentIsImplied(req.app) && !grant.forceConsent) {
-    await app.signIn.grantConsent(app.db, { appId: req.app.id, userId: user.id, scope: req.scope, via: 'first_party' }, requestContext(request));
+    const consent = { appId: req.app.id, userId: user.id, scope: req.scope, via: 'first_party' };
+    await app.db.transaction().execute((trx) => app.signIn.grantConsent(trx, consent, requestContext(request)));
     step = await app.signIn.nextStep(app.db, user, req.app, grant);
   }
 

@@ -210,8 +210,7 @@ export default async function authMailPages(app: FastifyInstance) {
 
   /** A verified address goes on with the sign-in that asked for it, if any. */
   function afterVerified(request: FastifyRequest, reply: FastifyReply) {
-    const resume = app.browserSessions.readData<{ resume?: string }>(request).resume;
-    if (typeof resume === 'string' && /^\/oauth\/authorize\?/.test(resume)) return reply.redirect(resume, 303);
-    return renderVerify(request, reply, { done: true });
+    const resume = resumeOf(request);
+    return resume ? reply.redirect(resume, 303) : renderVerify(request, reply, { done: true });
   }
 }
