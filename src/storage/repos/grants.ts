@@ -395,6 +395,64 @@ export function rotateRefreshToken(db: Kysely<Database>, rotation: Rotation): Pr
   });
 }
 
+/** The columns of `rows`, one array per pick: the parameters of a statement over `unnest` of the rows. */
+function columnsOf<R, P extends Array<(row: R) => unknown>>(rows: readonly R[], ...picks: P): { [K in keyof P]: Array<ReturnType<P[K]>> } {
+  return picks.map((pick) => rows.map(pick)) as { [K in keyof P]: Array<ReturnType<P[K]>> };
+}
+
+/**
+ * rotateRefreshToken for many rotations in one statement (a data-modifying WITH, so one round trip and
+ * one commit for all, atomic; PostgreSQL only): returns the successor hashes stored, those of the
+ * rotations that won. A token asked twice is rotated once (`distinct on`). The UPDATE re-checks
+ * `consumed_at is null` on the row it locks, so a token rotated meanwhile by another statement is lost
+ * here, as with one rotation. Two statements that lock the same tokens in opposite orders deadlock;
+ * PostgreSQL then fails one, which changes nothing (the caller runs its rotations again one by one).
+ */
+const rotateInOneStatement = precompiled(
+  (
+    db,
+    tokenHashes: readonly string[], ats: readonly number[], sealedResponses: readonly string[], successorHashes: readonly string[],
+    grantIds: readonly string[], appIds: readonly string[], scopes: readonly string[], createdAts: readonly number[], expiresAts: readonly number[],
+  ) => ({
+    compile: () =>
+      sql<{ token_hash: string }>`
+        with asked as (
+          select distinct on (token_hash) * from unnest(
+            ${tokenHashes}::text[], ${ats}::bigint[], ${sealedResponses}::text[], ${successorHashes}::text[],
+            ${grantIds}::text[], ${appIds}::text[], ${scopes}::text[], ${createdAts}::bigint[], ${expiresAts}::bigint[]
+          ) as r(token_hash, at, sealed_response, successor_hash, grant_id, app_id, scope, created_at, expires_at)
+        ),
+        rotated as (
+          update refresh_tokens t set consumed_at = r.at, successor_response = r.sealed_response, successor_hash = r.successor_hash
+          from asked r
+          where t.token_hash = r.token_hash and t.consumed_at is null
+          returning r.successor_hash, r.grant_id, r.app_id, r.scope, r.created_at, r.expires_at
+        )
+        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
+        select successor_hash, grant_id, app_id, scope, created_at, expires_at from rotated
+        returning token_hash`.compile(db),
+  }),
+);
+
+export async function rotateRefreshTokens(db: Kysely<Database>, rotations: readonly Rotation[]): Promise<Set<string>> {
+  const { rows } = await rotateInOneStatement(
+    db,
+    ...columnsOf(
+      rotations,
+      (r) => r.tokenHash,
+      (r) => r.at,
+      (r) => r.sealedResponse,
+      (r) => r.successor.token_hash,
+      (r) => r.successor.grant_id,
+      (r) => r.successor.app_id,
+      (r) => r.successor.scope,
+      (r) => r.successor.created_at,
+      (r) => r.successor.expires_at,
+    ),
+  );
+  return new Set(rows.map((row) => row.token_hash));
+}
+
 // Authorization codes --------------------------------------------------------------------------------
 
 export type AuthorizationCodeRow = AuthorizationCodesTable;
@@ -526,6 +584,96 @@ export interface Redemption {
   at: number;
   grant: Insertable<GrantsTable>;
   refreshToken: Insertable<RefreshTokensTable>;
+}
+
+/** A consumed code as redeemInOneStatement's `consumed` holds it: the code's columns and what its redemption stores. */
+type ConsumedCode = AuthorizationCodesTable & {
+  g_app_id: string; g_user_id: string; g_scope: string; g_auth_time: number; g_amr: string | null; g_nonce: string | null; g_created_at: number;
+  g_expires_at: number; g_revoked_at: number | null; g_revoked_reason: string | null; g_awaiting: number;
+  t_hash: string; t_grant_id: string; t_app_id: string; t_scope: string; t_created_at: number; t_expires_at: number;
+};
+
+/**
+ * PostgreSQL's redemptions (redeemAuthorizationCodes) as one data-modifying statement over `unnest` of
+ * the redemptions: each code consumed (`consumed_at is null` re-checked on the row it locks: exactly
+ * one redemption or burn wins; a code asked twice in one statement is taken once, `distinct on`) and
+ * linked to its new grant, the grant and its first refresh token stored only for the codes consumed
+ * here, and each one's redemption basis as this statement saw it (its joins see the users,
+ * memberships and consents committed before it), the grant id naming the redemption.
+ */
+const redeemInOneStatement = precompiled(
+  (
+    db, codeHashes: readonly string[], ats: readonly number[],
+    ids: readonly string[], appIds: readonly string[], userIds: readonly string[], scopes: readonly string[], authTimes: readonly number[],
+    amrs: readonly (string | null)[], nonces: readonly (string | null)[], createdAts: readonly number[], expiresAts: readonly number[],
+    revokedAts: readonly (number | null)[], revokedReasons: readonly (string | null)[], awaitings: readonly number[],
+    tokenHashes: readonly string[], tokenGrantIds: readonly string[], tokenAppIds: readonly string[], tokenScopes: readonly string[],
+    tokenCreatedAts: readonly number[], tokenExpiresAts: readonly number[],
+  ) =>
+    db
+      // Raw SQL is not parenthesised by Kysely as a CTE's body: the parentheses are part of the text.
+      .with('consumed', () => sql<ConsumedCode>`(
+        with asked as (
+          select distinct on (code_hash) * from unnest(
+            ${codeHashes}::text[], ${ats}::bigint[], ${ids}::text[], ${appIds}::text[], ${userIds}::text[], ${scopes}::text[], ${authTimes}::bigint[],
+            ${amrs}::text[], ${nonces}::text[], ${createdAts}::bigint[], ${expiresAts}::bigint[], ${revokedAts}::bigint[], ${revokedReasons}::text[],
+            ${awaitings}::integer[], ${tokenHashes}::text[], ${tokenGrantIds}::text[], ${tokenAppIds}::text[], ${tokenScopes}::text[],
+            ${tokenCreatedAts}::bigint[], ${tokenExpiresAts}::bigint[]
+          ) as r(code_hash, at, g_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at,
+                 g_revoked_reason, g_awaiting, t_hash, t_grant_id, t_app_id, t_scope, t_created_at, t_expires_at)
+        )
+        update authorization_codes c set consumed_at = r.at, grant_id = r.g_id
+        from asked r
+        where c.code_hash = r.code_hash and c.consumed_at is null
+        returning ${sql.join(qualified('c', COLUMNS.authorization_codes).map((column) => sql.ref(column)))}, r.g_app_id, r.g_user_id, r.g_scope, r.g_auth_time, r.g_amr, r.g_nonce, r.g_created_at, r.g_expires_at, r.g_revoked_at,
+          r.g_revoked_reason, r.g_awaiting, r.t_hash, r.t_grant_id, r.t_app_id, r.t_scope, r.t_created_at, r.t_expires_at)`)
+      .with('g', () => sql`(
+        insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion)
+        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting
+        from consumed)`)
+      .with('t', () => sql`(
+        insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
+        select t_hash, t_grant_id, t_app_id, t_scope, t_created_at, t_expires_at from consumed)`)
+      .selectFrom('consumed as c')
+      .leftJoin('users as u', 'u.id', 'c.user_id')
+      .leftJoin('app_users as m', (join) => join.onRef('m.app_id', '=', 'c.app_id').onRef('m.user_id', '=', 'c.user_id'))
+      .leftJoin('consents as k', (join) => join.onRef('k.app_id', '=', 'c.app_id').onRef('k.user_id', '=', 'c.user_id'))
+      .select(REDEMPTION_COLUMNS),
+);
+
+/**
+ * Redeems codes in one statement (redeemInOneStatement; PostgreSQL only): concurrent code grants share
+ * it (TokenService). Returns, by grant id, the redemption basis of each redemption that consumed its
+ * code; the others consumed nothing and stored nothing.
+ */
+export async function redeemAuthorizationCodes(db: Kysely<Database>, redemptions: readonly Redemption[]): Promise<Map<string, CodeRedemption>> {
+  const { rows } = await redeemInOneStatement(
+    db,
+    ...columnsOf(
+      redemptions,
+      (r) => r.codeHash,
+      (r) => r.at,
+      (r) => r.grant.id,
+      (r) => r.grant.app_id,
+      (r) => r.grant.user_id,
+      (r) => r.grant.scope,
+      (r) => r.grant.auth_time,
+      (r) => r.grant.amr ?? null,
+      (r) => r.grant.nonce ?? null,
+      (r) => r.grant.created_at,
+      (r) => r.grant.expires_at,
+      (r) => r.grant.revoked_at ?? null,
+      (r) => r.grant.revoked_reason ?? null,
+      (r) => r.grant.awaiting_completion ?? AWAITING.nothing,
+      (r) => r.refreshToken.token_hash,
+      (r) => r.refreshToken.grant_id,
+      (r) => r.refreshToken.app_id,
+      (r) => r.refreshToken.scope,
+      (r) => r.refreshToken.created_at,
+      (r) => r.refreshToken.expires_at,
+    ),
+  );
+  return new Map(rows.map((row) => [row.c_grant_id!, toCodeRedemption(row)]));
 }
 
 /**
