@@ -43,7 +43,7 @@ export default async function accountExportRoutes(scope: FastifyInstance) {
   // CORS for single-page apps: the token's app once authenticated (preflights: /v1/auth's OPTIONS route).
   app.addHook('onSend', corsOnSend({ appIdOf: headerClientId, unnamed: 'none' }));
   app.addHook('onRoute', (route) =>
-    shareRouteDocs(route, { tags: ['auth'], security: [{ accessToken: [] }], errors: { 401: ['unauthorized'], 429: ['rate_limited'] } }),
+    shareRouteDocs(route, { tags: ['auth'], security: [{ accessToken: [] }], errors: { 401: ['unauthorized'], 403: ['feature_disabled'], 429: ['rate_limited'] } }),
   );
 
   app.get(
@@ -69,6 +69,11 @@ export default async function accountExportRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       const identity = await app.tokens.authenticate(request);
       request.corsAppId = identity.appId;
+      // A token outlives its app's switch-off by its lifetime at most: a disabled app, or one without
+      // the Auth feature, fetches nothing with it (as at every other /v1/auth door).
+      const client = identity.grant.app;
+      if (client.disabled) throw new AppError('unauthorized', { detail: `app ${client.id} disabled` });
+      if (!client.features.auth) throw new AppError('feature_disabled', { detail: `app ${client.id} lacks auth` });
       return accountExportFor(app, reply, identity.userId, { coverage: 'app', appId: identity.appId });
     },
   );

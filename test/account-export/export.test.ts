@@ -247,6 +247,31 @@ describe('data export', () => {
     expect(crossSite.headers['content-disposition']).toBeUndefined();
   });
 
+  it("a disabled app, or one whose Auth feature is off, exports nothing with a token it still holds", async () => {
+    const client = await makeClient(t);
+    const user = await quickUser(t);
+    const tokens = await tokensFor(t, client.app, user);
+    await t.db.updateTable('apps').set({ feature_auth: 0 }).where('id', '=', client.app.id).execute();
+    const off = await restExport(tokens.access_token);
+    expect(off.statusCode).toBe(403);
+    expect(off.json()).toMatchObject({ code: 'feature_disabled' });
+    await t.db.updateTable('apps').set({ feature_auth: 1, disabled: 1 }).where('id', '=', client.app.id).execute();
+    expect((await restExport(tokens.access_token)).statusCode).toBe(401);
+  });
+
+  it('a session JWT of a pending sign-in is no credential for the export (401)', async () => {
+    const client = await makeClient(t, { requiredFields: ['phone_number'] });
+    const browser = new Browser(t.app);
+    const { email, password } = await browser.register(uniqueEmail('pending'));
+    const login = await t.app.inject({ method: 'POST', url: '/v1/auth/login', payload: { email, password, client_id: client.app.id } });
+    expect(login.statusCode).toBe(200);
+    const pending = login.json() as { status: string; session?: string };
+    expect(pending.status).toBe('pending');
+    const refused = await restExport(pending.session!);
+    expect(refused.statusCode).toBe(401);
+    expect(refused.body).not.toContain(email);
+  });
+
   it('a revoked app session exports nothing', async () => {
     const user = await quickUser(t);
     const tokens = await tokensFor(t, appA.app, user);
