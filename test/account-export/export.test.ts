@@ -4,6 +4,7 @@ import { newId } from '../../src/shared/ids.js';
 import { insertPasskey } from '../../src/storage/repos/passkeys.js';
 import { findUserByEmail } from '../../src/storage/repos/users.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 import { quickUser, tokensFor } from '../helpers/members.js';
 import { authorizeAndGetCode, Browser, csrfOf, exchangeCode, makeClient, type TestClient, uniqueEmail } from '../helpers/oauth-flows.js';
 
@@ -148,6 +149,11 @@ describe('data export', () => {
     appA = await makeClient(t, { name: 'App A' });
     appB = await makeClient(t, { name: 'App B' });
     p = await person(appA, appB);
+  });
+
+  afterAll(() => {
+    // Neither door writes the person's secrets (or the export) to a log line.
+    expectNoSecretsInLogs(t.logs, [...p.secrets, 'stored-at-app-A', 'stored-at-app-B']);
   });
 
   it("over REST with app A's token: the account and app A's part, never app B's profile document, sign-ins or events", async () => {
