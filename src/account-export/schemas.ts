@@ -26,7 +26,7 @@ const Account = z.object({
   updated_at: Time,
   provider_identities: z
     .array(z.object({ issuer: z.string(), subject: z.string(), email: z.string().nullable(), bound_at: Time }))
-    .describe('Accounts at the external identity provider bound to this one.'),
+    .describe('Accounts at the external identity provider bound to this one (`coverage: full` only).'),
 });
 
 const AppEntry = z.object({

@@ -23,7 +23,8 @@ import { type AccountExportDocument, EXPORT_FORMAT } from './schemas.js';
  * - `app`: an app, with the person's access token from it: the account itself, and of everything kept
  *   per app only what belongs to that app. An app must not use a person's token to read what the person
  *   stored at, allowed to, or did at another app (profile documents, consents, sign-ins, events), nor the
- *   sessions of the hosted pages.
+ *   sessions of the hosted pages, nor the binding to the external provider (an identity apps never see).
+ *   The account's own fields are those apps see of a user at every sign-in (`PublicUser`) and its status.
  */
 export type ExportAudience = { coverage: 'full' } | { coverage: 'app'; appId: string };
 
@@ -52,7 +53,7 @@ export async function buildAccountExport(db: Kysely<Database>, userId: string, a
   if (!account) return undefined;
   const appId = audience.coverage === 'app' ? audience.appId : undefined;
   const [identities, apps, factors, passkeys, grants, browser, profiles, legal, events] = await Promise.all([
-    listExportIdentities(db, userId),
+    audience.coverage === 'full' ? listExportIdentities(db, userId) : Promise.resolve([]),
     listExportApps(db, userId, appId),
     readExportFactors(db, userId),
     listExportPasskeys(db, userId, appId),

@@ -88,6 +88,10 @@ async function person(appA: TestClient, appB: TestClient): Promise<Person> {
   await insertPasskey(t.db, { ...passkey, id: newId('pk'), ...keyMaterial.app, name: 'Passkey for B', appId: appB.app.id });
 
   await t.db
+    .insertInto('provider_identities')
+    .values({ id: newId('idn'), user_id: user.id, issuer: 'https://idp.example', subject: 'idp-subject-42', email: 'ada@work.example', created_at: now })
+    .execute();
+  await t.db
     .insertInto('legal_acceptances')
     .values([
       { id: newId('acc'), user_id: user.id, owner: 'platform', doc_type: 'terms', lang: 'en', version: 3, accepted_at: now },
@@ -171,6 +175,9 @@ describe('data export', () => {
     expect(doc.coverage).toBe('app');
     expect(doc.app_id).toBe(appA.app.id);
     expect(doc.account).toMatchObject({ id: p.userId, email: p.email, email_verified: true, name: 'Alice Example', phone_number: '+4915112345678', birthdate: '1990-02-03', status: 'active', has_password: true });
+    // The provider binding is an identity apps never see: only on the account page.
+    expect(doc.account.provider_identities).toEqual([]);
+    expect(res.body).not.toContain('idp-subject-42');
     expect(doc.apps).toEqual([expect.objectContaining({ app_id: appA.app.id, name: 'App A', membership: expect.objectContaining({ status: 'active' }), consent: expect.objectContaining({ scopes: ['email', 'openid', 'profile'] }) })]);
     expect(doc.factors.authenticator_app?.confirmed_at).toEqual(expect.any(String));
     expect(doc.factors.recovery_codes).toEqual(expect.objectContaining({ total: 10, unused: 10 }));
@@ -216,6 +223,7 @@ describe('data export', () => {
     expect(doc.format).toBe('gatehouse.account-export/1');
     expect(doc.coverage).toBe('full');
     expect(doc.app_id).toBeNull();
+    expect(doc.account.provider_identities).toEqual([expect.objectContaining({ issuer: 'https://idp.example', subject: 'idp-subject-42', email: 'ada@work.example' })]);
     expect(doc.apps.map((a) => a.app_id).sort()).toEqual([appA.app.id, appB.app.id].sort());
     expect(doc.apps.every((a) => a.consent !== null && a.membership !== null)).toBe(true);
     expect(doc.profiles.map((d) => d.data.note).sort()).toEqual(['stored-at-app-A', 'stored-at-app-B']);
