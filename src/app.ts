@@ -49,6 +49,7 @@ import discoveryRoutes from './oauth/discovery-routes.js';
 import oauthRoutes from './oauth/index.js';
 import openapiPlugin from './openapi/index.js';
 import profileRoutes from './profile/index.js';
+import accountExportRoutes from './account-export/index.js';
 
 export interface BuildOptions {
   /** An already-open storage (tests); otherwise DATABASE_URL is opened and closed with the app. */
@@ -160,6 +161,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(hostedPages);
   await app.register(consolePages);
   await app.register(authRoutes, { prefix: '/v1/auth' });
+  await app.register(accountExportRoutes, { prefix: '/v1/auth/account' });
   await app.register(emailVerifyRoutes, { prefix: '/v1/email_verify' });
   await app.register(passkeyRoutes);
 

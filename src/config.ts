@@ -61,6 +61,7 @@ const envSchema = z.object({
   PASSWORD_MAX_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(5000),
   IP_AUTH_PER_MINUTE: count(30),
   MAIL_PER_HOUR: count(5),
+  EXPORT_PER_HOUR: count(5),
   MAIL_INTERVAL_SECONDS: z.coerce.number().int().min(0).default(60),
   CODE_MAX_ATTEMPTS: count(5),
   CODE_MAX_FAILURES_PER_DAY: count(20),
@@ -128,6 +129,8 @@ export interface Config {
     codeMaxAttempts: number;
     /** Wrong email codes per address per 24 h, across every code grant (magic-link and verification codes). */
     codeMaxFailuresPerDay: number;
+    /** Data exports per account in any hour (docs/account/data-export.md), REST and the account page together. */
+    exportPerHour: number;
   };
   /** The purge of expired rows (src/maintenance). */
   purge: {
@@ -248,6 +251,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       mailIntervalSeconds: e.MAIL_INTERVAL_SECONDS,
       codeMaxAttempts: e.CODE_MAX_ATTEMPTS,
       codeMaxFailuresPerDay: e.CODE_MAX_FAILURES_PER_DAY,
+      exportPerHour: e.EXPORT_PER_HOUR,
     },
     purge: {
       intervalSeconds: e.PURGE_INTERVAL_SECONDS,

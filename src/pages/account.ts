@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { accountExportFor } from '../account-export/index.js';
 import { AppError, isAppError } from '../errors.js';
 import { formatDateTime } from '../plugins/i18n.js';
 import { requestContext } from '../shared/request-context.js';
@@ -220,6 +221,23 @@ export default async function accountPages(scope: FastifyInstance) {
       return passwordFailure(request, reply, error);
     }
     return reply.redirect('/account?done=password', 303);
+  });
+
+  /**
+   * "Download my data" (docs/account/data-export.md): the whole export (`coverage: full`, every app's
+   * profile document included) for the browser session's own account. A GET (a link, no script), that
+   * changes nothing but the account's export count. Another site cannot read the answer (no CORS), but a
+   * top-level link from it would carry the SameSite=Lax cookie and spend the person's exports: a browser
+   * that says the request came from another site (`Sec-Fetch-Site`) is refused (403 `forbidden`).
+   */
+  app.get('/account/export', async (request, reply) => {
+    const site = request.headers['sec-fetch-site'];
+    if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+      throw new AppError('forbidden', { message: 'Open "Download my data" from your account page.', detail: `export asked from sec-fetch-site ${String(site)}` });
+    }
+    const user = await requireUser(request);
+    const document = await accountExportFor(app, reply, user.id, { coverage: 'full' });
+    return reply.send(JSON.stringify(document, null, 2));
   });
 
   app.post('/account/apps', { schema: { body: Form } }, async (request, reply) => {

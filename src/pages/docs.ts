@@ -57,6 +57,14 @@ const PAGES: Record<string, PageDoc> = {
   'POST /account/profile': form('submitAccountProfile', 'Change profile data', { 400: ['invalid_request'] }),
   'POST /account/password': form('submitAccountPassword', 'Change the password', { 400: ['weak_password'], 403: ['invalid_credentials'], 429: ['rate_limited'] }),
   'POST /account/apps': form('submitAccountApps', 'Disconnect an app', {}),
+  'GET /account/export': {
+    operationId: 'downloadAccountExport',
+    summary: 'Download my data',
+    description:
+      'The export of the signed-in account (`AccountExport`, `coverage: full`: every app\'s profile document included) as an attachment `gatehouse-export-YYYY-MM-DD.json`, never cached. At most EXPORT_PER_HOUR (5) per account in any hour, `GET /v1/auth/account/export` included.',
+    file: ['The export (JSON, an attachment).', 'application/json'],
+    errors: { 401: ['unauthorized'], 403: ['forbidden'], 429: ['rate_limited'] },
+  },
   'POST /account/passkeys': form(
     'submitAccountPasskeys',
     'Add, rename or remove a passkey',
