@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { createStorage, type Storage } from '../src/storage/connect.js';
 import { migrateToLatest } from '../src/storage/migrator.js';
-import { insertGrant, insertRefreshToken, liveGrantsWithProfile, rotateRefreshToken } from '../src/storage/repos/grants.js';
+import { insertGrant, insertRefreshToken, liveGrantsWithProfile, rotateRefreshTokens } from '../src/storage/repos/grants.js';
 
 /**
  * `npm run bench -- statements [--rounds N] [--calls N]`
@@ -75,7 +75,7 @@ async function rotations(rounds: number, calls: number): Promise<void> {
         chains.map(async (_, lane) => {
           for (let i = 0; i < calls; i++) {
             const next = `t${String((serial += 1)).padStart(12, '0')}`;
-            if (!(await rotateRefreshToken(storage.db, { tokenHash: chains[lane]!, at: NOW, sealedResponse, successor: row(next) }))) throw new Error('a rotation lost');
+            if ((await rotateRefreshTokens(storage.db, 'sqlite', [{ tokenHash: chains[lane]!, at: NOW, sealedResponse, successor: row(next) }])).size !== 1) throw new Error('a rotation lost');
             chains[lane] = next;
           }
         }),

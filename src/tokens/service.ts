@@ -25,7 +25,6 @@ import {
   isGrantLive,
   isLiveGrant,
   revokeGrant,
-  rotateRefreshToken,
   rotateRefreshTokens,
   type Rotation,
   type AppWithRefreshFamily,
@@ -36,7 +35,6 @@ import {
   findAppsWithCodeRedemptions,
   type CodeRedemption,
   type Redemption,
-  redeemAuthorizationCode,
   redeemAuthorizationCodes,
 } from '../storage/repos/grants.js';
 import type { UserRow } from '../storage/repos/users.js';
@@ -178,14 +176,11 @@ export class TokenService {
   private readonly coalescedCodeReads?: Coalescer<{ appId: string; codeHash: string }, AppWithCodeRedemption>;
   private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
   /**
-   * How this database takes a grant's writes: on PostgreSQL concurrent rotations (redemptions) share one
-   * statement and its commit; on SQLite each is a transaction in the group commit
-   * (docs/adr/0004-postgres-coalesced-statements.md).
+   * A grant's writes: the rotations (redemptions) asked in the same turn of the event loop share one
+   * write, on PostgreSQL one statement, on SQLite one transaction (docs/adr/0004-postgres-coalesced-statements.md).
    */
-  private readonly grantWrites: {
-    rotate(rotation: Rotation): Promise<boolean>;
-    redeem(redemption: Redemption): Promise<CodeRedemption | undefined>;
-  };
+  private readonly rotations: Coalescer<Rotation, boolean>;
+  private readonly redemptions: Coalescer<Redemption, CodeRedemption>;
 
   /** `db` is the database to ask (a test may give it plugins); `storage` says which one it is. */
   constructor(
@@ -200,28 +195,25 @@ export class TokenService {
       this.coalescedGrantReads = new Map();
       this.coalescedCodeReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithCodeRedemptions(db, asked)), { maxBatch: MAX_COALESCED });
       this.coalescedRefreshReads = new Coalescer(async (asked) => byKey(asked, await findAppsWithRefreshFamilies(db, asked)), { maxBatch: MAX_COALESCED });
-      const rotations = new Coalescer<Rotation, boolean>(async (asked) => {
-        const won = await rotateRefreshTokens(db, asked);
-        return byKey(asked, asked.map((rotation) => won.has(rotation.successor.token_hash)));
-      }, { maxBatch: MAX_COALESCED });
-      const redemptions = new Coalescer<Redemption, CodeRedemption>(async (asked) => {
-        const won = await redeemAuthorizationCodes(db, asked);
-        return byKey(asked, asked.map((redemption) => won.get(redemption.grant.id)));
-      }, { maxBatch: MAX_COALESCED });
-      this.grantWrites = { rotate: async (rotation) => (await rotations.submit(rotation)) === true, redeem: (redemption) => redemptions.submit(redemption) };
-    } else {
-      this.grantWrites = { rotate: (rotation) => rotateRefreshToken(db, rotation), redeem: (redemption) => redeemAuthorizationCode(db, redemption) };
     }
+    this.rotations = new Coalescer(async (asked) => {
+      const won = await rotateRefreshTokens(db, storage.dialect, asked);
+      return byKey(asked, asked.map((rotation) => won.has(rotation.successor.token_hash)));
+    }, { maxBatch: MAX_COALESCED });
+    this.redemptions = new Coalescer(async (asked) => {
+      const won = await redeemAuthorizationCodes(db, storage.dialect, asked);
+      return byKey(asked, asked.map((redemption) => won.get(redemption.grant.id)));
+    }, { maxBatch: MAX_COALESCED });
   }
 
   /**
-   * redeemAuthorizationCode: the code consumed, its grant and first refresh token stored, the basis
-   * returned as the consuming transaction saw it; undefined when the code was consumed before. On
-   * PostgreSQL concurrent redemptions share one statement (grantWrites), each answered once it is
-   * committed (a failed statement changed nothing: Coalescer runs its calls again alone).
+   * redeemAuthorizationCodes: the code consumed, its grant and first refresh token stored, the basis
+   * returned as the consuming statement saw it; undefined when the code was consumed before. Concurrent
+   * redemptions share one write, each answered once it is committed (a failed write changed nothing:
+   * Coalescer runs its calls again alone).
    */
   redeemCode(redemption: Redemption): Promise<CodeRedemption | undefined> {
-    return this.grantWrites.redeem(redemption);
+    return this.redemptions.submit(redemption);
   }
 
   /**
@@ -430,8 +422,8 @@ export class TokenService {
         nonce: null,
       });
       const sealedResponse = this.box.seal(await prepared.replayText());
-      const [won, response] = await Promise.all([this.grantWrites.rotate({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
-      if (won) return JSON.stringify(response);
+      const [won, response] = await Promise.all([this.rotations.submit({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
+      if (won === true) return JSON.stringify(response);
     }
     // Lost the race, or presented again: replay inside the window, otherwise it is reuse.
     const settled = await findRefreshToken(this.db, hash);

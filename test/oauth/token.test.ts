@@ -246,7 +246,7 @@ describe('POST /oauth/token', () => {
         const redeem =
           TEST_DIALECT === 'postgres'
             ? ['select consumed']
-            : ['update authorization_codes', 'select authorization_codes', 'insert grants', 'insert refresh_tokens', 'update authorization_codes'];
+            : ['update authorization_codes', 'select authorization_codes', 'insert grants', 'insert refresh_tokens'];
         expect(seen).toEqual([clientRead, ...redeem]);
         // What it stored is what it answered: the refresh token works and the code now names its grant.
         expect((await refresh(r.app, client, res!.json().refresh_token)).statusCode).toBe(200);
@@ -320,7 +320,7 @@ describe('POST /oauth/token', () => {
         // (thread pool), which come back in turns of their own, so how many share a statement is the
         // machine's business (batched-grant-writes.pg.test.ts shows a shared one deciding as each alone).
         if (TEST_DIALECT === 'postgres') expect(count(clientRead)).toBe(1);
-        // On SQLite each call reads and rotates on its own (the second call of the token may read it already rotated).
+        // On SQLite each call reads on its own (the second call of the token may read it already rotated).
         else expect([count(clientRead), count('insert refresh_tokens')]).toEqual([4, 3]);
         // Every successor was stored: each rotates in its turn.
         for (const successor of successors) expect((await refresh(r.app, client, successor)).statusCode).toBe(200);

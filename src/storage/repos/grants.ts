@@ -5,6 +5,7 @@ import { inTransaction } from '../transaction.js';
 import { type ProfileRecord, toProfileRecord } from './profiles.js';
 import type { AppRow, AuthorizationCodesTable, Database, GrantRow, GrantsTable, RefreshTokenRow, RefreshTokensTable, UserRow } from '../schema.js';
 import { COLUMNS, qualified } from '../columns.js';
+import type { Dialect } from '../connect.js';
 
 export type { GrantRow, RefreshTokenRow };
 
@@ -381,32 +382,17 @@ const updateRotation = precompiled((db, tokenHash: string, at: number, sealedRes
     .where('consumed_at', 'is', null),
 );
 
-/**
- * Rotates a refresh token: marks it consumed, records its successor (and the sealed response replayed
- * inside the grace window), and stores the successor's row, in one transaction. The UPDATE re-checks
- * `consumed_at is null` on the row it changes, so exactly one caller wins; returns whether it was this one.
- */
-export function rotateRefreshToken(db: Kysely<Database>, rotation: Rotation): Promise<boolean> {
-  const { tokenHash, at, sealedResponse, successor } = rotation;
-  return inTransaction(db, async (trx) => {
-    if ((await updateRotation(trx, tokenHash, at, sealedResponse, successor.token_hash)).numAffectedRows !== 1n) return false;
-    await insertRefreshToken(trx, successor);
-    return true;
-  });
-}
-
 /** The columns of `rows`, one array per pick: the parameters of a statement over `unnest` of the rows. */
 function columnsOf<R, P extends Array<(row: R) => unknown>>(rows: readonly R[], ...picks: P): { [K in keyof P]: Array<ReturnType<P[K]>> } {
   return picks.map((pick) => rows.map(pick)) as { [K in keyof P]: Array<ReturnType<P[K]>> };
 }
 
 /**
- * rotateRefreshToken for many rotations in one statement (a data-modifying WITH, so one round trip and
- * one commit for all, atomic; PostgreSQL only): returns the successor hashes stored, those of the
- * rotations that won. A token asked twice is rotated once (`distinct on`). The UPDATE re-checks
+ * PostgreSQL's rotations (rotateRefreshTokens) as one data-modifying statement over `unnest` of the
+ * rotations, atomic: a token asked twice is rotated once (`distinct on`). The UPDATE re-checks
  * `consumed_at is null` on the row it locks, so a token rotated meanwhile by another statement is lost
- * here, as with one rotation. Two statements that lock the same tokens in opposite orders deadlock;
- * PostgreSQL then fails one, which changes nothing (the caller runs its rotations again one by one).
+ * here. Two statements that lock the same tokens in opposite orders deadlock; PostgreSQL then fails one,
+ * which changes nothing (the caller runs its rotations again one by one).
  */
 const rotateInOneStatement = precompiled(
   (
@@ -434,7 +420,25 @@ const rotateInOneStatement = precompiled(
   }),
 );
 
-export async function rotateRefreshTokens(db: Kysely<Database>, rotations: readonly Rotation[]): Promise<Set<string>> {
+/**
+ * Rotates refresh tokens: each is marked consumed, with its successor (and the sealed response replayed
+ * inside the grace window) recorded and the successor's row stored; exactly one rotation of a token wins.
+ * Returns the successor hashes stored, those of the rotations that won. All of them or none: on
+ * PostgreSQL one statement (rotateInOneStatement), on SQLite one transaction whose conditional UPDATEs
+ * decide the winners (docs/adr/0004-postgres-coalesced-statements.md says why grants share their writes).
+ */
+export async function rotateRefreshTokens(db: Kysely<Database>, dialect: Dialect, rotations: readonly Rotation[]): Promise<Set<string>> {
+  if (dialect === 'sqlite') {
+    return inTransaction(db, async (trx) => {
+      const won = new Set<string>();
+      for (const { tokenHash, at, sealedResponse, successor } of rotations) {
+        if ((await updateRotation(trx, tokenHash, at, sealedResponse, successor.token_hash)).numAffectedRows !== 1n) continue;
+        await insertRefreshToken(trx, successor);
+        won.add(successor.token_hash);
+      }
+      return won;
+    });
+  }
   const { rows } = await rotateInOneStatement(
     db,
     ...columnsOf(
@@ -573,9 +577,9 @@ export async function burnAuthorizationCode(db: Kysely<Database>, codeHash: stri
   return (await updateCodeConsumed(db, codeHash, at)).numAffectedRows === 1n;
 }
 
-/** Links a redeemed code to the grant it produced, so a replay can revoke what the code produced. */
-const updateCodeGrant = precompiled((db, codeHash: string, grantId: string) =>
-  db.updateTable('authorization_codes').set({ grant_id: grantId }).where('code_hash', '=', codeHash),
+/** Consumes a code for the grant it produces (linked, so a replay can revoke what the code produced); no change when already consumed. */
+const updateCodeRedeemed = precompiled((db, codeHash: string, at: number, grantId: string) =>
+  db.updateTable('authorization_codes').set({ consumed_at: at, grant_id: grantId }).where('code_hash', '=', codeHash).where('consumed_at', 'is', null),
 );
 
 /** One redemption of a code: the code, when, and the grant and first refresh token it stores if it wins. */
@@ -642,11 +646,26 @@ const redeemInOneStatement = precompiled(
 );
 
 /**
- * Redeems codes in one statement (redeemInOneStatement; PostgreSQL only): concurrent code grants share
- * it (TokenService). Returns, by grant id, the redemption basis of each redemption that consumed its
- * code; the others consumed nothing and stored nothing.
+ * Redeems codes: each code consumed (exactly one redemption or burn wins), linked to its new grant, the
+ * grant and its first refresh token stored; all of them or none. Returns, by grant id, the redemption
+ * basis of each redemption that consumed its code, as the consuming statement saw it, for the caller to
+ * judge again (what it judged before may have changed since); the others consumed and stored nothing.
+ * PostgreSQL: one statement (redeemInOneStatement); SQLite: one transaction.
  */
-export async function redeemAuthorizationCodes(db: Kysely<Database>, redemptions: readonly Redemption[]): Promise<Map<string, CodeRedemption>> {
+export async function redeemAuthorizationCodes(db: Kysely<Database>, dialect: Dialect, redemptions: readonly Redemption[]): Promise<Map<string, CodeRedemption>> {
+  if (dialect === 'sqlite') {
+    return inTransaction(db, async (trx) => {
+      const won = new Map<string, CodeRedemption>();
+      for (const { codeHash, at, grant, refreshToken } of redemptions) {
+        if ((await updateCodeRedeemed(trx, codeHash, at, grant.id)).numAffectedRows !== 1n) continue;
+        const basis = (await selectCodeRedemption(trx, codeHash)).rows[0];
+        await insertGrant(trx, grant);
+        await insertRefreshToken(trx, refreshToken);
+        if (basis) won.set(grant.id, toCodeRedemption(basis));
+      }
+      return won;
+    });
+  }
   const { rows } = await redeemInOneStatement(
     db,
     ...columnsOf(
@@ -676,20 +695,3 @@ export async function redeemAuthorizationCodes(db: Kysely<Database>, redemptions
   return new Map(rows.map((row) => [row.c_grant_id!, toCodeRedemption(row)]));
 }
 
-/**
- * Redeems a code: consumes it (exactly one redemption or burn wins), links it to its grant and stores
- * the grant with its first refresh token, in one transaction, and returns the redemption basis as the
- * consuming transaction saw it, for the caller to judge again (what it judged before may have changed
- * since). Undefined, with nothing stored, when the code was already consumed.
- */
-export function redeemAuthorizationCode(db: Kysely<Database>, redemption: Redemption): Promise<CodeRedemption | undefined> {
-  const { codeHash, at, grant, refreshToken } = redemption;
-  return inTransaction(db, async (trx) => {
-    if ((await updateCodeConsumed(trx, codeHash, at)).numAffectedRows !== 1n) return undefined;
-    const basis = (await selectCodeRedemption(trx, codeHash)).rows[0];
-    await insertGrant(trx, grant);
-    await insertRefreshToken(trx, refreshToken);
-    await updateCodeGrant(trx, codeHash, grant.id);
-    return basis && toCodeRedemption(basis);
-  });
-}

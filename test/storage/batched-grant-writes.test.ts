@@ -14,11 +14,11 @@ import {
 } from '../../src/storage/repos/grants.js';
 import { makeApp, insertTestUser } from '../helpers/factories.js';
 import { StatementRecorder } from '../helpers/statements.js';
-import { useMigratedTestStorage } from '../helpers/app.js';
+import { TEST_DIALECT, useMigratedTestStorage } from '../helpers/app.js';
 
-// PostgreSQL only: concurrent rotations and redemptions share one statement and its commit
-// (docs/adr/0004-postgres-coalesced-statements.md). What each one decides must be what it would decide
-// alone: exactly one winner per token or code, nothing stored for a loser, the basis the statement saw.
+// Concurrent rotations and redemptions share one write: on PostgreSQL one statement, on SQLite one
+// transaction (docs/adr/0004-postgres-coalesced-statements.md). What each one decides must be what it
+// would decide alone: exactly one winner per token or code, nothing stored for a loser, the basis it saw.
 
 const NOW = 1_800_000_000;
 let serial = 0;
@@ -39,7 +39,7 @@ const rotation = (tokenHash: string, grantId: string, appId: string): Rotation =
   successor: { token_hash: unique('succ'), grant_id: grantId, app_id: appId, scope: 'openid', created_at: NOW + 10, expires_at: NOW + 3600 },
 });
 
-describe('batched grant writes (PostgreSQL)', () => {
+describe('batched grant writes', () => {
   const database = useMigratedTestStorage();
 
   it('rotations in one statement: each token rotates once, a token asked twice or already rotated stores no second successor', async () => {
@@ -48,15 +48,16 @@ describe('batched grant writes (PostgreSQL)', () => {
     const user = await insertTestUser(db);
     const [a, b, c] = [await grantWithToken(db, app.id, user.id), await grantWithToken(db, app.id, user.id), await grantWithToken(db, app.id, user.id)];
     const early = rotation(c.tokenHash, c.grantId, app.id);
-    expect(await rotateRefreshTokens(db, [early])).toEqual(new Set([early.successor.token_hash]));
+    expect(await rotateRefreshTokens(db, TEST_DIALECT, [early])).toEqual(new Set([early.successor.token_hash]));
 
     const asked = [rotation(a.tokenHash, a.grantId, app.id), rotation(b.tokenHash, b.grantId, app.id), rotation(a.tokenHash, a.grantId, app.id), rotation(c.tokenHash, c.grantId, app.id)];
     const recorder = new StatementRecorder();
     let won = new Set<string>();
     const seen = await recorder.during(async () => {
-      won = await rotateRefreshTokens(db.withPlugin(recorder), asked);
+      won = await rotateRefreshTokens(db.withPlugin(recorder), TEST_DIALECT, asked);
     });
-    expect(seen).toHaveLength(1);
+    // SQLite: each rotation's conditional UPDATE, and the successor's INSERT for the winners, in one transaction.
+    expect(seen).toEqual(TEST_DIALECT === 'postgres' ? ['rawnode -'] : ['update refresh_tokens', 'insert refresh_tokens', 'update refresh_tokens', 'insert refresh_tokens', 'update refresh_tokens', 'update refresh_tokens']);
     // b won; of a's two rotations exactly one; c was rotated before.
     expect(won.has(asked[1]!.successor.token_hash)).toBe(true);
     expect([won.has(asked[0]!.successor.token_hash), won.has(asked[2]!.successor.token_hash)].filter(Boolean)).toHaveLength(1);
@@ -94,9 +95,10 @@ describe('batched grant writes (PostgreSQL)', () => {
     const recorder = new StatementRecorder();
     let won = new Map<string, unknown>();
     const seen = await recorder.during(async () => {
-      won = await redeemAuthorizationCodes(db.withPlugin(recorder), asked);
+      won = await redeemAuthorizationCodes(db.withPlugin(recorder), TEST_DIALECT, asked);
     });
-    expect(seen).toHaveLength(1);
+    const redeem = ['update authorization_codes', 'select authorization_codes', 'insert grants', 'insert refresh_tokens'];
+    expect(seen).toEqual(TEST_DIALECT === 'postgres' ? ['select consumed'] : [...redeem, ...redeem, 'update authorization_codes']);
     expect(won.size).toBe(2);
     expect(won.get(asked[1]!.grant.id)).toMatchObject({ code: { code_hash: codeHashes[1], consumed_at: NOW + 5, grant_id: asked[1]!.grant.id }, user: { id: user.id } });
     const firstCodeWinner = [asked[0]!, asked[2]!].filter((r) => won.has(r.grant.id));
@@ -106,6 +108,6 @@ describe('batched grant writes (PostgreSQL)', () => {
     expect(grants.map((g) => g.id).sort()).toEqual([firstCodeWinner[0]!.grant.id, asked[1]!.grant.id].sort());
     expect(await findRefreshToken(db, loser.refreshToken.token_hash)).toBeUndefined();
     // A code already consumed is not redeemed again.
-    expect((await redeemAuthorizationCodes(db, [redemption(codeHashes[1]!)])).size).toBe(0);
+    expect((await redeemAuthorizationCodes(db, TEST_DIALECT, [redemption(codeHashes[1]!)])).size).toBe(0);
   });
 });
