@@ -177,7 +177,7 @@ export class TokenService {
   private readonly coalescedRefreshReads?: Coalescer<{ appId: string; tokenHash: string }, AppWithRefreshFamily>;
   /**
    * A grant's writes: the rotations (redemptions) asked in the same turn of the event loop share one
-   * write, on PostgreSQL one statement, on SQLite one transaction (docs/adr/0004-postgres-coalesced-statements.md).
+   * write, on PostgreSQL one statement, on SQLite one transaction (docs/adr/0004-coalesced-statements.md).
    */
   private readonly rotations: Coalescer<Rotation, boolean>;
   private readonly redemptions: Coalescer<Redemption, CodeRedemption>;

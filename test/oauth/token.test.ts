@@ -217,7 +217,7 @@ describe('POST /oauth/token', () => {
     describe('statements per grant (round trips on PostgreSQL)', () => {
       // On PostgreSQL a grant's first read starts from the keys of its batch (unnest), which the recorder cannot name.
       const clientRead = TEST_DIALECT === 'postgres' ? 'select -' : 'select apps';
-      // A rotation: on PostgreSQL one statement shared by the rotations in flight (docs/adr/0004-postgres-coalesced-statements.md);
+      // A rotation: on PostgreSQL one statement shared by the rotations in flight (docs/adr/0004-coalesced-statements.md);
       // on SQLite a transaction of the conditional UPDATE and the successor's INSERT.
       const rotation = TEST_DIALECT === 'postgres' ? ['rawnode -'] : ['update refresh_tokens', 'insert refresh_tokens'];
       const recorder = new StatementRecorder();

@@ -17,7 +17,7 @@ import { StatementRecorder } from '../helpers/statements.js';
 import { TEST_DIALECT, useMigratedTestStorage } from '../helpers/app.js';
 
 // Concurrent rotations and redemptions share one write: on PostgreSQL one statement, on SQLite one
-// transaction (docs/adr/0004-postgres-coalesced-statements.md). What each one decides must be what it
+// transaction (docs/adr/0004-coalesced-statements.md). What each one decides must be what it
 // would decide alone: exactly one winner per token or code, nothing stored for a loser, the basis it saw.
 
 const NOW = 1_800_000_000;

@@ -425,7 +425,7 @@ const rotateInOneStatement = precompiled(
  * inside the grace window) recorded and the successor's row stored; exactly one rotation of a token wins.
  * Returns the successor hashes stored, those of the rotations that won. All of them or none: on
  * PostgreSQL one statement (rotateInOneStatement), on SQLite one transaction whose conditional UPDATEs
- * decide the winners (docs/adr/0004-postgres-coalesced-statements.md says why grants share their writes).
+ * decide the winners (docs/adr/0004-coalesced-statements.md says why grants share their writes).
  */
 export async function rotateRefreshTokens(db: Kysely<Database>, dialect: Dialect, rotations: readonly Rotation[]): Promise<Set<string>> {
   if (dialect === 'sqlite') {
