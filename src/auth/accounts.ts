@@ -250,6 +250,18 @@ export class Accounts {
     await this.setPassword(user, input.newPassword, ctx, { method: 'change', keepBrowserSessionIdHash: input.keepBrowserSessionIdHash, locale: input.locale });
   }
 
+  /**
+   * A signed-in person typing their current password again before an account-wide change (email change,
+   * docs/account/email-change.md). Wrong or missing → invalid_credentials; an account without a password
+   * has nothing to check here (its door asks for a recent sign-in instead).
+   */
+  async checkCurrentPassword(user: UserRow, password: string, ctx: AccountContext): Promise<void> {
+    if (!user.password_hash) return;
+    if (!password || !(await verifyPassword(user.password_hash, password, this.passwordTerms(ctx)))) {
+      throw new AppError('invalid_credentials', { message: 'The current password is incorrect.', detail: 'wrong current password' });
+    }
+  }
+
   private async setPassword(
     user: UserRow,
     password: string,
