@@ -100,8 +100,8 @@ export default async function emailChangeRoutes(scope: FastifyInstance) {
         operationId: 'requestEmailChange',
         summary: 'Ask to move the account to another email address',
         description:
-          "With the person's access token from this app. The account's current password is required when it has one; an account without one needs a sign-in in the last 10 minutes, " +
-          'and an account with a second factor a sign-in that proved it in the last 15 minutes (else 403 `forbidden`). ' +
+          "With the person's access token from this app and the account's current password (an account without a password changes its address on the account page only), " +
+          'and for an account with a second factor a sign-in that proved it in the last 15 minutes (else 403 `forbidden`). ' +
           'A 6-digit code and a link are mailed to the new address (valid 20 minutes; a newer request replaces the pending one). ' +
           'The answer is the same whether or not the new address belongs to another account. At most MAIL_PER_HOUR requests per account and per new address in any hour.',
         body: ChangeBody,
@@ -116,6 +116,16 @@ export default async function emailChangeRoutes(scope: FastifyInstance) {
       if (!grant) throw new AppError('unauthorized', { detail: 'grant gone' });
       const ctx = { ...requestContext(request), appId: identity.appId, locale: mailLocale(request.headers['accept-language']) };
       app.emailChange.checkNewAddress(user, request.body.email);
+      // The address opens the account at every app (reset and sign-in links), and an app may act for the
+      // person at that app only (docs/security/credentials.md): over REST the change needs the current
+      // password, a secret the app does not hold by itself. An account without one uses the account page.
+      if (!user.password_hash) {
+        throw new AppError('forbidden', {
+          message: 'This account has no password: change the email address on the account page.',
+          details: [{ path: 'reauth', message: 'use_account_page' }],
+          detail: 'email change over REST without a password',
+        });
+      }
       try {
         await authoriseEmailChange(app, user, request.body.password, { amr: parseAmr(grant.amr), authTime: grant.auth_time }, ctx);
       } catch (error) {

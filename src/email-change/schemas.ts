@@ -4,7 +4,7 @@ import { PublicUser } from '../shared/schemas.js';
 /** `POST /v1/auth/email/change` body (docs/account/email-change.md). */
 export const ChangeBody = z.object({
   email: z.string().min(1).max(320).describe('The new address.'),
-  password: z.string().max(1024).optional().describe('The current password: required when the account has one.'),
+  password: z.string().max(1024).optional().describe('The current password (required: an account without one changes its address on the account page).'),
 });
 
 /** `POST /v1/auth/email/change/confirm` body. */

@@ -145,19 +145,23 @@ describe('POST /v1/auth/email/change and /confirm', () => {
     expect(pending).toHaveLength(0);
   });
 
-  it('an account without a password needs a sign-in in the last 10 minutes', async () => {
-    const fresh = await person({ password_hash: null });
-    const stale = await person({ password_hash: null });
-    expect((await change(fresh.token, { email: uniqueEmail('np') })).statusCode).toBe(202);
-    t.clock.advance(11 * 60);
-    try {
-      // The access token (ACCESS_TOKEN_TTL 15 min) is still live: the stale sign-in is what is refused.
-      const res = await change(stale.token, { email: uniqueEmail('np') });
-      expect(res.statusCode).toBe(403);
-      expect(res.json().details).toEqual([{ path: 'reauth', message: 'needs_fresh_sign_in' }]);
-    } finally {
-      t.clock.advance(-11 * 60);
-    }
+  it('an account without a password cannot change its address over REST (an app token alone never moves it)', async () => {
+    const { user, token } = await person({ password_hash: null });
+    const res = await change(token, { email: uniqueEmail('np') });
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toMatchObject({ code: 'forbidden', details: [{ path: 'reauth', message: 'use_account_page' }] });
+    const pending = await t.db.selectFrom('one_time_tokens').select(['id']).where('user_id', '=', user.id).where('kind', '=', 'email_change').execute();
+    expect(pending).toHaveLength(0);
+  });
+
+  it('an account with a second factor needs a sign-in that proved it recently', async () => {
+    const { user } = await person();
+    await t.db.insertInto('totp_factors').values({ user_id: user.id, secret_sealed: 'sealed', confirmed_at: t.clock.now(), last_step: null, created_at: t.clock.now() }).execute();
+    const single = await tokensFor(t, client, user);
+    secrets.push(single.access_token, single.refresh_token);
+    const res = await change(single.access_token, { email: uniqueEmail('mfa'), password: PASSWORD });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().details).toEqual([{ path: 'reauth', message: 'needs_second_factor' }]);
   });
 
   it('limits wrong codes (CODE_MAX_ATTEMPTS) and refuses an expired code', async () => {
