@@ -4,7 +4,8 @@ import { hashPassword } from '../../src/auth/passwords.js';
 import type { App } from '../../src/storage/repos/apps.js';
 import type { UserRow } from '../../src/storage/repos/users.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { makeApp } from '../helpers/factories.js';
+import { insertTestUser, makeApp } from '../helpers/factories.js';
+import { StatementRecorder } from '../helpers/statements.js';
 import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 import { addMember, quickUser, tokensFor } from '../helpers/members.js';
 import { uniqueEmail } from '../helpers/oauth-flows.js';
@@ -232,5 +233,36 @@ describe('POST /v1/auth/email/change and /confirm', () => {
 
   it('needs an access token', async () => {
     expect((await t.app.inject({ method: 'POST', url: '/v1/auth/email/change', payload: { email: 'a@b.example' } })).statusCode).toBe(401);
+  });
+});
+
+describe('a taken address costs the same work as a free one', () => {
+  const recorder = new StatementRecorder();
+  let r: TestApp;
+  let app: App;
+  beforeAll(async () => {
+    r = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '100000', MAIL_INTERVAL_SECONDS: '0' }, withDb: (db) => db.withPlugin(recorder) });
+    await r.app.mailer.stop(); // no background delivery mixed into the recordings
+    app = await makeApp(r.db, { redirectUris: ['https://app.example/cb'] });
+  });
+  afterAll(async () => r?.close());
+
+  it('sends the same statements in the same order', async () => {
+    const owner = await insertTestUser(r.db, { email: uniqueEmail('owner') }, r.clock.now());
+    const asking = async (to: string) => {
+      const user = await insertTestUser(r.db, { email: uniqueEmail('asker'), password_hash: passwordHash }, r.clock.now());
+      const { response } = await r.app.tokens.issueTokens(r.db, { app, user, scope: 'openid email', authTime: r.clock.now(), amr: ['pwd'] });
+      let status = 0;
+      const seen = await recorder.during(async () => {
+        const res = await r.app.inject({ method: 'POST', url: '/v1/auth/email/change', payload: { email: to, password: PASSWORD }, headers: { authorization: `Bearer ${response.access_token}` } });
+        status = res.statusCode;
+      });
+      expect(status).toBe(202);
+      return seen;
+    };
+    const free = await asking(uniqueEmail('free'));
+    const taken = await asking(owner.email);
+    expect(taken).toEqual(free);
+    expect(free).toContain('insert outbox');
   });
 });
