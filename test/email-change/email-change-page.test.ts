@@ -128,6 +128,24 @@ describe('/account: Email address', () => {
     expect(rows).toHaveLength(0);
   });
 
+  it('an account without a password needs a sign-in in the last 10 minutes (no password field)', async () => {
+    const { b, user } = await signedIn();
+    await t.db.updateTable('users').set({ password_hash: null }).where('id', '=', user.id).execute();
+    const page = await b.get('/account');
+    expect(page.body).not.toContain('name="current_password"');
+    expect(page.body).toContain('signed in within the last 10 minutes');
+    t.clock.advance(11 * 60);
+    try {
+      const stale = await send(b, '/account/email', { action: 'request', new_email: uniqueEmail('stale') });
+      expect(stale.statusCode).toBe(403);
+      expect(stale.body).toContain('Sign in again to change your email address.');
+    } finally {
+      t.clock.advance(-11 * 60);
+    }
+    const fresh = await send(b, '/account/email', { action: 'request', new_email: uniqueEmail('fresh') });
+    expect(fresh.statusCode).toBe(303);
+  });
+
   it('in Simplified Chinese', async () => {
     const { b } = await signedIn();
     const page = await b.get('/account?ui_locales=zh-CN');
