@@ -666,9 +666,10 @@ export class Accounts {
    * slot BEFORE the code is compared (one atomic increment, then the sum), so concurrent guesses cannot
    * overshoot; over budget → the slot is given back and 429 rate_limited with retry_after (the right
    * code is refused too until the window passes). Returns `release`, called when the try was not a
-   * wrong code (right code, or grant gone), so only wrong codes keep their slot.
+   * wrong code (right code, or grant gone), so only wrong codes keep their slot. Public: the email
+   * change's codes count against the same budget (src/email-change).
    */
-  private async reserveCodeTry(address: string, now: number): Promise<() => Promise<void>> {
+  async reserveCodeTry(address: string, now: number): Promise<() => Promise<void>> {
     const limit = this.config.throttle.codeMaxFailuresPerDay;
     const hour = Math.floor(now / 3600);
     const key = (h: number) => `code_fail:${address}:${h}`;

@@ -60,7 +60,8 @@ declare module 'fastify' {
 /** The service, for both doors. */
 export const emailChangePlugin = fp(
   async (app: FastifyInstance) => {
-    app.decorate('emailChange', new EmailChange(app.db, app.config, app.clock, app.throttle, app.mailer));
+    const reserveCodeTry = (address: string, now: number) => app.accounts.reserveCodeTry(address, now);
+    app.decorate('emailChange', new EmailChange(app.db, app.config, app.clock, app.throttle, app.mailer, reserveCodeTry));
   },
   { name: 'email-change', dependencies: ['db', 'throttle', 'mailer', 'accounts'] },
 );

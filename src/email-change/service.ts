@@ -53,6 +53,8 @@ export class EmailChange {
     private readonly clock: Clock,
     private readonly throttle: Throttle,
     private readonly mailer: Mailer,
+    /** The daily budget of wrong codes of an address, shared with the sign-in codes (Accounts.reserveCodeTry): takes a slot, returns its release. */
+    private readonly reserveCodeTry: (address: string, now: number) => Promise<() => Promise<void>>,
   ) {
     this.codeKey = Buffer.from(hkdfSync('sha256', config.secretKey, 'gatehouse', 'gatehouse:email-change-codes', 32));
   }
@@ -143,11 +145,17 @@ export class EmailChange {
     const max = this.config.throttle.codeMaxAttempts;
     const row = await findLiveOneTimeTokenByUser(this.db, EMAIL_CHANGE_KIND, user.id, now);
     if (!row || !row.code_hash || !row.email || row.attempts >= max) throw new AppError('code_expired', { detail: 'no live email change' });
+    // Counted against the account's daily budget of wrong codes (its current address's), like every code.
+    const release = await this.reserveCodeTry(user.email, now);
     if (!/^\d{6}$/.test(code) || !safeEqual(this.codeHash(row.id, code), row.code_hash)) {
       const attempts = await recordOneTimeTokenFailure(this.db, row.id, now, max);
-      if (attempts === null) throw new AppError('code_expired', { detail: 'email change voided meanwhile' });
+      if (attempts === null) {
+        await release();
+        throw new AppError('code_expired', { detail: 'email change voided meanwhile' });
+      }
       throw new AppError('invalid_code', { extra: { attempts_left: Math.max(0, max - attempts) }, detail: 'wrong code' });
     }
+    await release();
     return this.apply(user, row, 'code', ctx);
   }
 
