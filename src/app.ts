@@ -50,6 +50,7 @@ import oauthRoutes from './oauth/index.js';
 import openapiPlugin from './openapi/index.js';
 import profileRoutes from './profile/index.js';
 import accountExportRoutes from './account-export/index.js';
+import emailChangeRoutes, { emailChangePlugin } from './email-change/index.js';
 
 export interface BuildOptions {
   /** An already-open storage (tests); otherwise DATABASE_URL is opened and closed with the app. */
@@ -152,6 +153,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(signInPlugin);
   await app.register(mailerPlugin);
   await app.register(accountsPlugin);
+  await app.register(emailChangePlugin);
   await app.register(idpPlugin);
   await app.register(metricsPlugin);
   await app.register(maintenancePlugin);
@@ -162,6 +164,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(consolePages);
   await app.register(authRoutes, { prefix: '/v1/auth' });
   await app.register(accountExportRoutes, { prefix: '/v1/auth/account' });
+  await app.register(emailChangeRoutes, { prefix: '/v1/auth/email' });
   await app.register(emailVerifyRoutes, { prefix: '/v1/email_verify' });
   await app.register(passkeyRoutes);
 

@@ -250,6 +250,18 @@ export class Accounts {
     await this.setPassword(user, input.newPassword, ctx, { method: 'change', keepBrowserSessionIdHash: input.keepBrowserSessionIdHash, locale: input.locale });
   }
 
+  /**
+   * A signed-in person typing their current password again before an account-wide change (email change,
+   * docs/account/email-change.md). Wrong or missing → invalid_credentials; an account without a password
+   * has nothing to check here (its door asks for a recent sign-in instead).
+   */
+  async checkCurrentPassword(user: UserRow, password: string, ctx: AccountContext): Promise<void> {
+    if (!user.password_hash) return;
+    if (!password || !(await verifyPassword(user.password_hash, password, this.passwordTerms(ctx)))) {
+      throw new AppError('invalid_credentials', { message: 'The current password is incorrect.', detail: 'wrong current password' });
+    }
+  }
+
   private async setPassword(
     user: UserRow,
     password: string,
@@ -654,9 +666,10 @@ export class Accounts {
    * slot BEFORE the code is compared (one atomic increment, then the sum), so concurrent guesses cannot
    * overshoot; over budget → the slot is given back and 429 rate_limited with retry_after (the right
    * code is refused too until the window passes). Returns `release`, called when the try was not a
-   * wrong code (right code, or grant gone), so only wrong codes keep their slot.
+   * wrong code (right code, or grant gone), so only wrong codes keep their slot. Public: the email
+   * change's codes count against the same budget (src/email-change).
    */
-  private async reserveCodeTry(address: string, now: number): Promise<() => Promise<void>> {
+  async reserveCodeTry(address: string, now: number): Promise<() => Promise<void>> {
     const limit = this.config.throttle.codeMaxFailuresPerDay;
     const hour = Math.floor(now / 3600);
     const key = (h: number) => `code_fail:${address}:${h}`;

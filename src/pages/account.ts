@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { accountExportFor } from '../account-export/index.js';
+import { authoriseEmailChange } from '../email-change/index.js';
+import { sessionAuthentication } from '../plugins/browser-sessions.js';
 import { AppError, isAppError } from '../errors.js';
 import { formatDateTime } from '../plugins/i18n.js';
 import { requestContext } from '../shared/request-context.js';
@@ -67,7 +69,7 @@ export default async function accountPages(scope: FastifyInstance) {
     return user && user.status === 'active' ? user : undefined;
   }
 
-  async function render(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; notice?: string; email?: string } = {}) {
+  async function render(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; notice?: string; email?: string; newEmail?: string } = {}) {
     const session = await app.browserSessions.ensure(request, reply);
     const query = (request.query ?? {}) as AccountQueryInput;
     const tr = t(request);
@@ -103,6 +105,7 @@ export default async function accountPages(scope: FastifyInstance) {
     let notice = locals.notice;
     let form = locals.form;
     if (!notice && query.bound === '1') notice = tr('idp.account.bound');
+    if (!notice && query.done === 'email') notice = tr('email_change.done', { email: user.email });
     if (!notice && query.done && DONE.has(query.done)) notice = tr(`idp.account.done_${query.done}`);
     const mfaError = query.mfa_error && MFA_ERRORS.has(query.mfa_error) ? tr(`mfa.account.error_${query.mfa_error}`) : undefined;
     if (!form && query.idp_error) form = formState({ message: IDP_ERRORS.has(query.idp_error) ? tr(`idp.account.idp_error.${query.idp_error}`) : tr('idp.account.idp_error.generic') });
@@ -119,6 +122,7 @@ export default async function accountPages(scope: FastifyInstance) {
       apps,
       passkeys: passkeys && { ...passkeys, items: passkeys.items.map((p) => ({ ...p, createdAt: when(p.createdAt), lastUsedAt: p.lastUsedAt && when(p.lastUsedAt) })) },
       mfa: { ...(await accountMfa(app, user, session)), error: mfaError },
+      emailChange: { pending: await app.emailChange.pendingAddress(user.id), needsPassword: user.password_hash !== null, value: locals.newEmail ?? '' },
       notice,
       form,
       backTo,
@@ -221,6 +225,105 @@ export default async function accountPages(scope: FastifyInstance) {
       return passwordFailure(request, reply, error);
     }
     return reply.redirect('/account?done=password', 303);
+  });
+
+  /**
+   * Email change (docs/account/email-change.md), the account page's door: `request` (the new address,
+   * and the current password when the account has one; else a sign-in in the last 10 minutes) mails a
+   * code and a link to the new address; `confirm` takes the code. The mailed link opens
+   * `/account/email/confirm` below. Fields have their own names: the page holds other password forms.
+   */
+  const EmailForm = z.object({
+    csrf: z.string().optional(),
+    action: z.enum(['request', 'confirm']),
+    new_email: z.string().max(320).optional(),
+    current_password: z.string().max(1024).optional(),
+    email_code: z.string().max(20).optional(),
+    ui_locales: z.string().max(100).optional(),
+  });
+
+  const emailFailure = (request: FastifyRequest, reply: FastifyReply, error: unknown, newEmail?: string) => {
+    const tr = t(request);
+    if (isAppError(error) && error.code === 'invalid_request') {
+      reply.code(400);
+      const same = error.detail === 'same address';
+      return render(request, reply, { form: formState({ fields: { new_email: tr(same ? 'email_change.same' : 'form.error.invalid_email') } }), newEmail });
+    }
+    if (isAppError(error) && error.code === 'forbidden' && error.details?.[0]?.path === 'reauth') {
+      reply.code(403);
+      const key = error.details[0].message === 'needs_fresh_sign_in' ? 'email_change.reauth' : 'email_change.reauth_mfa';
+      return render(request, reply, { form: formState({ message: tr(key) }), newEmail });
+    }
+    const form = formFailure(request, reply, error, {
+      codes: ['invalid_credentials', 'rate_limited', 'invalid_code', 'code_expired', 'email_taken'],
+      fieldOf: { invalid_credentials: 'current_password', invalid_code: 'email_code', code_expired: 'email_code' },
+      keys: { invalid_credentials: 'idp.error.wrong_current_password', email_taken: 'email_change.taken' },
+      // A wrong current password is a failed re-authentication of a signed-in user (as for the password form).
+      ...(isAppError(error) && error.code === 'invalid_credentials' ? { status: 403 } : {}),
+    });
+    return render(request, reply, { form, newEmail });
+  };
+
+  app.post('/account/email', { schema: { body: EmailForm } }, async (request, reply) => {
+    const user = await requireUser(request);
+    const form = request.body;
+    const ctx = { ...requestContext(request), appId: null, locale: localeOf(request) };
+    try {
+      await app.throttle.hitIp(request);
+      if (form.action === 'confirm') {
+        await app.emailChange.confirmByCode(user.id, (form.email_code ?? '').trim(), ctx);
+        return reply.redirect('/account?done=email#email', 303);
+      }
+      await app.emailChange.countRequest(user.id);
+      app.emailChange.checkNewAddress(user, form.new_email ?? '');
+      await authoriseEmailChange(app, user, form.current_password, sessionAuthentication(request.browserSession!), ctx);
+      await app.emailChange.request(user, form.new_email ?? '', ctx);
+    } catch (error) {
+      return emailFailure(request, reply, error, form.new_email);
+    }
+    return reply.redirect('/account#email', 303);
+  });
+
+  /**
+   * The link mailed to the new address. A GET changes nothing (mail scanners open links): it shows the
+   * address and a button that posts back. Only in a browser signed in as the account the change is for
+   * (like the verification link): opened anywhere else it proves nothing about this account.
+   */
+  const LinkQuery = z.object({ token: z.string().max(200).optional(), ui_locales: z.string().max(100).optional() });
+  const renderLink = async (request: FastifyRequest, reply: FastifyReply, token: string, locals: { invalid?: boolean } = {}) => {
+    const session = await app.browserSessions.ensure(request, reply);
+    const user = await currentUser(request);
+    const row = user && !locals.invalid ? await app.emailChange.pendingByLink(user.id, token) : undefined;
+    return renderPage(request, reply, 'email-confirm', {
+      titleKey: 'email_change.title',
+      csrf: session.csrf_token,
+      signedIn: Boolean(user),
+      token,
+      newEmail: row?.email ?? '',
+      invalid: Boolean(user) && !row,
+    });
+  };
+
+  app.get('/account/email/confirm', { schema: { querystring: LinkQuery } }, async (request, reply) => {
+    reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
+    return renderLink(request, reply, request.query.token ?? '');
+  });
+
+  app.post('/account/email/confirm', { schema: { body: z.object({ csrf: z.string().optional(), token: z.string().max(200), ui_locales: z.string().max(100).optional() }) } }, async (request, reply) => {
+    reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
+    const user = await currentUser(request);
+    if (!user) return renderLink(request, reply.code(401), request.body.token);
+    try {
+      await app.throttle.hitIp(request);
+      await app.emailChange.confirmByLink(user.id, request.body.token, { ...requestContext(request), appId: null, locale: localeOf(request) });
+    } catch (error) {
+      if (isAppError(error) && (error.code === 'invalid_token' || error.code === 'code_expired')) return renderLink(request, reply.code(400), request.body.token, { invalid: true });
+      if (isAppError(error) && error.code === 'email_taken') {
+        return render(request, reply.code(409), { form: formState({ message: t(request)('email_change.taken') }) });
+      }
+      throw error;
+    }
+    return reply.redirect('/account?done=email#email', 303);
   });
 
   /**

@@ -57,6 +57,18 @@ const PAGES: Record<string, PageDoc> = {
   'POST /account/profile': form('submitAccountProfile', 'Change profile data', { 400: ['invalid_request'] }),
   'POST /account/password': form('submitAccountPassword', 'Change the password', { 400: ['weak_password'], 403: ['invalid_credentials'], 429: ['rate_limited'] }),
   'POST /account/apps': form('submitAccountApps', 'Disconnect an app', {}),
+  'POST /account/email': form(
+    'submitAccountEmail',
+    'Change the email address',
+    { 400: ['invalid_request', 'invalid_code', 'code_expired'], 403: ['invalid_credentials', 'forbidden'], 409: ['email_taken'], 429: ['rate_limited'] },
+    '`action=request` with `new_email` and `current_password` (when the account has one) mails a code and a link to the new address; `action=confirm` with `email_code` moves the account (docs/account/email-change.md).',
+  ),
+  'GET /account/email/confirm': {
+    operationId: 'emailChangeLinkPage',
+    summary: 'Email change link page',
+    description: 'With `token` (the link mailed to the new address): a page that changes nothing and offers a button that confirms, shown only to a browser signed in as the account the change is for.',
+  },
+  'POST /account/email/confirm': form('submitEmailChangeLink', 'Confirm the email change by its mailed link', { 400: ['invalid_token'], 401: ['unauthorized'], 409: ['email_taken'] }, '`token`: the link\'s, for the signed-in account only.'),
   'GET /account/export': {
     operationId: 'downloadAccountExport',
     summary: 'Download my data',

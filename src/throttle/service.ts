@@ -27,7 +27,7 @@ import type { Database } from '../storage/schema.js';
  *   request does not count.
  */
 
-export type MailKind = 'verify' | 'magic_link' | 'reset';
+export type MailKind = 'verify' | 'magic_link' | 'reset' | 'email_change';
 
 /** A reserved password evaluation (`reserveLoginAttempt`): its counter key, its slot number (1…LOGIN_MAX_FAILURES) and the window it was taken in. */
 export interface LoginAttempt {

@@ -24,6 +24,7 @@ export type EventType =
   | 'app.user_blocked'
   | 'app.user_unblocked'
   | 'user.claimed'
+  | 'user.email_changed'
   | 'mfa.enrolled'
   | 'mfa.removed'
   | 'mfa.challenge_failed'
