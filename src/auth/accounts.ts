@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
-import { createHmac, hkdfSync } from 'node:crypto';
+import { codeHasher } from '../shared/crypto.js';
+import { isUniqueViolation } from '../storage/unique-violation.js';
 import {
   dummyVerify,
   hashPassword,
@@ -95,7 +96,7 @@ export function linkDestination(link: string): string {
 }
 
 export class Accounts {
-  private readonly codeKey: Buffer;
+  private readonly codeHash: (id: string, code: string) => string;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -104,7 +105,7 @@ export class Accounts {
     private readonly throttle: Throttle,
     private readonly mailer: Mailer,
   ) {
-    this.codeKey = Buffer.from(hkdfSync('sha256', config.secretKey, 'gatehouse', 'gatehouse:email-codes', 32));
+    this.codeHash = codeHasher(config.secretKey, 'email-codes');
   }
 
   // Passwords ----------------------------------------------------------------------------------------
@@ -633,9 +634,6 @@ export class Accounts {
 
   // Codes ----------------------------------------------------------------------------------------------
 
-  private codeHash(id: string, code: string): string {
-    return createHmac('sha256', this.codeKey).update(`${id}:${code}`).digest('base64url');
-  }
 
   /**
    * Checks a code against a live grant and consumes it; throws invalid_code / code_expired, or 429
@@ -694,11 +692,6 @@ export class Accounts {
   }
 }
 
-/** A unique-constraint violation on SQLite or PostgreSQL. */
-function isUniqueViolation(error: unknown): boolean {
-  const e = error as { code?: string; message?: string } | undefined;
-  return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || /UNIQUE constraint failed/.test(e?.message ?? '');
-}
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import { createHmac, hkdfSync } from 'node:crypto';
+import { codeHasher } from '../shared/crypto.js';
+import { isUniqueViolation } from '../storage/unique-violation.js';
 import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Mailer } from '../mail/index.js';
@@ -45,7 +46,7 @@ const VOIDED_BY_CHANGE = ['magic_link', 'password_reset', 'email_verify'];
 export type EmailChangeContext = RequestContext & { appId?: string | null; locale: Locale };
 
 export class EmailChange {
-  private readonly codeKey: Buffer;
+  private readonly codeHash: (id: string, code: string) => string;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -56,7 +57,7 @@ export class EmailChange {
     /** The daily budget of wrong codes of an address, shared with the sign-in codes (Accounts.reserveCodeTry): takes a slot, returns its release. */
     private readonly reserveCodeTry: (address: string, now: number) => Promise<() => Promise<void>>,
   ) {
-    this.codeKey = Buffer.from(hkdfSync('sha256', config.secretKey, 'gatehouse', 'gatehouse:email-change-codes', 32));
+    this.codeHash = codeHasher(config.secretKey, 'email-change-codes');
   }
 
   /** The account asking, active, or 401. */
@@ -220,9 +221,6 @@ export class EmailChange {
     return { ...user, email: newEmail, email_verified: 1, updated_at: now };
   }
 
-  private codeHash(id: string, code: string): string {
-    return createHmac('sha256', this.codeKey).update(`${id}:${code}`).digest('base64url');
-  }
 }
 
 /**
@@ -236,8 +234,3 @@ export function maskAddress(email: string): string {
   return `${shown}${email.slice(at)}`;
 }
 
-/** A unique-constraint violation on SQLite or PostgreSQL. */
-function isUniqueViolation(error: unknown): boolean {
-  const e = error as { code?: string; message?: string } | undefined;
-  return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || /UNIQUE constraint failed/.test(e?.message ?? '');
-}

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 
 /**
  * Symmetric encryption at rest (AES-256-GCM) under a key derived from SECRET_KEY with HKDF-SHA256.
@@ -29,4 +29,14 @@ export class SecretBox {
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]);
   }
+}
+
+/**
+ * How a mailed code is stored: HMAC-SHA256 of `id:code` under a key derived from SECRET_KEY for
+ * `purpose`, so six digits cannot be found from a database dump by trying all million of them, and a
+ * code stored for one row or purpose does not match another.
+ */
+export function codeHasher(secretKey: string, purpose: string): (id: string, code: string) => string {
+  const key = Buffer.from(hkdfSync('sha256', secretKey, 'gatehouse', `gatehouse:${purpose}`, 32));
+  return (id, code) => createHmac('sha256', key).update(`${id}:${code}`).digest('base64url');
 }
