@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AppError } from '../errors.js';
 import { corsOnSend, headerClientId } from '../plugins/cors.js';
+import { authenticateAtApp } from '../sign-in/requesting-app.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { json, shareRouteDocs } from '../shared/responses.js';
 import { AccountExport, type AccountExportDocument } from './schemas.js';
@@ -67,13 +68,7 @@ export default async function accountExportRoutes(scope: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const identity = await app.tokens.authenticate(request);
-      request.corsAppId = identity.appId;
-      // A token outlives its app's switch-off by its lifetime at most: a disabled app, or one without
-      // the Auth feature, fetches nothing with it (as at every other /v1/auth door).
-      const client = identity.grant.app;
-      if (client.disabled) throw new AppError('unauthorized', { detail: `app ${client.id} disabled` });
-      if (!client.features.auth) throw new AppError('feature_disabled', { detail: `app ${client.id} lacks auth` });
+      const identity = await authenticateAtApp(app.tokens, request);
       return accountExportFor(app, reply, identity.userId, { coverage: 'app', appId: identity.appId });
     },
   );

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import { AppError, isAppError } from '../errors.js';
 import { pickLocale, type Locale } from '../plugins/i18n.js';
 import { corsOnSend, headerClientId } from '../plugins/cors.js';
+import { authenticateAtApp } from '../sign-in/requesting-app.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { parseAmr, type Amr } from '../shared/acr.js';
 import { type RequestContext, requestContext } from '../shared/request-context.js';
@@ -84,15 +85,6 @@ export default async function emailChangeRoutes(scope: FastifyInstance) {
     }),
   );
 
-  /** The person of an access token from an app that may use the Auth feature (a session JWT of a pending sign-in is refused). */
-  async function bearer(request: FastifyRequest) {
-    const identity = await app.tokens.authenticate(request);
-    request.corsAppId = identity.appId;
-    const client = identity.grant.app;
-    if (client.disabled) throw new AppError('unauthorized', { detail: `app ${client.id} disabled` });
-    if (!client.features.auth) throw new AppError('feature_disabled', { detail: `app ${client.id} lacks auth` });
-    return identity;
-  }
 
   app.post(
     '/change',
@@ -111,7 +103,7 @@ export default async function emailChangeRoutes(scope: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const identity = await bearer(request);
+      const identity = await authenticateAtApp(app.tokens, request);
       await app.emailChange.countRequest(identity.userId);
       const [user, grant] = await Promise.all([app.emailChange.activeUser(identity.userId), findGrant(app.db, identity.grantId)]);
       if (!grant) throw new AppError('unauthorized', { detail: 'grant gone' });
@@ -159,7 +151,7 @@ export default async function emailChangeRoutes(scope: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const identity = await bearer(request);
+      const identity = await authenticateAtApp(app.tokens, request);
       const ctx = { ...requestContext(request), appId: identity.appId, locale: mailLocale(request.headers['accept-language']) };
       const user = await app.emailChange.confirmByCode(identity.userId, request.body.code.trim(), ctx);
       return reply.header('cache-control', 'no-store').send({ user: toPublicUser(user) });

@@ -5,6 +5,7 @@ import { authenticateClient } from './client-auth.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import type { Database } from '../storage/schema.js';
 import type { Throttle } from '../throttle/service.js';
+import type { BearerIdentity, TokenService } from '../tokens/service.js';
 import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
 
 // Which app a sign-in request comes from: every REST sign-in door (/v1/auth, passkeys, the MFA step) asks here.
@@ -55,4 +56,19 @@ export function checkRedirectUri(client: App, redirectUri: string | undefined): 
   if (redirectUri === undefined) return undefined;
   if (!isRegisteredRedirectUri(client.redirectUris, redirectUri)) throw new AppError('invalid_redirect_uri', { reason: 'redirect_uri_not_registered' });
   return redirectUri;
+}
+
+/**
+ * The person of an access token at a `/v1/auth` self-service door (the data export, the email change):
+ * a token outlives its app's switch-off by its lifetime at most, so a disabled app gets 401 and one
+ * without the Auth feature 403 `feature_disabled`; a session JWT of a pending sign-in is no credential.
+ * The token's app is the request's CORS app.
+ */
+export async function authenticateAtApp(tokens: TokenService, request: FastifyRequest): Promise<BearerIdentity> {
+  const identity = await tokens.authenticate(request);
+  request.corsAppId = identity.appId;
+  const client = identity.grant.app;
+  if (client.disabled) throw new AppError('unauthorized', { detail: `app ${client.id} disabled` });
+  if (!client.features.auth) throw new AppError('feature_disabled', { detail: `app ${client.id} lacks auth` });
+  return identity;
 }
