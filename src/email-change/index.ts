@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { AppError, isAppError } from '../errors.js';
 import { pickLocale, type Locale } from '../plugins/i18n.js';
