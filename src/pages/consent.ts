@@ -8,9 +8,9 @@ import { appendQuery } from '../shared/url.js';
 import { findApp } from '../storage/repos/apps.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
 import { findUserById } from '../storage/repos/users.js';
-import { field, readFlow } from './flow.js';
+import { appLink, field, readFlow } from './flow.js';
 import { type FormState, formFailure } from './form-state.js';
-import { localeOf, renderPage } from '../plugins/views.js';
+import { localeOf, renderHtmlError, renderPage } from '../plugins/views.js';
 
 /**
  * `/consent` and `/profile`: the steps `/oauth/authorize` waits for. What they act on (app, user,
@@ -27,11 +27,27 @@ function expired(): AppError {
 }
 
 /** The pending step, if it belongs to the user of this browser (or came with a session JWT in this browser). */
-function pendingStep<K extends 'consent' | 'profile'>(request: FastifyRequest, kind: K): NonNullable<FlowState[K]> {
+function currentStep<K extends 'consent' | 'profile'>(request: FastifyRequest, kind: K): NonNullable<FlowState[K]> | undefined {
   const step = readFlow(request)[kind] as PendingConsent | PendingProfile | undefined;
-  if (!step || !request.browserSession) throw expired();
-  if (!step.viaSessionJwt && request.browserSession.user_id !== step.userId) throw expired();
+  if (!step || !request.browserSession) return undefined;
+  if (!step.viaSessionJwt && request.browserSession.user_id !== step.userId) return undefined;
   return step as NonNullable<FlowState[K]>;
+}
+
+function pendingStep<K extends 'consent' | 'profile'>(request: FastifyRequest, kind: K): NonNullable<FlowState[K]> {
+  const step = currentStep(request, kind);
+  if (!step) throw expired();
+  return step;
+}
+
+/**
+ * A step's page opened when the step is no longer pending (reloaded after it was done, or the flow
+ * expired): the expired error with, for a signed-in member of the app the URL names, the way back to
+ * that app (appLink), so the page is no dead end.
+ */
+async function renderStale(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const error = expired();
+  return renderHtmlError(request, reply.code(error.status), error, await appLink(request));
 }
 
 async function clearStep(request: FastifyRequest, reply: FastifyReply, kind: 'consent' | 'profile'): Promise<void> {
@@ -41,7 +57,8 @@ async function clearStep(request: FastifyRequest, reply: FastifyReply, kind: 'co
 
 export default async function consentPages(app: FastifyInstance) {
   app.get('/consent', async (request, reply) => {
-    const step = pendingStep(request, 'consent');
+    const step = currentStep(request, 'consent');
+    if (!step) return renderStale(request, reply);
     const client = await findApp(app.db, step.appId);
     const user = await findUserById(app.db, step.userId);
     if (!client || !user) throw expired();
@@ -106,7 +123,10 @@ export default async function consentPages(app: FastifyInstance) {
     });
   }
 
-  app.get('/profile', async (request, reply) => renderProfile(request, reply, pendingStep(request, 'profile'), {}));
+  app.get('/profile', async (request, reply) => {
+    const step = currentStep(request, 'profile');
+    return step ? renderProfile(request, reply, step, {}) : renderStale(request, reply);
+  });
 
   app.post('/profile', async (request, reply) => {
     const step = pendingStep(request, 'profile');

@@ -85,12 +85,18 @@ export async function renderPage(
  * production (`describeError`, in the page's language), and a refused redirect_uri with the exact-match
  * rule (src/shared/redirect-uri-match.ts decides what is safe to show).
  */
-export function renderHtmlError(request: FastifyRequest, reply: FastifyReply, error: AppError): Promise<FastifyReply> {
+export function renderHtmlError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  error: AppError,
+  /** The way back to the app the page was opened for, where the caller knows it is safe to show (pages/flow.ts appLink). */
+  backTo?: { name: string; href: string },
+): Promise<FastifyReply> {
   const production = request.server.config.production;
   const t = request.server.messages.translator(localeOf(request));
   // The exact reason outside production; otherwise the public message, in the page's language.
   const message = translatedErrorText(t, describeError(error, { production, locale: localeOf(request) }));
-  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message, production, refused: refusedRedirectUri(error) });
+  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message, production, refused: refusedRedirectUri(error), backTo });
 }
 
 /**

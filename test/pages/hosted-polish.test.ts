@@ -101,6 +101,33 @@ describe('hosted pages: per-field errors', () => {
     expect(inputTag(refused.body, 'phone_number')).toMatch(/aria-describedby="phone_number-hint phone_number-error"/);
   });
 
+  it('a stale /profile or /consent is no dead end: a member of the app its URL names gets a way back to the app; anyone else only the account page', async () => {
+    const client = await makeClient(t, { name: 'Field Notes', redirectUris: ['https://notes.example/cb'], requiredFields: ['phone_number'] });
+    const b = new Browser(t.app);
+    expect((await b.submit('/register', { email: uniqueEmail(), password: 'a long enough passphrase 77', accept_terms: '1', action: 'register' })).statusCode).toBe(303);
+    const start = await b.get(authorizeUrl(client).url);
+    const consented = await b.submit(relative(String(start.headers.location)), { action: 'allow' });
+    const profileUrl = relative(String((await b.get(String(consented.headers.location))).headers.location));
+    expect(profileUrl).toMatch(/^\/profile\?client_id=/);
+    const page = await b.get(profileUrl);
+    const saved = await b.post('/profile', { csrf: csrfOf(page.body), phone_number: '+14155550123', action: 'save' });
+    expect(saved.statusCode).toBe(303);
+    // The flow resumes and returns to the app, signed in: the person is now the app's member.
+    expect(String((await b.get(relative(String(saved.headers.location)))).headers.location)).toMatch(/^https:\/\/notes\.example\/cb\?code=/);
+    // The same page again (back button, reload): the step is done.
+    for (const path of [profileUrl, profileUrl.replace('/profile', '/consent')]) {
+      const stale = await b.get(path);
+      expect(stale.statusCode).toBe(400);
+      expect(stale.body).toContain('<a class="button secondary" href="https://notes.example/" data-back-to-app>← Back to Field Notes</a>');
+      expect(stale.body).toContain('href="/account"');
+    }
+    // Someone who is not the app's member (here: signed out) is shown neither its name nor a link of its choosing.
+    const visitor = await new Browser(t.app).get(profileUrl);
+    expect(visitor.statusCode).toBe(400);
+    expect(visitor.body).not.toContain('data-back-to-app');
+    expect(visitor.body).not.toContain('Field Notes');
+  });
+
   it('account: a wrong current password is marked at that field (403)', async () => {
     const user = await makeUser(t.app);
     const b = new Browser(t.app);
