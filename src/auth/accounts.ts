@@ -66,9 +66,12 @@ export const VERIFY_CODE_TTL = 10 * 60;
 
 const KIND = { magic: 'magic_link', reset: 'password_reset', verify: 'email_verify' } as const;
 
-/** Single-use rows of a user that a claim voids (the sign-in features' own and the provider's tickets). */
-// The single-use tickets a claim voids: mailed links and codes, provider transactions, passkey challenges and authenticator-app setups.
-const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind', 'passkey_registration', 'passkey_authentication', 'totp_enrolment'];
+/**
+ * The single-use tickets of a user that a claim voids: mailed links and codes, provider transactions,
+ * passkey challenges, authenticator-app setups and a pending email change (a squatter's way to move the
+ * claimed account to their own address).
+ */
+const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind', 'passkey_registration', 'passkey_authentication', 'totp_enrolment', 'email_change'];
 
 /** The app a mail is requested through (`/v1/auth` names one): named in the mail; a link to its redirect URI is bound to it. */
 /**

@@ -105,6 +105,25 @@ describe('a squatter cannot keep factors on an address they do not own', () => {
     expect(refused.statusCode).toBe(401);
   });
 
+  it('the claim voids an email change the squatter left pending: the owner is never shown, nor moved by, the squatter\'s new address', async () => {
+    const squatter = new Browser(t.app);
+    const { email } = await squatter.register(uniqueEmail('moved'));
+    const id = await userId(email);
+    const theirs = uniqueEmail('squatter');
+    const page = await squatter.get('/account');
+    const asked = await squatter.post('/account/email', { csrf: csrfOf(page.body), action: 'request', new_email: theirs, current_password: PASSWORD });
+    expect(asked.statusCode).toBe(303);
+    expect(await t.app.emailChange.pendingAddress(id)).toBe(theirs);
+
+    expect((await post('/v1/auth/magic-link/request', { email, client_id: plain.app.id })).statusCode).toBe(202);
+    const owner = await post('/v1/auth/magic-link/verify', { email, code: await mailedCode(email, 'magic_link'), client_id: plain.app.id });
+    expect(owner.statusCode, owner.body).toBe(200);
+
+    // The account page's code form reads the pending change: there is none for the owner.
+    expect(await t.app.emailChange.pendingAddress(id)).toBeUndefined();
+    expect((await t.db.selectFrom('users').select('email').where('id', '=', id).executeTakeFirstOrThrow()).email).toBe(email);
+  });
+
   it('the claim also removes an authenticator app and its recovery codes', async () => {
     const { email, secret } = await enrolledThenUnproven('claimtotp');
     const id = await userId(email);
