@@ -9,7 +9,7 @@ import { migrateToLatest } from './storage/migrator.js';
 // App-wide plugins (decorators and hooks every feature may use).
 import accountsPlugin from './auth/accounts.js';
 import corePlugin from './plugins/db.js';
-import errorHandler from './plugins/error-handler.js';
+import errorHandler, { answerClientError, sendError, toAppError } from './plugins/error-handler.js';
 import { useJsonBodyParser } from './plugins/json-body.js';
 import keysPlugin from './plugins/keys.js';
 import pino from 'pino';
@@ -107,6 +107,7 @@ class AccessLog extends LogController {
 /** Builds the whole application as a Fastify instance. It never listens: server.ts and tests do that. */
 export async function buildApp(config: ResolvedConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
   const logStream = options.logStream === false ? undefined : (options.logStream ?? asyncStdout());
+  const errorOptions = { issuer: config.baseUrl, production: config.production, renderHtmlError };
   const app = Fastify({
     logger: logStream ? { ...loggerOptions(config.logLevel), stream: logStream } : false,
     logController: new AccessLog(logStream && pino(accessLogOptions(config.logLevel), logStream)),
@@ -120,6 +121,9 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
     onConstructorPoisoning: 'error',
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    // Refusals before any route runs answer in the catalogue's shape too (docs/reference/errors.md).
+    frameworkErrors: (error, request, reply) => sendError(request, reply, toAppError(error), errorOptions),
+    clientErrorHandler: answerClientError,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -139,7 +143,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   if (options.migrate !== false) await migrateToLatest(storage);
 
   await app.register(corePlugin, { config, storage, clock: options.clock ?? systemClock, ownsStorage: !options.storage });
-  await app.register(errorHandler, { issuer: config.baseUrl, production: config.production, renderHtmlError });
+  await app.register(errorHandler, errorOptions);
   // Before any route: the OpenAPI document is generated from the routes as they are registered.
   await app.register(openapiPlugin);
   await app.register(formbody);

@@ -1,9 +1,9 @@
 /**
- * The one error type and the catalogue of machine codes (CONTRACT §2). Each code has a default HTTP
+ * The one error type and the catalogue of machine codes (docs/reference/errors.md). Each code has a default HTTP
  * status and a public message; `detail` and `cause` are only ever logged, never sent.
  */
 export const ERROR_CATALOGUE = {
-  // CONTRACT §2 (`/v1/*`, `/oauth/idp/*`)
+  // `/v1/*`, `/oauth/idp/*` and the hosted pages
   invalid_request: [400, 'The request is missing a required field or has a malformed one.'],
   invalid_json: [400, 'The request body is not valid JSON.'],
   unsupported_media_type: [415, 'The request body has an unsupported content type.'],
@@ -34,6 +34,9 @@ export const ERROR_CATALOGUE = {
   config_from_env: [409, 'This setting comes from the environment and cannot be changed through the API.'],
   conflict: [409, 'The request conflicts with the current state.'],
   method_not_allowed: [405, 'Method not allowed.'],
+  request_timeout: [408, 'The request did not arrive in time.'],
+  uri_too_long: [414, 'A path segment of the request is too long.'],
+  headers_too_large: [431, 'The request headers are too large.'],
   internal_error: [500, 'Internal server error.'],
   service_unavailable: [503, 'The service is temporarily unavailable.'],
   // RFC 6749 / 6750 / OIDC names, used by /oauth/* endpoints

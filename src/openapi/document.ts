@@ -30,6 +30,11 @@ and admin APIs.
 and \`/oauth/userinfo\` answer RFC 6749 \`{"error", "error_description"}\`; hosted pages answer an HTML error
 page. Every operation lists the codes it can answer by status. A known path called with a method it does
 not have answers 405 \`method_not_allowed\` with an \`Allow\` header; an unknown path answers 404 \`not_found\`.
+Refusals made before any operation runs answer in the same shape: a path segment longer than 200 characters
+414 \`uri_too_long\`, a malformed percent-escape in the path 400 \`invalid_request\`, request headers over
+16 KiB 431 \`headers_too_large\` and a request that does not arrive in time 408 \`request_timeout\` (these
+two close the connection). Rate limits are checked before a body is validated, so an operation that
+lists 429 may answer it to a malformed request too.
 Bodies are JSON (forms where an operation says so); JSON keys \`__proto__\` and \`constructor\` are refused
 with 400 \`invalid_request\`.
 

@@ -1,6 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { AppError, describeError, type ErrorCode } from '../errors.js';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { AppError, describeError, ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
 import { TurnAbandoned, TurnOverdue } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 
@@ -60,6 +62,9 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
   FST_ERR_CTP_INVALID_CHARSET: 'unsupported_media_type',
   FST_ERR_NOT_FOUND: 'not_found',
+  // Refused by the router before any route runs (Fastify's frameworkErrors).
+  FST_ERR_BAD_URL: 'invalid_request',
+  FST_ERR_MAX_PARAM_LENGTH: 'uri_too_long',
 };
 
 interface ValidationIssue {
@@ -188,6 +193,25 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: App
     ...(err.details ? { details: err.details } : {}),
     ...(err.extra ?? {}),
   });
+}
+
+/**
+ * What Node's HTTP parser refuses before Fastify sees a request (Fastify's `clientErrorHandler`): headers
+ * over the size limit (431), a request that did not arrive in time (408), anything else malformed (400),
+ * answered in the catalogue's JSON shape on the raw socket, which is then closed.
+ */
+export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const code: ErrorCode =
+    error.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'invalid_request';
+  const [status, message] = ERROR_CATALOGUE[code];
+  const body = JSON.stringify({ code, message });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOptions) {

@@ -1,3 +1,4 @@
+import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
 import { bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
@@ -82,5 +83,31 @@ describe('one answer per mistake', () => {
       expect(res.headers['content-type'], path).toMatch(/^text\/html/);
       expect(res.headers.location, path).toBeUndefined();
     }
+  });
+  it('a path segment over the length limit → 414 uri_too_long in the catalogue shape; a malformed escape → 400', async () => {
+    const developer = bearer((await createDeveloperViaApi(t)).apiKey);
+    const long = await t.app.inject({ url: `/v1/dev/apps/${'a'.repeat(201)}`, headers: developer });
+    expect(long.statusCode).toBe(414);
+    expect(long.headers['content-type']).toMatch(/^application\/json/);
+    expect(long.json()).toEqual({ code: 'uri_too_long', message: 'A path segment of the request is too long.' });
+    const malformed = await t.app.inject({ url: '/v1/dev/apps/%E0%A4%A', headers: developer });
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().code).toBe('invalid_request');
+  });
+
+  it('headers over the size limit → 431 headers_too_large in the catalogue shape, not Node\'s own body', async () => {
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = t.app.server.address() as AddressInfo;
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk));
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    const [head, body] = answer.split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 431 /);
+    expect(head).toMatch(/content-type: application\/json/i);
+    expect(JSON.parse(body!)).toEqual({ code: 'headers_too_large', message: 'The request headers are too large.' });
   });
 });
