@@ -10,7 +10,7 @@ import { startTour, walkTour } from '../helpers/page-tour.js';
  * Screenshots of every hosted page (the tour of test/helpers/page-tour.ts) at desktop width and
  * 390 px, light and dark, in English and Simplified Chinese, written to SCREENSHOTS_DIR (default
  * `screenshots/`, git-ignored) as `<locale>/<stop>-<width>-<scheme>.png`. Only with SCREENSHOTS=1: it
- * is for people to look at, not a check, and costs a browser run. README says how to produce them.
+ * is for people to look at, not a check, and costs a browser run. docs/guides/hosted-pages.md says how to produce them.
  */
 
 const enabled = process.env.SCREENSHOTS === '1';
