@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Configuration: every environment variable of CONTRACT §0 and §14, parsed once.
+ * Configuration: every environment variable (docs/reference/configuration.md), parsed once.
  * This is the only module that reads environment variables (it is handed `process.env` by its callers).
  */
 
@@ -24,7 +24,8 @@ const httpUrl = (name: string) =>
     }
   }, `${name} must be an absolute http(s) URL without query, fragment or credentials`);
 
-const envSchema = z.object({
+/** Every environment variable, as docs/reference/configuration.md lists them (a test keeps the page in step). */
+export const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
