@@ -118,10 +118,11 @@ export class Sessions {
   /**
    * Signs out of one entry the view can see. An id the view cannot see (another person's, another
    * app's, a browser session asked by an app's token, an ended one, a made-up one) is 404 `not_found`,
-   * the same answer for each: the id tells nobody whether it exists. Returns what was signed out.
+   * the same answer for each: the id tells nobody whether it exists. `keepBrowser` (the account page's
+   * own session, which signs out through its own form) is never a candidate. Returns what was signed out.
    */
-  async revoke(userId: string, id: string, view: SessionView, ctx: RevokeContext): Promise<SessionEntry> {
-    const row = (await this.rows(userId, view)).find((r) => sameId(r.id, id));
+  async revoke(userId: string, id: string, view: SessionView, ctx: RevokeContext, options: { keepBrowser?: string } = {}): Promise<SessionEntry> {
+    const row = (await this.rows(userId, view)).find((r) => sameId(r.id, id) && !(r.kind === 'browser' && r.key === options.keepBrowser));
     if (!row) throw new AppError('not_found', { message: 'No such session.', detail: 'session id not among the caller\'s view' });
     const now = this.clock.now();
     await this.db.transaction().execute(async (trx) => {
