@@ -8,7 +8,7 @@ import { formatDateTime } from '../plugins/i18n.js';
 import { requestContext } from '../shared/request-context.js';
 import { listAppsOfUser } from '../storage/repos/app-users.js';
 import { PROFILE_FIELDS } from '../sign-in/profile-data.js';
-import { accountSessionsRoutes, accountSessionsView, sessionsNotice } from './sessions.js';
+import { accountSessionsRoutes, accountSessionsView } from './sessions.js';
 import { listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
@@ -101,7 +101,6 @@ export default async function accountPages(scope: FastifyInstance) {
     if (!notice && query.bound === '1') notice = tr('idp.account.bound');
     if (!notice && query.done === 'email') notice = tr('email_change.done', { email: user.email });
     if (!notice && query.done && DONE.has(query.done)) notice = tr(`idp.account.done_${query.done}`);
-    if (!notice && query.done) notice = sessionsNotice(app, request, reply, query.done);
     const mfaError = query.mfa_error && MFA_ERRORS.has(query.mfa_error) ? tr(`mfa.account.error_${query.mfa_error}`) : undefined;
     if (!form && query.idp_error) form = formState({ message: IDP_ERRORS.has(query.idp_error) ? tr(`idp.account.idp_error.${query.idp_error}`) : tr('idp.account.idp_error.generic') });
     return renderPage(request, reply, 'account', {
@@ -113,7 +112,7 @@ export default async function accountPages(scope: FastifyInstance) {
       user: { email: user.email, name: user.name ?? '', phone_number: user.phone_number ?? '', birthdate: user.birthdate ?? '', emailVerified: user.email_verified === 1 },
       provider: provider ? { name: provider.name } : undefined,
       identity: identity ? { email: identity.email ?? '' } : undefined,
-      whereSignedIn: await accountSessionsView(app, request, user.id, session.id_hash),
+      whereSignedIn: await accountSessionsView(app, request, reply, user.id, session.id_hash, query.done),
       apps,
       passkeys: passkeys && { ...passkeys, items: passkeys.items.map((p) => ({ ...p, createdAt: when(p.createdAt), lastUsedAt: p.lastUsedAt && when(p.lastUsedAt) })) },
       mfa: { ...(await accountMfa(app, user, session)), error: mfaError },

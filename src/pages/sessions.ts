@@ -18,8 +18,12 @@ import type { UserRow } from '../storage/repos/users.js';
 
 type Translate = (key: string, values?: Record<string, string>) => string;
 
-/** The section's view-model: entries with their device, area and times as the person's locale writes them. */
-export async function accountSessionsView(app: FastifyInstance, request: FastifyRequest, userId: string, currentIdHash: string) {
+/**
+ * The section's view-model: entries with their device, area and times as the person's locale writes
+ * them, and the confirmation of a sign-out just made (`done`), shown in the section itself: the
+ * redirect lands on `#sessions`, below the page's own notice.
+ */
+export async function accountSessionsView(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, userId: string, currentIdHash: string, done: string | undefined) {
   const locale = localeOf(request);
   const tr = app.messages.translator(locale) as Translate;
   const when = (at: number) => formatDateTime(locale, at);
@@ -36,7 +40,12 @@ export async function accountSessionsView(app: FastifyInstance, request: Fastify
   // This browser first, then the most recently seen.
   const browsers = entries.filter((s) => s.kind === 'browser').sort((a, b) => Number(b.current) - Number(a.current));
   const grants = entries.filter((s) => s.kind === 'grant');
-  return { browsers: browsers.map(shown), grants: grants.map(shown), others: entries.filter((s) => !s.current).length };
+  return {
+    browsers: browsers.map(shown),
+    grants: grants.map(shown),
+    others: entries.filter((s) => !s.current).length,
+    notice: done ? sessionsNotice(app, request, reply, done) : undefined,
+  };
 }
 
 /** "Chrome on macOS", or what is known of it. */
@@ -46,7 +55,7 @@ export function deviceLabel(tr: Translate, s: Pick<SessionEntry, 'browser' | 'os
 }
 
 /** The flash message after a sign-out on the section (`done` of the redirect), or undefined. */
-export function sessionsNotice(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, done: string): string | undefined {
+function sessionsNotice(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, done: string): string | undefined {
   const tr = app.messages.translator(localeOf(request)) as Translate;
   if (done === 'session_revoked') {
     const { what } = app.browserSessions.takeShownOnce<{ what: string }>(request, reply);
