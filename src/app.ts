@@ -51,6 +51,7 @@ import openapiPlugin from './openapi/index.js';
 import profileRoutes from './profile/index.js';
 import accountExportRoutes from './account-export/index.js';
 import emailChangeRoutes, { emailChangePlugin } from './email-change/index.js';
+import sessionsRoutes, { sessionsPlugin } from './sessions/index.js';
 
 export interface BuildOptions {
   /** An already-open storage (tests); otherwise DATABASE_URL is opened and closed with the app. */
@@ -158,6 +159,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(mailerPlugin);
   await app.register(accountsPlugin);
   await app.register(emailChangePlugin);
+  await app.register(sessionsPlugin);
   await app.register(idpPlugin);
   await app.register(metricsPlugin);
   await app.register(maintenancePlugin);
@@ -169,6 +171,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(authRoutes, { prefix: '/v1/auth' });
   await app.register(accountExportRoutes, { prefix: '/v1/auth/account' });
   await app.register(emailChangeRoutes, { prefix: '/v1/auth/email' });
+  await app.register(sessionsRoutes, { prefix: '/v1/auth/sessions' });
   await app.register(emailVerifyRoutes, { prefix: '/v1/email_verify' });
   await app.register(passkeyRoutes);
 

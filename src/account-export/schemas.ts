@@ -66,6 +66,8 @@ const AppSession = z.object({
   expires_at: Time,
   revoked_at: MaybeTime,
   revoked_reason: z.string().nullable(),
+  user_agent: z.string().nullable().describe('The user agent it was signed in from (null: unknown, or before this was recorded).'),
+  ip_area: z.string().nullable().describe('The coarse area of the address it was signed in from (IPv4 /24, IPv6 /48); never the full address.'),
 });
 
 const BrowserSession = z.object({
@@ -75,6 +77,8 @@ const BrowserSession = z.object({
   last_seen_at: Time,
   expires_at: Time,
   revoked_at: MaybeTime,
+  user_agent: z.string().nullable().describe('The user agent it was signed in from.'),
+  ip_area: z.string().nullable().describe('The coarse area of the address it was signed in from (IPv4 /24, IPv6 /48).'),
 });
 
 const ProfileEntry = z.object({

@@ -117,6 +117,8 @@ export async function buildAccountExport(db: Kysely<Database>, userId: string, a
         expires_at: time(g.expiresAt),
         revoked_at: maybeTime(g.revokedAt),
         revoked_reason: g.revokedReason,
+        user_agent: g.userAgent,
+        ip_area: g.ipArea,
       })),
       browser: browser.map((s) => ({
         amr: parseAmr(s.amr),
@@ -125,6 +127,8 @@ export async function buildAccountExport(db: Kysely<Database>, userId: string, a
         last_seen_at: time(s.lastSeenAt),
         expires_at: time(s.expiresAt),
         revoked_at: maybeTime(s.revokedAt),
+        user_agent: s.userAgent,
+        ip_area: s.ipArea,
       })),
     },
     profiles: profiles.map((p) => ({ app_id: p.appId, version: p.version, data: jsonObject(p.data), created_at: time(p.createdAt), updated_at: time(p.updatedAt) })),

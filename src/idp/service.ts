@@ -1,3 +1,4 @@
+import { deviceOf } from '../shared/ip-area.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import { randomBytes } from 'node:crypto';
@@ -400,7 +401,7 @@ export class IdpService {
         await browserSessions.writeData(request, reply, { ...flow, resume, mfa: pendingMfa(user.id, factor, { via: 'idp_callback', since: now }) });
         return appendQuery(`${this.deps.config.authUrl}/mfa`, { client_id: app.id });
       }
-      const grantId = await this.deps.tokens.createGrant(this.db, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: now, amr: factor.amr, awaiting: AWAITING.secondFactor });
+      const grantId = await this.deps.tokens.createGrant(this.db, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, authTime: now, amr: factor.amr, awaiting: AWAITING.secondFactor, device: deviceOf(ctx) });
       const session = await this.deps.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
       return appendQuery(appRequest.redirectUri, { session, state: appRequest.state });
     }
@@ -420,11 +421,12 @@ export class IdpService {
           nonce: appRequest.nonce ?? null,
           authTime: now,
           amr: factor.amr,
+          device: deviceOf(ctx),
         }),
       );
       return appendQuery(appRequest.redirectUri, { code, state: appRequest.state, iss: this.deps.config.baseUrl });
     }
-    const grantId = await this.db.transaction().execute((trx) => signIn.openSession(trx, { app, user, authTime: now, amr: factor.amr }));
+    const grantId = await this.db.transaction().execute((trx) => signIn.openSession(trx, { app, user, authTime: now, amr: factor.amr, device: deviceOf(ctx) }));
     // Signing may read keys from the database: never inside a transaction (SQLite has one connection).
     const session = await this.deps.tokens.mintSession({ userId: user.id, appId: app.id, grantId });
     return appendQuery(appRequest.redirectUri, { session, state: appRequest.state });

@@ -3,6 +3,7 @@ import { AppError } from '../errors.js';
 import { type Amr, parseAmr } from '../shared/acr.js';
 import { requestContext } from '../shared/request-context.js';
 import { type FlowState, pendingMfa, STEP_UP } from '../shared/pending-flow.js';
+import { deviceOf } from '../shared/ip-area.js';
 import { consentIsImplied, missingRequiredFields } from '../sign-in/policy.js';
 import { DEFAULT_SCOPE, joinScope, scopeList, unknownScopes } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
@@ -297,6 +298,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
       nonce: req.nonce ?? null,
       authTime: who.authTime,
       amr: who.amr,
+      device: deviceOf(requestContext(request)),
     }),
   );
   if (request.browserSession) {

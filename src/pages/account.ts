@@ -7,8 +7,8 @@ import { AppError, isAppError } from '../errors.js';
 import { formatDateTime } from '../plugins/i18n.js';
 import { requestContext } from '../shared/request-context.js';
 import { listAppsOfUser } from '../storage/repos/app-users.js';
-import { listBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import { PROFILE_FIELDS } from '../sign-in/profile-data.js';
+import { accountSessionsRoutes, accountSessionsView } from './sessions.js';
 import { listIdentitiesOfUser } from '../storage/repos/idp.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
@@ -94,12 +94,6 @@ export default async function accountPages(scope: FastifyInstance) {
     const provider = await app.idp.provider();
     const identities = await listIdentitiesOfUser(app.db, user.id);
     const identity = identities.find((i) => !provider || i.issuer === provider.issuer);
-    const now = app.clock.now();
-    const sessions = (await listBrowserSessionsOfUser(app.db, user.id, now)).map((s) => ({
-      current: s.id_hash === session.id_hash,
-      createdAt: when(s.created_at),
-      lastSeenAt: when(s.last_seen_at),
-    }));
     const apps = (await listAppsOfUser(app.db, user.id)).map((a) => ({ id: a.appId, name: a.appName, lastLoginAt: a.lastLoginAt ? when(a.lastLoginAt) : '' }));
     const passkeys = await accountPasskeys(app, user.id);
     let notice = locals.notice;
@@ -118,7 +112,7 @@ export default async function accountPages(scope: FastifyInstance) {
       user: { email: user.email, name: user.name ?? '', phone_number: user.phone_number ?? '', birthdate: user.birthdate ?? '', emailVerified: user.email_verified === 1 },
       provider: provider ? { name: provider.name } : undefined,
       identity: identity ? { email: identity.email ?? '' } : undefined,
-      sessions,
+      whereSignedIn: await accountSessionsView(app, request, reply, user.id, session.id_hash, query.done),
       apps,
       passkeys: passkeys && { ...passkeys, items: passkeys.items.map((p) => ({ ...p, createdAt: when(p.createdAt), lastUsedAt: p.lastUsedAt && when(p.lastUsedAt) })) },
       mfa: { ...(await accountMfa(app, user, session)), error: mfaError },
@@ -342,6 +336,8 @@ export default async function accountPages(scope: FastifyInstance) {
     const document = await accountExportFor(app, reply, user.id, { coverage: 'full' });
     return reply.send(JSON.stringify(document, null, 2));
   });
+
+  accountSessionsRoutes(app, requireUser);
 
   app.post('/account/apps', { schema: { body: Form } }, async (request, reply) => {
     const user = await requireUser(request);

@@ -57,6 +57,12 @@ const PAGES: Record<string, PageDoc> = {
   'POST /account/profile': form('submitAccountProfile', 'Change profile data', { 400: ['invalid_request'] }),
   'POST /account/password': form('submitAccountPassword', 'Change the password', { 400: ['weak_password'], 403: ['invalid_credentials'], 429: ['rate_limited'] }),
   'POST /account/apps': form('submitAccountApps', 'Disconnect an app', {}),
+  'POST /account/sessions': form(
+    'submitAccountSessions',
+    'Sign out of a session, or everywhere else',
+    { 401: ['unauthorized'] },
+    '`action=revoke` with `session_id` (an `id` of the "Where you\'re signed in" list) signs out of that browser session or app grant; `action=others` signs out every other browser session and every app grant, keeping this browser (docs/account/sessions.md).',
+  ),
   'POST /account/email': form(
     'submitAccountEmail',
     'Change the email address',

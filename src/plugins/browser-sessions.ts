@@ -9,6 +9,7 @@ import { AppError } from '../errors.js';
 import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import { SecretBox } from '../shared/crypto.js';
 import { hashSecret, newSecret } from '../shared/ids.js';
+import { type Device, ipArea, storedUserAgent } from '../shared/ip-area.js';
 import type { Clock } from '../shared/time.js';
 import {
   type BrowserSessionRow,
@@ -148,7 +149,8 @@ export class BrowserSessions {
     const previous = request.browserSession;
     if (previous && !this.unsaved.has(previous)) await revokeBrowserSession(this.db, previous.id_hash, this.clock.now());
     this.clearFlow(request, reply);
-    return (request.browserSession = await this.create(reply, userId, { time: this.clock.now(), amr }, previous?.data ?? '{}'));
+    const device = { userAgent: storedUserAgent(request.headers['user-agent']), ipArea: ipArea(request.ip) };
+    return (request.browserSession = await this.create(reply, userId, { time: this.clock.now(), amr }, previous?.data ?? '{}', device));
   }
 
   async signOut(request: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -237,7 +239,7 @@ export class BrowserSessions {
     return { path: '/', httpOnly: true, secure: this.secure, sameSite: 'lax' as const, ...(maxAge === undefined ? {} : { maxAge }) };
   }
 
-  private newRow(value: string, userId: string | null, auth: { time: number; amr: readonly Amr[] } | null, data: string, now: number): BrowserSessionRow {
+  private newRow(value: string, userId: string | null, auth: { time: number; amr: readonly Amr[] } | null, data: string, now: number, device?: Device): BrowserSessionRow {
     return {
       id_hash: hashSecret(value),
       user_id: userId,
@@ -250,6 +252,9 @@ export class BrowserSessions {
       last_seen_at: now,
       expires_at: now + Math.min(this.config.ttl.browserSession, this.config.ttl.browserSessionIdle),
       revoked_at: null,
+      // Where it was signed in from, for the sessions list (docs/account/sessions.md): never the full address.
+      user_agent: device?.userAgent ?? null,
+      ip_area: device?.ipArea ?? null,
     };
   }
 
@@ -258,9 +263,9 @@ export class BrowserSessions {
   }
 
   /** A signed-in session: always a row (the account page lists them, sign-outs revoke them). */
-  private async create(reply: FastifyReply, userId: string, auth: { time: number; amr: readonly Amr[] }, data: string): Promise<BrowserSessionRow> {
+  private async create(reply: FastifyReply, userId: string, auth: { time: number; amr: readonly Amr[] }, data: string, device: Device): Promise<BrowserSessionRow> {
     const value = newSecret('bs');
-    const row = this.newRow(value, userId, auth, data, this.clock.now());
+    const row = this.newRow(value, userId, auth, data, this.clock.now(), device);
     await insertBrowserSession(this.db, row);
     this.setCookie(reply, value);
     return row;

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
 import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
+import { type Device, deviceOf } from '../shared/ip-area.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { DEFAULT_SCOPE, isSubsetScope } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
@@ -267,7 +268,7 @@ export class SignIn {
   /** Issues an authorization code and records the app sign-in (call inside the door's transaction). */
   async issueCode(
     trx: Kysely<Database>,
-    input: { app: App; user: UserRow; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number; amr: readonly Amr[] },
+    input: { app: App; user: UserRow; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number; amr: readonly Amr[]; device?: Device },
   ): Promise<string> {
     await recordAppSignIn(trx, input.app.id, input.user.id, this.deps.clock.now());
     return this.deps.tokens.issueAuthorizationCode(trx, {
@@ -279,6 +280,7 @@ export class SignIn {
       nonce: input.nonce,
       authTime: input.authTime,
       amr: input.amr,
+      device: input.device,
     });
   }
 
@@ -287,9 +289,9 @@ export class SignIn {
    * the grant id, for the session JWT minted after the transaction commits. No consent is recorded:
    * it comes from `/oauth/authorize` (CONTRACT §14.11).
    */
-  async openSession(trx: Kysely<Database>, input: { app: App; user: UserRow; authTime: number; amr: readonly Amr[] }): Promise<string> {
+  async openSession(trx: Kysely<Database>, input: { app: App; user: UserRow; authTime: number; amr: readonly Amr[]; device?: Device }): Promise<string> {
     await recordAppSignIn(trx, input.app.id, input.user.id, this.deps.clock.now());
-    return this.deps.tokens.createGrant(trx, { appId: input.app.id, userId: input.user.id, scope: DEFAULT_SCOPE, authTime: input.authTime, amr: input.amr });
+    return this.deps.tokens.createGrant(trx, { appId: input.app.id, userId: input.user.id, scope: DEFAULT_SCOPE, authTime: input.authTime, amr: input.amr, device: input.device });
   }
 
   /**
@@ -309,6 +311,7 @@ export class SignIn {
         authTime: now,
         amr: factor.amr,
         awaiting: step === 'mfa' ? AWAITING.secondFactor : AWAITING.restSignIn,
+        device: deviceOf(ctx),
       });
       return this.pendingResult(app, user, grantId, step, factor.amr);
     }
@@ -416,7 +419,7 @@ export class SignIn {
         await this.grantConsent(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, via: 'sign_in' }, ctx);
       }
       await this.recordLogin(trx, { userId: user.id, appId: app.id, method: options.method, amr: options.amr }, ctx);
-      const issued = await this.deps.tokens.issueTokens(trx, { app, user, scope: DEFAULT_SCOPE, authTime: options.authTime, amr: options.amr, grantId: options.pendingGrantId });
+      const issued = await this.deps.tokens.issueTokens(trx, { app, user, scope: DEFAULT_SCOPE, authTime: options.authTime, amr: options.amr, grantId: options.pendingGrantId, device: deviceOf(ctx) });
       return issued.response;
     });
     return { status: 'ok', user: toPublicUser(user), ...response };

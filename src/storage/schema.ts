@@ -117,6 +117,10 @@ export interface BrowserSessionsTable {
   last_seen_at: number;
   expires_at: number;
   revoked_at: number | null;
+  /** The user agent it was created from (at most 512 characters); null before 2026-12-08T0200_sessions. */
+  user_agent: string | null;
+  /** The coarse area of the address it was created from (shared/ip-area.ts), never the full address. */
+  ip_area: string | null;
 }
 
 /** A grant (`sid`): one sign-in of a user to an app; refresh-token families and session JWTs hang off it. */
@@ -135,6 +139,10 @@ export interface GrantsTable {
   revoked_reason: string | null;
   /** 1 while a REST sign-in on this grant is `pending` (profile data or email verification). */
   awaiting_completion: ColumnType<number, number | undefined, number>;
+  /** The user agent it was created from (at most 512 characters); null before 2026-12-08T0200_sessions. */
+  user_agent: string | null;
+  /** The coarse area of the address it was created from (shared/ip-area.ts), never the full address. */
+  ip_area: string | null;
 }
 
 export interface AuthorizationCodesTable {
@@ -152,6 +160,10 @@ export interface AuthorizationCodesTable {
   consumed_at: number | null;
   /** The grant its redemption created, so a replay can revoke what the code produced. */
   grant_id: string | null;
+  /** The user agent it was created from (at most 512 characters); null before 2026-12-08T0200_sessions. */
+  user_agent: string | null;
+  /** The coarse area of the address it was created from (shared/ip-area.ts), never the full address. */
+  ip_area: string | null;
 }
 
 export interface RefreshTokensTable {

@@ -44,6 +44,7 @@ import type { KeyStore } from '../plugins/keys.js';
 import type { Storage } from '../storage/connect.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { Coalescer } from '../shared/coalescer.js';
+import type { Device } from '../shared/ip-area.js';
 
 /**
  * Token issuing shared by every sign-in path (OAuth code exchange, REST sign-in, provider exchange):
@@ -116,6 +117,8 @@ export interface GrantInput {
   nonce?: string | null;
   awaiting?: Awaiting;
   expiresAt?: number;
+  /** Where the person signed in from (the sessions list shows it); unknown when the request came from the app's server. */
+  device?: Device;
 }
 
 /**
@@ -260,6 +263,8 @@ export class TokenService {
       revoked_at: null,
       revoked_reason: null,
       awaiting_completion: input.awaiting ?? AWAITING.nothing,
+      user_agent: input.device?.userAgent ?? null,
+      ip_area: input.device?.ipArea ?? null,
     };
   }
 
@@ -269,7 +274,7 @@ export class TokenService {
    */
   async issueTokens(
     db: Kysely<Database>,
-    input: { app: App; user: UserRow; scope: string; authTime: number; amr: readonly Amr[]; nonce?: string | null; grantId?: string },
+    input: { app: App; user: UserRow; scope: string; authTime: number; amr: readonly Amr[]; nonce?: string | null; grantId?: string; device?: Device },
   ): Promise<{ response: TokenResponse; grantId: string }> {
     if (input.grantId === undefined) {
       const { response, grantRow, refreshRow } = this.prepareGrantTokens(input);
@@ -304,8 +309,9 @@ export class TokenService {
     authTime: number;
     amr: readonly Amr[];
     nonce?: string | null;
+    device?: Device;
   }): PreparedTokens & { grantRow: Insertable<GrantsTable> } {
-    const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce });
+    const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, device: input.device });
     const prepared = this.prepareTokens({
       app: input.app,
       user: input.user,
@@ -469,6 +475,8 @@ export class TokenService {
       nonce: string | null;
       authTime: number;
       amr: readonly Amr[];
+      /** The browser that asked for the code: its redemption's grant records it. */
+      device?: Device;
     },
   ): Promise<string> {
     const now = this.clock.now();
@@ -487,6 +495,8 @@ export class TokenService {
       expires_at: now + this.config.ttl.authorizationCode,
       consumed_at: null,
       grant_id: null,
+      user_agent: input.device?.userAgent ?? null,
+      ip_area: input.device?.ipArea ?? null,
     });
     return code;
   }

@@ -17,8 +17,8 @@ export const EXPORT_COLUMNS = {
   totp_factors: ['confirmed_at', 'created_at'],
   recovery_codes: ['created_at', 'used_at'],
   passkeys: ['id', 'name', 'app_id', 'device_type', 'backed_up', 'created_at', 'last_used_at'],
-  grants: ['id', 'app_id', 'scope', 'auth_time', 'amr', 'created_at', 'expires_at', 'revoked_at', 'revoked_reason'],
-  browser_sessions: ['auth_time', 'amr', 'created_at', 'last_seen_at', 'expires_at', 'revoked_at'],
+  grants: ['id', 'app_id', 'scope', 'auth_time', 'amr', 'created_at', 'expires_at', 'revoked_at', 'revoked_reason', 'user_agent', 'ip_area'],
+  browser_sessions: ['auth_time', 'amr', 'created_at', 'last_seen_at', 'expires_at', 'revoked_at', 'user_agent', 'ip_area'],
   profiles: ['app_id', 'data', 'version', 'created_at', 'updated_at'],
   legal_acceptances: ['owner', 'doc_type', 'lang', 'version', 'accepted_at'],
   events: ['id', 'type', 'app_id', 'ip', 'user_agent', 'at', 'data'],
@@ -158,6 +158,8 @@ export async function listExportGrants(db: Kysely<Database>, userId: string, app
     expiresAt: num(r.expires_at),
     revokedAt: numOrNull(r.revoked_at),
     revokedReason: r.revoked_reason,
+    userAgent: r.user_agent,
+    ipArea: r.ip_area,
   }));
 }
 
@@ -171,6 +173,8 @@ export async function listExportBrowserSessions(db: Kysely<Database>, userId: st
     lastSeenAt: num(r.last_seen_at),
     expiresAt: num(r.expires_at),
     revokedAt: numOrNull(r.revoked_at),
+    userAgent: r.user_agent,
+    ipArea: r.ip_area,
   }));
 }
 

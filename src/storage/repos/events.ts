@@ -40,7 +40,8 @@ export type EventType =
   | 'developer.invited'
   | 'developer.linked'
   | 'developer.api_key_created'
-  | 'developer.api_key_revoked';
+  | 'developer.api_key_revoked'
+  | 'session.revoked';
 
 export interface EventInput {
   type: EventType;

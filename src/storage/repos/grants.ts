@@ -12,17 +12,17 @@ export type { GrantRow, RefreshTokenRow };
 // Grants (`sid`) ------------------------------------------------------------------------------------
 
 const insertGrantRow = precompiled(
-  (db, id: string, appId: string, userId: string, scope: string, authTime: number, amr: string | null, nonce: string | null, createdAt: number, expiresAt: number, revokedAt: number | null, revokedReason: string | null, awaiting: number) =>
+  (db, id: string, appId: string, userId: string, scope: string, authTime: number, amr: string | null, nonce: string | null, createdAt: number, expiresAt: number, revokedAt: number | null, revokedReason: string | null, awaiting: number, userAgent: string | null, ipArea: string | null) =>
     db.insertInto('grants').values({
       id, app_id: appId, user_id: userId, scope, auth_time: authTime, amr, nonce, created_at: createdAt, expires_at: expiresAt,
-      revoked_at: revokedAt, revoked_reason: revokedReason, awaiting_completion: awaiting,
+      revoked_at: revokedAt, revoked_reason: revokedReason, awaiting_completion: awaiting, user_agent: userAgent, ip_area: ipArea,
     }),
 );
 
 export async function insertGrant(db: Kysely<Database>, g: Insertable<GrantsTable>): Promise<void> {
   await insertGrantRow(
     db, g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null,
-    g.revoked_reason ?? null, g.awaiting_completion ?? AWAITING.nothing,
+    g.revoked_reason ?? null, g.awaiting_completion ?? AWAITING.nothing, g.user_agent ?? null, g.ip_area ?? null,
   );
 }
 
@@ -225,7 +225,8 @@ export async function findRefreshToken(db: Kysely<Database>, tokenHash: string):
 /** A refresh token with its grant and the grant's user: everything a rotation reads, in one query. */
 export interface RefreshFamily {
   token: RefreshTokenRow;
-  grant: GrantRow;
+  /** The grant without where it was created (a rotation has no use for it: not read on the hot path). */
+  grant: Omit<GrantRow, 'user_agent' | 'ip_area'>;
   user: UserRow;
 }
 
@@ -486,7 +487,7 @@ export interface CodeRedemption {
 const REDEMPTION_COLUMNS = [
   'c.code_hash as c_code_hash', 'c.app_id as c_app_id', 'c.user_id as c_user_id', 'c.redirect_uri as c_redirect_uri', 'c.scope as c_scope',
   'c.code_challenge as c_code_challenge', 'c.nonce as c_nonce', 'c.auth_time as c_auth_time', 'c.amr as c_amr', 'c.created_at as c_created_at',
-  'c.expires_at as c_expires_at', 'c.consumed_at as c_consumed_at', 'c.grant_id as c_grant_id',
+  'c.expires_at as c_expires_at', 'c.consumed_at as c_consumed_at', 'c.grant_id as c_grant_id', 'c.user_agent as c_user_agent', 'c.ip_area as c_ip_area',
   'u.id as u_id', ...USER_COLUMNS,
   'm.status as m_status', 'k.scope as k_scope',
 ] as const;
@@ -510,7 +511,7 @@ function toCodeRedemption(row: RedemptionRow): CodeRedemption {
   const code: AuthorizationCodeRow = {
     code_hash: row.c_code_hash, app_id: row.c_app_id, user_id: row.c_user_id, redirect_uri: row.c_redirect_uri, scope: row.c_scope,
     code_challenge: row.c_code_challenge, nonce: row.c_nonce, auth_time: row.c_auth_time, amr: row.c_amr, created_at: row.c_created_at,
-    expires_at: row.c_expires_at, consumed_at: row.c_consumed_at, grant_id: row.c_grant_id,
+    expires_at: row.c_expires_at, consumed_at: row.c_consumed_at, grant_id: row.c_grant_id, user_agent: row.c_user_agent, ip_area: row.c_ip_area,
   };
   const user: UserRow | undefined =
     row.u_id === null
@@ -632,8 +633,8 @@ const redeemInOneStatement = precompiled(
         returning ${sql.join(qualified('c', COLUMNS.authorization_codes).map((column) => sql.ref(column)))}, r.g_app_id, r.g_user_id, r.g_scope, r.g_auth_time, r.g_amr, r.g_nonce, r.g_created_at, r.g_expires_at, r.g_revoked_at,
           r.g_revoked_reason, r.g_awaiting, r.t_hash, r.t_grant_id, r.t_app_id, r.t_scope, r.t_created_at, r.t_expires_at)`)
       .with('g', () => sql`(
-        insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion)
-        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting
+        insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion, user_agent, ip_area)
+        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting, user_agent, ip_area
         from consumed)`)
       .with('t', () => sql`(
         insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
