@@ -118,7 +118,7 @@ export default async function accountDeletionRoutes(scope: FastifyInstance) {
           'A mail tells the address the date and how to keep the account. With a grace of 0 the account is purged before the answer (`status: deleted`). ' +
           'A wrong password → 403 `forbidden` (details[0].path `password`); a missing second factor → 403 `forbidden` (details[0].path `reauth`); a wrong code → 400 `invalid_code`. ' +
           'At most MAIL_PER_HOUR attempts per account in any hour.',
-        body: DeleteAccountBody,
+        body: DeleteAccountBody.nullish(),
         response: { 202: json('The deletion is scheduled (or done).', DeletionScheduled) },
         examples: {
           request: {
