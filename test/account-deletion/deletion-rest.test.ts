@@ -6,6 +6,7 @@ import { replaceRecoveryCodes } from '../../src/storage/repos/factors.js';
 import type { UserRow } from '../../src/storage/repos/users.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp } from '../helpers/factories.js';
+import { adminHeaders, appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 import { addMember, quickUser, tokensFor } from '../helpers/members.js';
 import { uniqueEmail } from '../helpers/oauth-flows.js';
@@ -219,5 +220,38 @@ describe('ACCOUNT_DELETION_GRACE_DAYS=0', () => {
     } finally {
       await now0.close();
     }
+  });
+});
+
+describe('the admin and developer APIs see a scheduled deletion; only the admin cancels it', () => {
+  it('shows deletion_scheduled_at to both, and the admin keeps the account', async () => {
+    const dev = await createDeveloperViaApi(t);
+    const created = await t.app.inject({ method: 'POST', url: '/v1/dev/apps', headers: bearer(dev.apiKey), payload: appBody() });
+    expect(created.statusCode).toBe(201);
+    const devApp = (await t.db.selectFrom('apps').select('id').where('id', '=', created.json().id).executeTakeFirstOrThrow()).id;
+    const { user, token } = await person();
+    await t.db.insertInto('app_users').values({ app_id: devApp, user_id: user.id, status: 'active', created_at: t.clock.now(), last_login_at: t.clock.now() }).execute();
+    const at = (await del(token, { password: PASSWORD })).json().deletion_scheduled_at;
+
+    const listed = await t.app.inject({ method: 'GET', url: `/v1/admin/users?q=${encodeURIComponent(user.email)}`, headers: adminHeaders });
+    expect(listed.json().items).toEqual([expect.objectContaining({ id: user.id, deletion_scheduled_at: at })]);
+    const seen = await t.app.inject({ method: 'GET', url: `/v1/dev/apps/${devApp}/users`, headers: bearer(dev.apiKey) });
+    expect(seen.statusCode).toBe(200);
+    expect(seen.json().items).toEqual([expect.objectContaining({ id: user.id, deletion_scheduled_at: at })]);
+    // The developer API has no way to cancel a person's own request.
+    const devCancel = await t.app.inject({ method: 'DELETE', url: `/v1/dev/apps/${devApp}/users/${user.id}/deletion`, headers: bearer(dev.apiKey) });
+    expect(devCancel.statusCode).toBe(404);
+    const devAsAdmin = await t.app.inject({ method: 'DELETE', url: `/v1/admin/users/${user.id}/deletion`, headers: bearer(dev.apiKey) });
+    expect(devAsAdmin.statusCode).toBe(401);
+    expect((await userRow(user.id))!.deletion_scheduled_at).not.toBeNull();
+
+    const cancelled = await t.app.inject({ method: 'DELETE', url: `/v1/admin/users/${user.id}/deletion`, headers: adminHeaders });
+    expect(cancelled.statusCode).toBe(200);
+    expect(cancelled.json()).toMatchObject({ id: user.id, deletion_scheduled_at: null });
+    const [event] = await eventsOf(user.id, 'user.deletion_cancelled');
+    expect(JSON.parse(event!.data)).toEqual({ via: 'admin' });
+    expect((await t.app.inject({ method: 'DELETE', url: `/v1/admin/users/${user.id}/deletion`, headers: adminHeaders })).statusCode).toBe(404);
+    // The person signs in again as usual.
+    expect((await login(user.email)).statusCode).toBe(200);
   });
 });
