@@ -121,11 +121,11 @@ export default async function accountDeletionRoutes(scope: FastifyInstance) {
         body: DeleteAccountBody.nullish(),
         response: { 202: json('The deletion is scheduled (or done).', DeletionScheduled) },
         examples: {
-          request: {
-            summary: 'Delete with the password',
-            body: { password: 'correct horse battery staple' },
-            status: 202,
-            response: { status: 'scheduled', deletion_scheduled_at: '2026-12-15T10:00:00Z' },
+          wrongPassword: {
+            summary: 'A token with a wrong password: refused, nothing changes',
+            body: { password: 'not the password' },
+            status: 403,
+            response: { code: 'forbidden', message: 'The current password is incorrect.', details: [{ path: 'password', message: 'is incorrect' }] },
           },
         },
       },

@@ -124,7 +124,14 @@ async function adminRoutes(scope: FastifyInstance) {
         params: UserParams,
         response: { 200: json('The user, deletion_scheduled_at null.', AdminUser) },
         errors: { 404: ['not_found'] },
-        examples: { cancel: { summary: 'Keep the account', params: { id: EXAMPLE.userId }, status: 200, response: user } },
+        examples: {
+          nothingScheduled: {
+            summary: 'No deletion is scheduled',
+            params: { id: EXAMPLE.userId },
+            status: 404,
+            response: { code: 'not_found', message: 'No deletion is scheduled for this user.' },
+          },
+        },
       },
     },
     async (request) => {

@@ -113,12 +113,6 @@ export default async function authRoutes(scope: FastifyInstance) {
         response: { 200: signedIn },
         errors: { 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked', 'account_deletion_scheduled'] },
         examples: {
-          deletionScheduled: {
-            summary: 'An account whose deletion is scheduled',
-            body: { email: EXAMPLE.email, password: EXAMPLE.password, client_id: EXAMPLE.appId },
-            status: 403,
-            response: { code: 'account_deletion_scheduled', message: 'This account is scheduled for deletion. Sign in with cancel_deletion set to keep it.', deletion_scheduled_at: '2026-12-15T10:00:00.000Z' },
-          },
           login: {
             summary: 'The right password',
             body: { email: EXAMPLE.email, password: EXAMPLE.password, client_id: EXAMPLE.appId },
