@@ -173,6 +173,24 @@ describe('DELETE /v1/auth/account: the grace period', () => {
     expect(await userRow(user.id)).toMatchObject({ id: user.id });
   });
 
+  it('other sign-in doors refuse during the grace (REST magic link): account_deletion_scheduled, nothing cancelled', async () => {
+    const { user, token } = await person();
+    expect((await del(token, { password: PASSWORD })).statusCode).toBe(202);
+    const due = (await userRow(user.id))!.deletion_scheduled_at;
+    expect((await t.app.inject({ method: 'POST', url: '/v1/auth/magic-link/request', payload: { email: user.email, client_id: client.id } })).statusCode).toBe(202);
+    let magic: string | undefined;
+    for (let i = 0; i < 100 && !magic; i++) {
+      magic = (await t.app.mailer.recent()).map((m) => /token=(ml_[A-Za-z0-9_-]+)/.exec(m.to === user.email ? m.text : '')?.[1]).find(Boolean);
+      if (!magic) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(magic).toBeDefined();
+    secrets.push(magic!);
+    const res = await t.app.inject({ method: 'POST', url: '/v1/auth/magic-link/verify', payload: { token: magic, client_id: client.id } });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().code).toBe('account_deletion_scheduled');
+    expect((await userRow(user.id))!.deletion_scheduled_at).toBe(due);
+  });
+
   it('the purge after the grace (maintenance loop, injected clock) deletes the account and records user.deleted per app; the address registers again', async () => {
     const { user, token } = await person({ name: 'Dora Deleted' });
     const second = await makeApp(t.db, { redirectUris: ['https://second.example/cb'] });
