@@ -46,6 +46,8 @@ export async function accountDeletionSection(app: FastifyInstance, request: Fast
   const form: FormState = formState({ fields });
   return {
     graceDays: app.accountDeletion.graceDays,
+    // What is removed, naming passkeys only where this server offers them.
+    removedKey: app.passkeys.enabled ? 'deletion.removed' : 'deletion.removed_no_passkeys',
     needsPassword: user.password_hash !== null,
     // A code is typed for an authenticator app or recovery codes; a passkey proves itself by the step-up.
     needsCode: enrolled.includes('totp') || enrolled.includes('recovery_code'),
