@@ -12,6 +12,7 @@ import * as developerConsole from './2026-11-24T1400_developer_console.js';
 import * as appScopedPasskeys from './2026-12-07T1000_app_scoped_passkeys.js';
 import * as darkLogo from './2026-12-07T1600_dark_logo.js';
 import * as sessions from './2026-12-08T0200_sessions.js';
+import * as accountDeletion from './2026-12-08T0300_account_deletion.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -33,6 +34,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-07T1000_app_scoped_passkeys': { all: appScopedPasskeys },
   '2026-12-07T1600_dark_logo': { all: darkLogo },
   '2026-12-08T0200_sessions': { all: sessions },
+  '2026-12-08T0300_account_deletion': { all: accountDeletion },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -52,6 +52,7 @@ import profileRoutes from './profile/index.js';
 import accountExportRoutes from './account-export/index.js';
 import emailChangeRoutes, { emailChangePlugin } from './email-change/index.js';
 import sessionsRoutes, { sessionsPlugin } from './sessions/index.js';
+import accountDeletionRoutes, { accountDeletionPlugin } from './account-deletion/index.js';
 
 export interface BuildOptions {
   /** An already-open storage (tests); otherwise DATABASE_URL is opened and closed with the app. */
@@ -160,6 +161,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(accountsPlugin);
   await app.register(emailChangePlugin);
   await app.register(sessionsPlugin);
+  await app.register(accountDeletionPlugin);
   await app.register(idpPlugin);
   await app.register(metricsPlugin);
   await app.register(maintenancePlugin);
@@ -170,6 +172,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(consolePages);
   await app.register(authRoutes, { prefix: '/v1/auth' });
   await app.register(accountExportRoutes, { prefix: '/v1/auth/account' });
+  await app.register(accountDeletionRoutes, { prefix: '/v1/auth/account' });
   await app.register(emailChangeRoutes, { prefix: '/v1/auth/email' });
   await app.register(sessionsRoutes, { prefix: '/v1/auth/sessions' });
   await app.register(emailVerifyRoutes, { prefix: '/v1/email_verify' });

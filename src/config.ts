@@ -76,6 +76,7 @@ export const envSchema = z.object({
   PURGE_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(1000),
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(0).default(365),
   OUTBOX_RETENTION_DAYS: z.coerce.number().int().min(1).default(7),
+  ACCOUNT_DELETION_GRACE_DAYS: z.coerce.number().int().min(0).max(365).default(7),
 });
 
 export interface IdpEnvConfig {
@@ -144,6 +145,11 @@ export interface Config {
     /** Days delivered (or abandoned) mails stay in the outbox. */
     outboxRetentionDays: number;
   };
+  /**
+   * Days between a person asking to delete their account and its purge (docs/account/deletion.md);
+   * signing in meanwhile offers to keep it. 0: purged at once.
+   */
+  accountDeletionGraceDays: number;
   /**
    * Prometheus metrics (METRICS=1), served apart from the API: on their own port, on a loopback address
    * unless told otherwise, and behind `Authorization: Bearer <token>` when a token is set (required off
@@ -260,6 +266,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       eventRetentionDays: e.EVENT_RETENTION_DAYS,
       outboxRetentionDays: e.OUTBOX_RETENTION_DAYS,
     },
+    accountDeletionGraceDays: e.ACCOUNT_DELETION_GRACE_DAYS,
     metrics: e.METRICS === '1' ? { port: e.METRICS_PORT, host: e.METRICS_HOST, token: e.METRICS_TOKEN } : undefined,
     logLevel: e.LOG_LEVEL,
     bodyLimit: 64 * 1024,

@@ -18,6 +18,7 @@ export const ERROR_CATALOGUE = {
   user_disabled: [403, 'This account is disabled.'],
   user_blocked: [403, 'This account is blocked for this app.'],
   email_taken: [409, 'An account with this email already exists.'],
+  account_deletion_scheduled: [403, 'This account is scheduled for deletion. Sign in with cancel_deletion set to keep it.'],
   weak_password: [400, 'The password does not meet the password policy.'],
   invalid_token: [400, 'The token is unknown, used or expired.'],
   invalid_code: [400, 'The code is incorrect.'],
@@ -108,6 +109,10 @@ export const ERROR_REASONS = {
   user_blocked: {
     en: "The user has been blocked for this app by its developer, so no code or refresh token of theirs redeems.",
     'zh-CN': '该用户已被此应用的开发者封禁，其授权码和刷新令牌都无法使用。',
+  },
+  account_deletion_scheduled: {
+    en: 'The user asked to delete their account after the code was issued; signing in again (and keeping the account) issues new ones.',
+    'zh-CN': '签发授权码后，用户申请了删除账号；重新登录（并保留账号）后才会签发新的授权码。',
   },
   user_gone: {
     en: 'The user the code was issued for no longer exists.',

@@ -17,7 +17,7 @@ import {
   UserListQuery,
   UserParams,
 } from './schemas.js';
-import { createDeveloper, listDeveloperViews, listUsers, setUserStatus } from './service.js';
+import { adminUserView, createDeveloper, listDeveloperViews, listUsers, setUserStatus } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 // The module's public face: what other modules may use (docs/architecture/modules.md).
@@ -38,7 +38,7 @@ async function adminRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   const now = () => app.clock.now();
   const developer = { id: EXAMPLE.developerId, email: 'dev@example.com', name: 'Example developer', created_at: EXAMPLE.time };
-  const user = { id: EXAMPLE.userId, email: EXAMPLE.email, email_verified: true, name: 'Ada Lovelace', phone_number: null, birthdate: null, created_at: EXAMPLE.time, status: 'active', idp_bound: false };
+  const user = { id: EXAMPLE.userId, email: EXAMPLE.email, email_verified: true, name: 'Ada Lovelace', phone_number: null, birthdate: null, created_at: EXAMPLE.time, status: 'active', idp_bound: false, deletion_scheduled_at: null };
 
   app.post(
     '/developers',
@@ -109,6 +109,37 @@ async function adminRoutes(scope: FastifyInstance) {
     },
     async (request) =>
     setUserStatus(app.db, now(), request.params.id, request.body.status),
+  );
+
+  app.delete(
+    '/users/:id/deletion',
+    {
+      schema: {
+        operationId: 'cancelUserDeletion',
+        summary: "Cancel an end user's scheduled account deletion",
+        description:
+          'For a person who asked to delete their account and then asked the operator to keep it (docs/account/deletion.md): the account stays, ' +
+          'its sessions and tokens stay revoked (the person signs in again). Records `user.deletion_cancelled` (`via: admin`). ' +
+          '404 `not_found` when there is no such user or no deletion is scheduled (an account already purged is gone).',
+        params: UserParams,
+        response: { 200: json('The user, deletion_scheduled_at null.', AdminUser) },
+        errors: { 404: ['not_found'] },
+        examples: {
+          nothingScheduled: {
+            summary: 'No deletion is scheduled',
+            params: { id: EXAMPLE.userId },
+            status: 404,
+            response: { code: 'not_found', message: 'No deletion is scheduled for this user.' },
+          },
+        },
+      },
+    },
+    async (request) => {
+      if (!(await app.accountDeletion.cancel(request.params.id, 'admin', requestContext(request)))) {
+        throw new AppError('not_found', { message: 'No deletion is scheduled for this user.', detail: 'no scheduled deletion' });
+      }
+      return adminUserView(app.db, request.params.id);
+    },
   );
 
   app.delete(

@@ -47,6 +47,10 @@ export const AdminUser = z
     created_at: z.string(),
     status: z.enum(['active', 'disabled']),
     idp_bound: z.boolean(),
+    deletion_scheduled_at: z
+      .string()
+      .nullable()
+      .describe('When the account is purged, if the person asked to delete it (docs/account/deletion.md); null otherwise. `DELETE /v1/admin/users/{id}/deletion` cancels it.'),
   })
   .meta({ id: 'AdminUser', description: 'An end user as the admin sees it.' });
 export const AdminUserPage = z.object({ items: z.array(AdminUser), page: z.number().int(), pageSize: z.number().int(), total: z.number().int() });

@@ -33,9 +33,21 @@ export async function listDeveloperViews(db: Kysely<Database>): Promise<Develope
   return (await listDevelopers(db)).map(toDeveloperView);
 }
 
-export type AdminUserView = PublicUser & { status: UserRow['status']; idp_bound: boolean };
+export type AdminUserView = PublicUser & { status: UserRow['status']; idp_bound: boolean; deletion_scheduled_at: string | null };
 
-const toAdminUserView = (row: UserRow, idpBound: boolean): AdminUserView => ({ ...toPublicUser(row), status: row.status, idp_bound: idpBound });
+const toAdminUserView = (row: UserRow, idpBound: boolean): AdminUserView => ({
+  ...toPublicUser(row),
+  status: row.status,
+  idp_bound: idpBound,
+  deletion_scheduled_at: row.deletion_scheduled_at === null ? null : isoTime(row.deletion_scheduled_at),
+});
+
+/** One user as the admin sees it; 404 `not_found` when there is none. */
+export async function adminUserView(db: Kysely<Database>, userId: string): Promise<AdminUserView> {
+  const user = await findUserById(db, userId);
+  if (!user) throw new AppError('not_found', { detail: `user ${userId}` });
+  return toAdminUserView(user, await isIdpBound(db, userId));
+}
 
 export async function listUsers(db: Kysely<Database>, query: UserListInput) {
   const { rows, total } = await searchUsers(db, {

@@ -47,7 +47,7 @@ import { addToCounter, findCounters } from '../storage/repos/throttle.js';
 import { findUserByEmail, findUserById, insertUser, normalizeEmail, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 import type { RequestContext } from '../shared/request-context.js';
-import { maySignIn, refusalError } from '../sign-in/policy.js';
+import { mayAuthenticate, refusalError } from '../sign-in/policy.js';
 import type { Throttle } from '../throttle/service.js';
 
 /**
@@ -169,7 +169,7 @@ export class Accounts {
     }
     // The account-wide half of the sign-in policy, only after a correct password (no enumeration);
     // the app's half is checked when the door completes the sign-in for its app.
-    const refusal = maySignIn(user, undefined);
+    const refusal = mayAuthenticate(user);
     if (refusal) {
       // A correct password is not a failure: its reservation is released.
       await this.throttle.clearLoginFailures(this.db, email);
@@ -217,6 +217,7 @@ export class Accounts {
       password_changed_at: now,
       created_at: now,
       updated_at: now,
+      deletion_scheduled_at: null,
     };
     try {
       await this.db.transaction().execute(async (trx) => {
@@ -442,7 +443,7 @@ export class Accounts {
   private async finishMagic(row: OneTimeTokenRow, ctx: AccountContext): Promise<UserRow> {
     const user = row.user_id ? await findUserById(this.db, row.user_id) : undefined;
     if (!user || user.email !== row.email) throw new AppError('invalid_token', { detail: 'magic link user gone or email changed' });
-    const refusal = maySignIn(user, undefined);
+    const refusal = mayAuthenticate(user);
     if (refusal) throw refusalError(refusal, 'api');
     return this.db.transaction().execute(async (trx) => {
       await this.afterSignIn(trx, user);

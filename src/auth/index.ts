@@ -7,6 +7,7 @@ import { EXAMPLE, EXAMPLE_TOKENS, EXAMPLE_USER } from '../shared/examples.js';
 import { json, noBody, OPTIONAL_CLIENT_AUTH, shareRouteDocs } from '../shared/responses.js';
 import { SignInResult, TokenResponse } from '../shared/schemas.js';
 import { hashSecret } from '../shared/ids.js';
+import { isoTime } from '../shared/time.js';
 import { AppError } from '../errors.js';
 import { findGrant, findRefreshFamily, findRefreshToken, revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { findUserById } from '../storage/repos/users.js';
@@ -103,11 +104,14 @@ export default async function authRoutes(scope: FastifyInstance) {
       schema: {
         operationId: 'login',
         summary: 'Sign in with email and password',
-        description: 'After LOGIN_MAX_FAILURES failures for an address, sign-in is locked (429) for LOGIN_LOCK_SECONDS, even with the right password.',
+        description:
+          'After LOGIN_MAX_FAILURES failures for an address, sign-in is locked (429) for LOGIN_LOCK_SECONDS, even with the right password. ' +
+          'An account whose deletion is scheduled answers the right password with 403 `account_deletion_scheduled` (with `deletion_scheduled_at`) and nothing else changes; ' +
+          'the same request with `cancel_deletion: true` keeps the account (`user.deletion_cancelled`) and signs in as usual.',
         security: OPTIONAL_CLIENT_AUTH,
         body: LoginBody,
         response: { 200: signedIn },
-        errors: { 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked'] },
+        errors: { 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked', 'account_deletion_scheduled'] },
         examples: {
           login: {
             summary: 'The right password',
@@ -128,7 +132,15 @@ export default async function authRoutes(scope: FastifyInstance) {
       const body = request.body;
       const client = await resolveApp(app, request, body, issuing);
       const ctx = { ...requestContext(request), appId: client.id };
-      const user = await app.accounts.verifyLogin({ email: body.email, password: body.password }, ctx);
+      let user = await app.accounts.verifyLogin({ email: body.email, password: body.password }, ctx);
+      if (user.deletion_scheduled_at !== null) {
+        // docs/account/deletion.md: the right password may keep the account, only when asked to.
+        if (body.cancel_deletion !== true) {
+          throw new AppError('account_deletion_scheduled', { extra: { deletion_scheduled_at: isoTime(user.deletion_scheduled_at) }, detail: 'sign-in during the deletion grace' });
+        }
+        await app.accountDeletion.cancel(user.id, 'sign_in', ctx);
+        user = { ...user, deletion_scheduled_at: null };
+      }
       const result = await app.signIn.completeDirect(client, user, ctx, FIRST_FACTOR.password);
       return noStore(reply).send(result);
     },

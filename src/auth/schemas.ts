@@ -20,7 +20,16 @@ export const RegisterBody = z.object({
   accept_terms: z.boolean().optional(),
 });
 
-export const LoginBody = z.object({ email: Email, password: Password, client_id: ClientId, client_secret: ClientSecret });
+export const LoginBody = z.object({
+  email: Email,
+  password: Password,
+  client_id: ClientId,
+  client_secret: ClientSecret,
+  cancel_deletion: z
+    .boolean()
+    .optional()
+    .describe('Keep an account whose deletion is scheduled (docs/account/deletion.md): without it such a sign-in answers 403 `account_deletion_scheduled`.'),
+});
 
 export const MagicLinkRequestBody = z.object({ email: Email, client_id: ClientId, redirect_uri: z.string().min(1).max(2000).optional() });
 

@@ -54,6 +54,10 @@ const AppUser = z
     idp_bound: z.boolean(),
     created_at: z.string(),
     last_login_at: z.string().nullable(),
+    deletion_scheduled_at: z
+      .string()
+      .nullable()
+      .describe('When the account is purged, if the person asked to delete it (docs/account/deletion.md); null otherwise. Read-only here: only the person (by signing in) or the operator may cancel it.'),
   })
   .meta({ id: 'AppUser', description: 'A user who signed in to the app (CONTRACT §9).' });
 
@@ -68,6 +72,7 @@ const exampleUser = {
   idp_bound: false,
   created_at: EXAMPLE.time,
   last_login_at: EXAMPLE.time,
+  deletion_scheduled_at: null,
 };
 
 /** A listing item: exactly the documented fields (no hashes, tokens or other user data). */
@@ -80,6 +85,7 @@ export const toListItem = (r: AppUserListRow) => ({
   idp_bound: r.idpBound,
   created_at: isoTime(r.createdAt),
   last_login_at: r.lastLoginAt === null ? null : isoTime(r.lastLoginAt),
+  deletion_scheduled_at: r.deletionScheduledAt === null ? null : isoTime(r.deletionScheduledAt),
 });
 
 /** One user of the app as the listing shows them; undefined when not a user of it. */

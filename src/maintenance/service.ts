@@ -17,7 +17,9 @@ import type { Database } from '../storage/schema.js';
  * - throttle counters untouched for longer than every window (LOGIN_LOCK_SECONDS, the hourly mail
  *   limit, daily caps) and not locked;
  * - outbox mail delivered, or never delivered and long abandoned, more than OUTBOX_RETENTION_DAYS ago;
- * - events older than EVENT_RETENTION_DAYS (0 keeps them forever).
+ * - events older than EVENT_RETENTION_DAYS (0 keeps them forever);
+ * - before all of these, accounts whose deletion grace is over (docs/account/deletion.md): each purged
+ *   in its own transaction, `accounts_deleted` in the log line.
  * Every process runs it every PURGE_INTERVAL_SECONDS (0: never; `gatehouse purge` runs it once), the
  * first time at a random point between half an interval and one interval after start, so instances
  * started together spread out. Runs are idempotent; on PostgreSQL an advisory lock lets one instance
@@ -38,6 +40,8 @@ export interface PurgeDeps {
   clock: Clock;
   config: ResolvedConfig;
   log: FastifyBaseLogger;
+  /** The purge of accounts whose deletion grace is over (docs/account/deletion.md), run first in each run. */
+  deletions?: { purgeDue(db: Kysely<Database>, now: number, batch: number): Promise<number> };
 }
 
 export class Purger {
@@ -82,7 +86,9 @@ export class Purger {
     const cut = this.cutoffs(clock.now());
     const batchSize = config.purge.batchSize;
     const counts = Object.fromEntries(PURGE_STEPS.map((step) => [step.table, 0])) as PurgeCounts;
+    let accountsDeleted = 0;
     const complete = await withPurgeLock(db, dialect, async (conn) => {
+      if (this.deps.deletions && !this.closing) accountsDeleted = await this.deps.deletions.purgeDue(conn, cut.now, batchSize);
       for (const step of PURGE_STEPS) {
         for (;;) {
           if (this.closing) return false;
@@ -99,7 +105,7 @@ export class Purger {
       return null;
     }
     const total = Object.values(counts).reduce((a, b) => a + b, 0);
-    log.info({ purged: counts, total, complete, ms: Date.now() - started }, complete ? 'purge finished' : 'purge interrupted by shutdown');
+    log.info({ purged: counts, total, accounts_deleted: accountsDeleted, complete, ms: Date.now() - started }, complete ? 'purge finished' : 'purge interrupted by shutdown');
     return counts;
   }
 

@@ -15,6 +15,7 @@ import { FIRST_FACTOR } from '../sign-in/service.js';
 import { appLink, carriedQuery, completeBrowserSignIn } from './flow.js';
 import { type FormState, formFailure, formState, signInHelp } from './form-state.js';
 import { accountMfa } from './mfa.js';
+import { accountDeletionSection } from './account-deletion.js';
 import { accountPasskeys } from './passkeys.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
@@ -35,6 +36,7 @@ const AccountQuery = z.object({
   done: z.string().max(20).optional(),
   client_id: z.string().max(200).optional(),
   mfa_error: z.string().max(20).optional(),
+  deletion_error: z.string().max(20).optional(),
   // The page's language (views.ts localeOf), kept through validation.
   ui_locales: z.string().max(100).optional(),
 });
@@ -117,6 +119,7 @@ export default async function accountPages(scope: FastifyInstance) {
       passkeys: passkeys && { ...passkeys, items: passkeys.items.map((p) => ({ ...p, createdAt: when(p.createdAt), lastUsedAt: p.lastUsedAt && when(p.lastUsedAt) })) },
       mfa: { ...(await accountMfa(app, user, session)), error: mfaError },
       emailChange: { pending: await app.emailChange.pendingAddress(user.id), needsPassword: user.password_hash !== null, value: locals.newEmail ?? '' },
+      deletion: await accountDeletionSection(app, request, user, query.deletion_error),
       notice,
       form,
       backTo,

@@ -75,6 +75,21 @@ const PAGES: Record<string, PageDoc> = {
     description: 'With `token` (the link mailed to the new address): a page that changes nothing and offers a button that confirms, shown only to a browser signed in as the account the change is for.',
   },
   'POST /account/email/confirm': form('submitEmailChangeLink', 'Confirm the email change by its mailed link', { 400: ['invalid_token'], 401: ['unauthorized'], 409: ['email_taken'] }, '`token`: the link\'s, for the signed-in account only.'),
+  'POST /account/deletion': form(
+    'submitAccountDeletion',
+    'Delete the account (after a grace period)',
+    {},
+    '`action=delete` with `deletion_password` (when the account has one; else a sign-in in the last 10 minutes), `deletion_code` (an authenticator-app or recovery code, when a second factor is enrolled) and `deletion_confirm=1`. ' +
+      'Signs out everywhere and redirects to `/account/deletion/done`; a refusal redirects to `/account?deletion_error=…#delete-account` (docs/account/deletion.md).',
+  ),
+  'GET /account/deletion/done': { operationId: 'accountDeletionDonePage', summary: 'Account deletion scheduled', description: 'Says when the account will be deleted (`at`, epoch seconds, from the request that scheduled it), or that it was.' },
+  'GET /account/deletion/scheduled': {
+    operationId: 'accountDeletionHoldPage',
+    summary: 'Keep an account scheduled for deletion?',
+    description: 'Shown after a sign-in of an account whose deletion is scheduled: "Keep my account" or "Continue signing out". Without a held sign-in: a redirect to `/account`.',
+    redirects: '`/account` when no sign-in is held',
+  },
+  'POST /account/deletion/scheduled': form('submitAccountDeletionHold', 'Keep the account, or leave signed out', {}, '`action`: `keep` (cancels the deletion, completes the sign-in and redirects on) or `leave` (the browser stays signed out; the deletion stays scheduled).'),
   'GET /account/export': {
     operationId: 'downloadAccountExport',
     summary: 'Download my data',

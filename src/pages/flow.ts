@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Amr } from '../shared/acr.js';
 import { type FactorChangeRefusal, isFactorDue } from '../sign-in/policy.js';
 import type { FirstFactor } from '../sign-in/service.js';
 import { type FlowState, isSafeResume, type PendingMfa, pendingMfa } from '../shared/pending-flow.js';
@@ -100,9 +101,40 @@ export async function completeBrowserSignIn(
     await app.browserSessions.writeData(request, reply, { ...readFlow(request), mfa: pendingMfa(user.id, factor, { via, since: app.clock.now(), returnTo }) });
     return reply.redirect(`/mfa${carriedQuery(request)}`, 303);
   }
+  if (user.deletion_scheduled_at !== null) return holdForDeletion(request, reply, { userId: user.id, amr: [...factor.amr], method: factor.method, via, returnTo });
   await app.browserSessions.signIn(request, reply, user.id, factor.amr);
   await app.signIn.recordLogin(app.db, { userId: user.id, appId: client?.id ?? null, method: factor.method, amr: factor.amr, via }, requestContext(request));
   return afterSignIn(request, reply, returnTo);
+}
+
+/**
+ * A completed sign-in of an account whose deletion is scheduled (docs/account/deletion.md): the
+ * browser is not signed in yet; the sign-in waits in the session's page state (DELETION_HOLD_SECONDS)
+ * and `/account/deletion/scheduled` asks "Keep my account" or "Continue signing out"
+ * (src/pages/account-deletion.ts).
+ */
+export interface DeletionHold {
+  userId: string;
+  amr: Amr[];
+  method: string;
+  via: string;
+  since: number;
+  returnTo?: AccountReturn;
+}
+
+export const DELETION_HOLD_SECONDS = 600;
+
+export async function holdForDeletion(request: FastifyRequest, reply: FastifyReply, hold: Omit<DeletionHold, 'since'>): Promise<FastifyReply> {
+  const app = request.server;
+  await app.browserSessions.ensure(request, reply);
+  await app.browserSessions.writeData(request, reply, { ...readFlow(request), mfa: undefined, deletionHold: { ...hold, since: app.clock.now() } });
+  return reply.redirect(`/account/deletion/scheduled${carriedQuery(request)}`, 303);
+}
+
+/** The held sign-in of this browser, while it is fresh. */
+export function deletionHoldOf(request: FastifyRequest): DeletionHold | undefined {
+  const hold = readFlow(request).deletionHold as DeletionHold | undefined;
+  return hold && typeof hold.userId === 'string' && request.server.clock.now() - hold.since <= DELETION_HOLD_SECONDS ? hold : undefined;
 }
 
 /** The pieces of the query worth keeping between hosted pages (language, app name). */

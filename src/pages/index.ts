@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { AppError } from '../errors.js';
 import { safeEqual } from '../shared/ids.js';
 import accountPages from './account.js';
+import accountDeletionPages from './account-deletion.js';
 import authMailPages from './auth-mail.js';
 import brandingRoutes, { brandOf } from './branding.js';
 import consentPages from './consent.js';
@@ -98,6 +99,7 @@ export default async function hostedPages(app: FastifyInstance) {
   await app.register(legalPages);
   await app.register(continuePages);
   await app.register(accountPages);
+  await app.register(accountDeletionPages);
   await app.register(authMailPages);
   await app.register(mfaPages);
   await app.register(passkeyPages);

@@ -12,7 +12,7 @@ import { requestContext } from '../shared/request-context.js';
 import { isFactorDue, type SecondFactorDemand, withSecondFactor } from '../sign-in/policy.js';
 import type { EnrolmentOwner, SecondFactorProof } from '../sign-in/service.js';
 import { findUserById, type UserRow } from '../storage/repos/users.js';
-import { accountMfaError, afterSignIn, carriedQuery, field, flowApp, readFlow, shownFlowApp, showRecoveryCodes } from './flow.js';
+import { accountMfaError, afterSignIn, carriedQuery, field, flowApp, holdForDeletion, readFlow, shownFlowApp, showRecoveryCodes } from './flow.js';
 import { type FormState, formFailure, formState } from './form-state.js';
 import { ceremonyAnswer, passkeyGetForm } from './passkeys.js';
 
@@ -122,6 +122,10 @@ export default async function mfaPages(scope: FastifyInstance) {
   /** Signs the browser in with the strengthened `amr`, records the sign-in, and goes on. */
   async function finish(request: FastifyRequest, reply: FastifyReply, pending: PendingMfa, amr: Amr[], method: string, recoveryCodes?: string[]) {
     const client = await flowApp(request);
+    if (pending.method !== STEP_UP && !recoveryCodes && (await findUserById(app.db, pending.userId))?.deletion_scheduled_at != null) {
+      // docs/account/deletion.md: the person chooses to keep the account before being signed in.
+      return holdForDeletion(request, reply, { userId: pending.userId, amr, method: pending.method, via: pending.via, returnTo: pending.returnTo });
+    }
     await app.browserSessions.writeData(request, reply, { ...readFlow(request), mfa: undefined });
     await app.browserSessions.signIn(request, reply, pending.userId, amr);
     const via = pending.via;

@@ -23,6 +23,7 @@ export const ErrorBody = z
     attempts_left: z.number().int().optional().describe('With `invalid_code`: wrong tries left before the code is used up.'),
     hosted_url: z.string().optional().describe('With `idp_oauth_not_bound`: the hosted account page where the user binds the provider account.'),
     reason: z.string().optional().describe('With `weak_password`: which policy rule failed (`too_short`, `too_long`, `common`, `equals_email`).'),
+    deletion_scheduled_at: z.string().optional().describe('With `account_deletion_scheduled`: when the account is purged (ISO 8601).'),
   })
   .meta({ id: 'Error', description: 'Error body (CONTRACT §2).' });
 

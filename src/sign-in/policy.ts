@@ -12,16 +12,29 @@ import type { UserRow } from '../storage/schema.js';
  * (test/sign-in/policy.test.ts); every door reaches them through `SignIn` (service.ts).
  */
 
-export type SignInRefusal = 'user_disabled' | 'user_blocked';
+export type SignInRefusal = 'user_disabled' | 'user_blocked' | 'account_deletion_scheduled';
 
-type UserState = Pick<UserRow, 'status'>;
+type UserState = Pick<UserRow, 'status'> & { deletion_scheduled_at?: number | null };
 type Membership = { status: 'active' | 'blocked' } | undefined;
 
-/** May this user sign in to this app now? Disabled by the admin beats blocked by the app's developer. */
+/**
+ * May this user sign in to this app now? Disabled by the admin beats blocked by the app's developer,
+ * which beats a scheduled deletion (docs/account/deletion.md: the password sign-in doors offer to keep
+ * the account first — they ask `mayAuthenticate`, and each door decides what to offer).
+ */
 export function maySignIn(user: UserState, membership: Membership): SignInRefusal | null {
   if (user.status !== 'active') return 'user_disabled';
   if (membership?.status === 'blocked') return 'user_blocked';
+  if (user.deletion_scheduled_at != null) return 'account_deletion_scheduled';
   return null;
+}
+
+/**
+ * The account-wide check a first factor makes before its door completes a sign-in: as maySignIn with
+ * no app, except that a scheduled deletion is left to the door, which offers to cancel it.
+ */
+export function mayAuthenticate(user: UserState): SignInRefusal | null {
+  return maySignIn({ status: user.status }, undefined);
 }
 
 /** Where a refusal is reported: a JSON API door, the authorize redirect, or the token endpoint. */
@@ -30,9 +43,10 @@ export type RefusalStyle = 'api' | 'authorize' | 'token';
 /** The one error for each refusal cause, in the vocabulary of the door that reports it. */
 export function refusalError(cause: SignInRefusal | CodeBasisProblem, style: RefusalStyle): AppError {
   if (style === 'token') return new AppError('invalid_grant', { detail: `grant basis gone: ${cause}`, reason: cause });
-  if (cause !== 'user_disabled' && cause !== 'user_blocked') return new AppError('access_denied', { detail: cause });
+  if (cause !== 'user_disabled' && cause !== 'user_blocked' && cause !== 'account_deletion_scheduled') return new AppError('access_denied', { detail: cause });
   if (style === 'api') return new AppError(cause);
-  const message = cause === 'user_disabled' ? 'This account is disabled.' : 'This account is blocked for this application.';
+  const message =
+    cause === 'user_disabled' ? 'This account is disabled.' : cause === 'user_blocked' ? 'This account is blocked for this application.' : 'This account is scheduled for deletion.';
   return new AppError('access_denied', { message, detail: cause });
 }
 

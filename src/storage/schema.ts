@@ -61,6 +61,8 @@ export interface UsersTable {
   password_changed_at: number | null;
   created_at: number;
   updated_at: number;
+  /** When the account is purged (docs/account/deletion.md); NULL: no deletion scheduled. */
+  deletion_scheduled_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** A provider account bound to a user, keyed by the provider's (issuer, subject), never by email. */

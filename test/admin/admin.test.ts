@@ -114,6 +114,7 @@ describe('admin API (/v1/admin)', () => {
         created_at: new Date(1003 * 1000).toISOString(),
         status: 'active',
         idp_bound: false,
+        deletion_scheduled_at: null,
       });
       const page2 = (await list('?pageSize=2&page=2')).json();
       expect(page2.items.map((u: { email: string }) => u.email)).toEqual(['bo@home.example', 'ann@corp.example']);

@@ -49,7 +49,7 @@ describe('developer user listing GET /v1/dev/apps/{id}/users', () => {
     expect(b1).toMatchObject({ page: 1, pageSize: 20, total: 25 });
     expect(b1.items).toHaveLength(20);
     expect(b1.items[0].id).toBe(users[24]!.id);
-    expect(Object.keys(b1.items[0]).sort()).toEqual(['created_at', 'email', 'email_verified', 'id', 'idp_bound', 'last_login_at', 'name', 'status'].sort());
+    expect(Object.keys(b1.items[0]).sort()).toEqual(['created_at', 'deletion_scheduled_at', 'email', 'email_verified', 'id', 'idp_bound', 'last_login_at', 'name', 'status'].sort());
     const p2 = (await list('?page=2')).json();
     expect(p2.items.map((u: { id: string }) => u.id)).toEqual(users.slice(0, 5).reverse().map((u) => u.id));
     expect(p2.total).toBe(25);

@@ -63,6 +63,7 @@ export async function insertTestUser(db: Kysely<Database>, overrides: Partial<Us
     password_changed_at: null,
     created_at: now,
     updated_at: now,
+    deletion_scheduled_at: null,
     ...overrides,
   };
   await insertUser(db, user);

@@ -34,6 +34,8 @@ export interface AppUserListRow {
   idpBound: boolean;
   createdAt: number;
   lastLoginAt: number | null;
+  /** When the account is purged, if the person asked to delete it (docs/account/deletion.md). */
+  deletionScheduledAt: number | null;
 }
 
 /** Trigram search needs three characters; FTS5 trigram phrases and pg_trgm both work from there. */
@@ -83,6 +85,7 @@ function membersOf(db: Kysely<Database>, appId: string) {
       'u.email',
       'u.name',
       'u.email_verified',
+      'u.deletion_scheduled_at',
       eb.exists(eb.selectFrom('provider_identities as pi').select('pi.id').whereRef('pi.user_id', '=', 'au.user_id')).as('idp_bound'),
     ])
     .where('au.app_id', '=', appId);
@@ -154,6 +157,7 @@ function toRow(r: {
   email: string;
   name: string | null;
   email_verified: number;
+  deletion_scheduled_at: number | null;
   idp_bound: unknown;
 }): AppUserListRow {
   return {
@@ -165,5 +169,6 @@ function toRow(r: {
     idpBound: r.idp_bound === true || Number(r.idp_bound) === 1,
     createdAt: Number(r.created_at),
     lastLoginAt: r.last_login_at === null ? null : Number(r.last_login_at),
+    deletionScheduledAt: r.deletion_scheduled_at === null ? null : Number(r.deletion_scheduled_at),
   };
 }
