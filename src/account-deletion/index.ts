@@ -85,6 +85,18 @@ export async function authoriseDeletion(
   throw reauth('needs_second_factor', 'Enter a code from your authenticator app or a recovery code to delete your account.');
 }
 
+/**
+ * `POST /v1/auth/login` with `cancel_deletion` (docs/account/deletion.md): the password just checked keeps
+ * the account — unless it has a second factor, which that request cannot ask before the keep: such an
+ * account is kept on the hosted pages, after its factor (403 `forbidden`, `reauth`/`use_account_page`).
+ */
+export async function keepAtRestSignIn(app: FastifyInstance, user: UserRow, ctx: RequestContext & { appId: string }): Promise<void> {
+  if ((await app.mfa.enrolled(app.db, user.id)).length > 0) {
+    throw reauth('use_account_page', 'This account has a second factor: sign in on the account page to keep it.');
+  }
+  await app.accountDeletion.cancel(user.id, 'sign_in', ctx);
+}
+
 const reauth = (why: string, message: string) => new AppError('forbidden', { message, details: [{ path: 'reauth', message: why }], detail: `account deletion: ${why}` });
 
 /** `DELETE /v1/auth/account` (registered under the prefix `/v1/auth/account`). */

@@ -24,6 +24,7 @@ import {
   RefreshBody,
   RegisterBody,
 } from './schemas.js';
+import { keepAtRestSignIn } from '../account-deletion/index.js';
 import { mfaSignInRoutes } from '../mfa/index.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
 import { checkRedirectUri, namedClientId, resolveApp } from '../sign-in/requesting-app.js';
@@ -111,7 +112,7 @@ export default async function authRoutes(scope: FastifyInstance) {
         security: OPTIONAL_CLIENT_AUTH,
         body: LoginBody,
         response: { 200: signedIn },
-        errors: { 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked', 'account_deletion_scheduled'] },
+        errors: { 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked', 'account_deletion_scheduled', 'forbidden'] },
         examples: {
           login: {
             summary: 'The right password',
@@ -138,7 +139,7 @@ export default async function authRoutes(scope: FastifyInstance) {
         if (body.cancel_deletion !== true) {
           throw new AppError('account_deletion_scheduled', { extra: { deletion_scheduled_at: isoTime(user.deletion_scheduled_at) }, detail: 'sign-in during the deletion grace' });
         }
-        await app.accountDeletion.cancel(user.id, 'sign_in', ctx);
+        await keepAtRestSignIn(app, user, ctx);
         user = { ...user, deletion_scheduled_at: null };
       }
       const result = await app.signIn.completeDirect(client, user, ctx, FIRST_FACTOR.password);

@@ -28,7 +28,7 @@ export const LoginBody = z.object({
   cancel_deletion: z
     .boolean()
     .optional()
-    .describe('Keep an account whose deletion is scheduled (docs/account/deletion.md): without it such a sign-in answers 403 `account_deletion_scheduled`.'),
+    .describe('Keep an account whose deletion is scheduled (docs/account/deletion.md): without it such a sign-in answers 403 `account_deletion_scheduled`; an account with a second factor is kept on the hosted pages only (403 `forbidden`).'),
 });
 
 export const MagicLinkRequestBody = z.object({ email: Email, client_id: ClientId, redirect_uri: z.string().min(1).max(2000).optional() });

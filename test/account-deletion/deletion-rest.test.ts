@@ -173,6 +173,21 @@ describe('DELETE /v1/auth/account: the grace period', () => {
     expect(await userRow(user.id)).toMatchObject({ id: user.id });
   });
 
+  it('with a second factor, the password alone cannot keep the account over REST: cancel_deletion is refused (the hosted pages ask the factor first)', async () => {
+    const { user, token } = await person();
+    await t.db.insertInto('totp_factors').values({ user_id: user.id, secret_sealed: 'not-openable', confirmed_at: t.clock.now(), last_step: null, created_at: t.clock.now() }).execute();
+    const recovery = 'KLMNP-QRSTV';
+    await replaceRecoveryCodes(t.db, user.id, [recoveryCodeHash(recovery)!], t.clock.now());
+    secrets.push(recovery);
+    expect((await del(token, { password: PASSWORD, code: recovery })).statusCode).toBe(202);
+
+    const attempt = await login(user.email, { cancel_deletion: true });
+    expect(attempt.statusCode).toBe(403);
+    expect(attempt.json()).toMatchObject({ code: 'forbidden', details: [{ path: 'reauth', message: 'use_account_page' }] });
+    expect((await userRow(user.id))!.deletion_scheduled_at).not.toBeNull();
+    expect(await eventsOf(user.id, 'user.deletion_cancelled')).toEqual([]);
+  });
+
   it('other sign-in doors refuse during the grace (REST magic link): account_deletion_scheduled, nothing cancelled', async () => {
     const { user, token } = await person();
     expect((await del(token, { password: PASSWORD })).statusCode).toBe(202);
