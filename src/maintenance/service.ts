@@ -17,6 +17,7 @@ import type { Database } from '../storage/schema.js';
  * - throttle counters untouched for longer than every window (LOGIN_LOCK_SECONDS, the hourly mail
  *   limit, daily caps) and not locked;
  * - outbox mail delivered, or never delivered and long abandoned, more than OUTBOX_RETENTION_DAYS ago;
+ * - webhook deliveries delivered or failed more than OUTBOX_RETENTION_DAYS ago;
  * - events older than EVENT_RETENTION_DAYS (0 keeps them forever).
  * Every process runs it every PURGE_INTERVAL_SECONDS (0: never; `gatehouse purge` runs it once), the
  * first time at a random point between half an interval and one interval after start, so instances

@@ -30,6 +30,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   browser_sessions: 'created_at',
   throttle_counters: 'updated_at',
   outbox: 'created_at',
+  webhook_deliveries: 'created_at',
   events: 'at',
 };
 const TABLES = Object.keys(WRITTEN_AT) as PurgeTable[];

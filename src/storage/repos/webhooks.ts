@@ -175,6 +175,7 @@ export async function markWebhookDelivered(db: Kysely<Database>, id: string, out
     .set((eb) => ({
       status: 'delivered',
       delivered_at: outcome.at,
+      next_attempt_at: outcome.at,
       locked_until: null,
       attempts: eb('attempts', '+', 1),
       last_attempt_at: outcome.at,
@@ -235,9 +236,3 @@ export async function countPendingWebhookDeliveries(db: Kysely<Database>): Promi
   return Number(row.n);
 }
 
-/** Deletes settled deliveries created before `before` (the purge), at most `limit`; returns how many. */
-export async function purgeSettledWebhookDeliveries(db: Kysely<Database>, before: number, limit: number): Promise<number> {
-  const ids = db.selectFrom('webhook_deliveries').select('id').where('status', '!=', 'pending').where('created_at', '<', before).limit(limit);
-  const result = await db.deleteFrom('webhook_deliveries').where('id', 'in', ids).executeTakeFirst();
-  return Number(result.numDeletedRows);
-}
