@@ -126,6 +126,38 @@ describe('webhooks per app', () => {
     for (const r of rb.received) expect(r.verifiedBy).toEqual([0]);
   });
 
+  it('tells the app when the user signs out of it (user.signed_out)', async () => {
+    const user = await makeUser(t.app, { email: `out-${Date.now()}@example.com` });
+    const before = ra.received.length;
+    const login = await t.app.inject({ method: 'POST', url: '/v1/auth/login', payload: { email: user.email, password: user.password, client_id: a.id } });
+    expect(login.statusCode, login.body).toBe(200);
+    const logout = await t.app.inject({ method: 'POST', url: '/v1/auth/logout', payload: { refresh_token: login.json().refresh_token } });
+    expect(logout.statusCode).toBe(204);
+    await drain();
+    await ra.waitFor(before + 1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const signedOut = ra.received.filter((r) => r.verified?.type === 'user.signed_out' && r.verified.data.user_id === user.id);
+    expect(signedOut).toHaveLength(1);
+    expect(signedOut[0]!.verified!.data).toEqual({ app_id: a.id, user_id: user.id });
+  });
+
+  it('tells the app a registration there created a user who accepted the platform terms (user.created, legal.accepted)', async () => {
+    const terms = await t.app.inject({ method: 'PUT', url: '/v1/admin/legal/terms?lang=en', headers: adminHeaders, payload: { title: 'Terms', content: '# Terms' } });
+    expect(terms.statusCode, terms.body).toBe(201);
+    const before = ra.received.length;
+    const email = `reg-${Date.now()}@example.com`;
+    const registered = await t.app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: 'correct horse battery staple 42', client_id: a.id, accept_terms: true } });
+    expect(registered.statusCode, registered.body).toBeLessThan(300);
+    await drain();
+    await ra.waitFor(before + 2);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const types = ra.received.slice(before).map((r) => r.verified?.type);
+    expect(types).toContain('user.created');
+    const accepted = ra.received.slice(before).find((r) => r.verified?.type === 'legal.accepted')!;
+    expect(accepted.verified!.data).toMatchObject({ app_id: a.id, document: 'terms', version: 1, lang: 'en', owner: 'platform' });
+    expect(accepted.body).not.toContain(email);
+  });
+
   it('writes deliveries in the change\'s transaction: a change that rolls back sends nothing', async () => {
     const user = await quickUser(t);
     await addMember(t, { id: a.id } as never, user);
