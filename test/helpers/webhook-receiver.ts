@@ -31,7 +31,7 @@ export interface Receiver {
   waitFor(count: number, ms?: number): Promise<void>;
 }
 
-export async function startReceiver(path = '/hooks'): Promise<Receiver> {
+export async function startReceiver(path = '/hooks', port = 0): Promise<Receiver> {
   const inFlight = new Map<string, number>();
   const receiver: Receiver = {
     url: '',
@@ -69,7 +69,7 @@ export async function startReceiver(path = '/hooks'): Promise<Receiver> {
       res.end(answer.body ?? '');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`;
   receiver.close = () => new Promise<void>((resolve) => server.close(() => resolve()));
   receiver.waitFor = async (count, ms = 10_000) => {
