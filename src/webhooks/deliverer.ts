@@ -36,6 +36,7 @@ const LEASE_SECONDS = Math.ceil(TIMEOUT_MS / 1000) * 6;
 export const RETRY_FOR = 24 * 3600;
 export const DISABLE_AFTER = 3 * 24 * 3600;
 const PARALLEL = 20;
+const PER_ENDPOINT = 10;
 
 /** Seconds before the next attempt after `attempts` failed ones: 5 s doubling to at most 1 h, ±20 % jitter. */
 export function retryDelay(attempts: number): number {
@@ -78,21 +79,36 @@ export class WebhookDeliverer {
       });
   }
 
-  /** Attempts every due delivery once (exposed for tests). */
+  /**
+   * Attempts every due delivery once (exposed for tests). Up to PARALLEL attempts run at once, at most
+   * PER_ENDPOINT of them to one endpoint, and a finished one makes room for the next: an endpoint that
+   * answers slowly (or not at all, for 10 s) holds a few slots, never the others' deliveries.
+   */
   async drain(): Promise<void> {
+    const inFlight = new Set<Promise<void>>();
+    const perEndpoint = new Map<string, number>();
     for (;;) {
       const now = this.deps.clock.now();
-      const due = await listDueWebhookDeliveries(this.deps.db, now, PARALLEL);
-      if (due.length === 0) return;
-      let claimedAny = false;
-      await Promise.all(
-        due.map(async (row) => {
-          if (!(await claimWebhookDelivery(this.deps.db, row.id, now, now + LEASE_SECONDS))) return;
-          claimedAny = true;
-          await this.attempt(row);
-        }),
-      );
-      if (!claimedAny) return;
+      // Rows claimed here have a lease, so the due list never returns them while they are in flight.
+      const due = inFlight.size < PARALLEL ? await listDueWebhookDeliveries(this.deps.db, now, PARALLEL * PER_ENDPOINT) : [];
+      let started = 0;
+      for (const row of due) {
+        if (inFlight.size >= PARALLEL) break;
+        if ((perEndpoint.get(row.endpoint_id) ?? 0) >= PER_ENDPOINT) continue;
+        if (!(await claimWebhookDelivery(this.deps.db, row.id, now, now + LEASE_SECONDS))) continue;
+        started++;
+        perEndpoint.set(row.endpoint_id, (perEndpoint.get(row.endpoint_id) ?? 0) + 1);
+        const attempt: Promise<void> = this.attempt(row)
+          .catch((error) => this.deps.log.error({ err: error, webhook_id: row.id }, 'webhook attempt failed unexpectedly'))
+          .finally(() => {
+            inFlight.delete(attempt);
+            perEndpoint.set(row.endpoint_id, (perEndpoint.get(row.endpoint_id) ?? 1) - 1);
+          });
+        inFlight.add(attempt);
+      }
+      if (inFlight.size === 0) return;
+      // Nothing new could start (all due rows busy or held elsewhere): wait for one attempt to end.
+      if (started === 0 || inFlight.size >= PARALLEL) await Promise.race(inFlight);
     }
   }
 
