@@ -34,6 +34,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('endpoint_id', 'text', (c) => c.notNull())
     .addColumn('app_id', 'text', (c) => c.notNull())
     .addColumn('event_id', 'text')
+    // The user it is about (NULL for a test event): an account's purge deletes its log entries.
+    .addColumn('user_id', 'text')
     .addColumn('type', 'text', (c) => c.notNull())
     .addColumn('payload', 'text', (c) => c.notNull())
     .addColumn('status', 'text', (c) => c.notNull())
@@ -48,6 +50,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('delivered_at', 'bigint')
     .execute();
   await s.createIndex('webhook_deliveries_due_idx').on('webhook_deliveries').columns(['status', 'next_attempt_at']).execute();
+  await s.createIndex('webhook_deliveries_user_idx').on('webhook_deliveries').column('user_id').execute();
   await s.createIndex('webhook_deliveries_endpoint_idx').on('webhook_deliveries').columns(['endpoint_id', 'created_at']).execute();
 }
 

@@ -349,6 +349,8 @@ export interface WebhookDeliveriesTable {
   app_id: string;
   /** The audit event it reports (NULL for a test event). */
   event_id: string | null;
+  /** The user it is about (NULL for a test event). */
+  user_id: string | null;
   type: string;
   payload: string; // the JSON body sent, `{type, timestamp, data}`
   status: 'pending' | 'delivered' | 'failed';

@@ -216,6 +216,7 @@ export class Webhooks {
       endpoint_id: id,
       app_id: appId,
       event_id: null,
+      user_id: null,
       type: WEBHOOK_TEST_TYPE,
       payload: payloadFor({ type: WEBHOOK_TEST_TYPE, data: { endpoint_id: id, test: true } }, null, appId, now),
       status: 'pending',

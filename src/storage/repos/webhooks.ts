@@ -118,6 +118,7 @@ export async function enqueueWebhookDeliveries(
       endpoint_id: endpoint.id,
       app_id: endpoint.app_id,
       event_id: event.id,
+      user_id: event.userId,
       type: message.type,
       payload: payloadFor(message, event.userId, endpoint.app_id, at),
       status: 'pending',
@@ -229,6 +230,16 @@ export async function findWebhookDelivery(db: Kysely<Database>, endpointId: stri
 /** Queues a delivery again at once (manual redeliver): same `webhook-id`, so a receiver can tell it is the same message. */
 export async function requeueWebhookDelivery(db: Kysely<Database>, id: string, now: number): Promise<void> {
   await db.updateTable('webhook_deliveries').set({ status: 'pending', next_attempt_at: now, locked_until: null, delivered_at: null }).where('id', '=', id).execute();
+}
+
+/**
+ * Forgets what the delivery log holds about a user whose account is purged: every settled delivery about
+ * them goes (a payload may carry their address). Pending ones stay to be delivered — `user.deleted`
+ * among them — and are purged with the log once settled.
+ */
+export async function deleteSettledWebhookDeliveriesOfUser(db: Kysely<Database>, userId: string): Promise<number> {
+  const result = await db.deleteFrom('webhook_deliveries').where('user_id', '=', userId).where('status', '!=', 'pending').executeTakeFirst();
+  return Number(result.numDeletedRows);
 }
 
 export async function countPendingWebhookDeliveries(db: Kysely<Database>): Promise<number> {
