@@ -120,8 +120,8 @@ const RULES: Record<string, Rule> = {
 /** The webhook an audit event becomes, or null (not every audit event is one; none without a user). */
 export function webhookFor(event: AuditEventInput): WebhookMessage | null {
   if (!event.userId) return null;
-  const rule = RULES[event.type];
-  if (!rule) return null;
+  if (!Object.hasOwn(RULES, event.type)) return null;
+  const rule = RULES[event.type]!;
   const message = rule(event.data ?? {}, event);
   if (message?.scope === 'app' && !event.appId) return null;
   return message;
@@ -129,7 +129,7 @@ export function webhookFor(event: AuditEventInput): WebhookMessage | null {
 
 /** Whether an audit event type can become a webhook at all (cheap: no payload built). */
 export function mayBecomeWebhook(type: string): boolean {
-  return type in RULES;
+  return Object.hasOwn(RULES, type);
 }
 
 /** The JSON body delivered to `appId` (Standard Webhooks: `{type, timestamp, data}`). */

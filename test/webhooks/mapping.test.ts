@@ -43,6 +43,11 @@ describe('which audit event becomes which webhook', () => {
     expect(webhookFor({ type, userId: U, ...event })).toEqual(expected);
   });
 
+  it('makes no webhook of a type named like an Object property', () => {
+    expect(webhookFor({ type: 'constructor', appId: A, userId: U })).toBeNull();
+    expect(webhookFor({ type: 'toString', appId: A, userId: U })).toBeNull();
+  });
+
   it('makes no webhook of an event without a user', () => {
     expect(webhookFor({ type: 'user.registered', appId: A, userId: null })).toBeNull();
   });
