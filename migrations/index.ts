@@ -11,6 +11,7 @@ import * as appBranding from './2026-11-24T1400_app_branding.js';
 import * as developerConsole from './2026-11-24T1400_developer_console.js';
 import * as appScopedPasskeys from './2026-12-07T1000_app_scoped_passkeys.js';
 import * as darkLogo from './2026-12-07T1600_dark_logo.js';
+import * as webhooks from './2026-12-08T0100_webhooks.js';
 import * as sessions from './2026-12-08T0200_sessions.js';
 import * as accountDeletion from './2026-12-08T0300_account_deletion.js';
 
@@ -33,6 +34,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-11-24T1400_developer_console': { all: developerConsole },
   '2026-12-07T1000_app_scoped_passkeys': { all: appScopedPasskeys },
   '2026-12-07T1600_dark_logo': { all: darkLogo },
+  '2026-12-08T0100_webhooks': { all: webhooks },
   '2026-12-08T0200_sessions': { all: sessions },
   '2026-12-08T0300_account_deletion': { all: accountDeletion },
 };

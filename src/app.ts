@@ -53,6 +53,7 @@ import accountExportRoutes from './account-export/index.js';
 import emailChangeRoutes, { emailChangePlugin } from './email-change/index.js';
 import sessionsRoutes, { sessionsPlugin } from './sessions/index.js';
 import accountDeletionRoutes, { accountDeletionPlugin } from './account-deletion/index.js';
+import webhookDevRoutes, { webhooksServicePlugin } from './webhooks/index.js';
 
 export interface BuildOptions {
   /** An already-open storage (tests); otherwise DATABASE_URL is opened and closed with the app. */
@@ -158,6 +159,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(mfaPlugin);
   await app.register(signInPlugin);
   await app.register(mailerPlugin);
+  await app.register(webhooksServicePlugin);
   await app.register(accountsPlugin);
   await app.register(emailChangePlugin);
   await app.register(sessionsPlugin);
@@ -184,7 +186,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   if (!config.production) await app.register(homeRoutes);
   await app.register(profileRoutes, { prefix: '/v1/profile' });
   await app.register(legalRoutes, { prefix: '/v1/legal' });
-  await app.register(devApi, { prefix: '/v1/dev', routes: [devAppUsersRoutes, devEventsRoutes, devLegalRoutes] });
+  await app.register(devApi, { prefix: '/v1/dev', routes: [devAppUsersRoutes, devEventsRoutes, devLegalRoutes, webhookDevRoutes] });
   await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes, consoleAdminRoutes] });
 
   await app.register(healthRoutes);

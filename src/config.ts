@@ -77,6 +77,7 @@ export const envSchema = z.object({
   EVENT_RETENTION_DAYS: z.coerce.number().int().min(0).default(365),
   OUTBOX_RETENTION_DAYS: z.coerce.number().int().min(1).default(7),
   ACCOUNT_DELETION_GRACE_DAYS: z.coerce.number().int().min(0).max(365).default(7),
+  WEBHOOK_ALLOW_PRIVATE: z.enum(['0', '1']).optional(),
 });
 
 export interface IdpEnvConfig {
@@ -133,6 +134,14 @@ export interface Config {
     codeMaxFailuresPerDay: number;
     /** Data exports per account in any hour (docs/account/data-export.md), REST and the account page together. */
     exportPerHour: number;
+  };
+  /** Webhook deliveries (docs/webhooks.md). */
+  webhooks: {
+    /**
+     * Only https URLs that resolve to public addresses (the SSRF rules). On in production, off in
+     * development and tests; WEBHOOK_ALLOW_PRIVATE=0 turns it on anywhere, =1 off anywhere.
+     */
+    publicOnly: boolean;
   };
   /** The purge of expired rows (src/maintenance). */
   purge: {
@@ -260,6 +269,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       codeMaxFailuresPerDay: e.CODE_MAX_FAILURES_PER_DAY,
       exportPerHour: e.EXPORT_PER_HOUR,
     },
+    webhooks: { publicOnly: e.WEBHOOK_ALLOW_PRIVATE === undefined ? production : e.WEBHOOK_ALLOW_PRIVATE === '0' },
     purge: {
       intervalSeconds: e.PURGE_INTERVAL_SECONDS,
       batchSize: e.PURGE_BATCH_SIZE,

@@ -3,6 +3,7 @@ import { AppError } from '../errors.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import { isoTime } from '../shared/time.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
+import { appendEvent } from '../storage/repos/events.js';
 import { type Developer, insertDeveloper, listDevelopers } from '../storage/repos/developers.js';
 import { revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { findUserById, isIdpBound, normalizeEmail, searchUsers, toPublicUser, type PublicUser, updateUser, type UserRow } from '../storage/repos/users.js';
@@ -72,6 +73,8 @@ export async function setUserStatus(db: Kysely<Database>, now: number, userId: s
       await revokeGrantsOfUser(trx, userId, now, 'user_disabled');
       await revokeBrowserSessionsOfUser(trx, userId, now);
     }
+    // A change of status is recorded (and becomes the user.disabled / user.enabled webhook, docs/webhooks.md).
+    if (current.status !== status) await appendEvent(trx, now, { type: status === 'disabled' ? 'user.disabled' : 'user.enabled', userId, data: { by: 'admin' } });
     return { ...current, status, updated_at: now };
   });
   return toAdminUserView(user, await isIdpBound(db, userId));

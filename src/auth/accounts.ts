@@ -223,7 +223,11 @@ export class Accounts {
       await this.db.transaction().execute(async (trx) => {
         await insertUser(trx, user);
         await appendEvent(trx, now, { type: 'user.registered', appId: ctx.appId ?? null, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { method: 'password' } });
-        if (input.acceptLegal) await acceptCurrentPlatformDocuments(trx, user.id, ['terms', 'privacy'], now);
+        if (input.acceptLegal) {
+          for (const doc of await acceptCurrentPlatformDocuments(trx, user.id, ['terms', 'privacy'], now)) {
+            await appendEvent(trx, now, { type: 'legal.accepted', appId: ctx.appId ?? null, userId: user.id, data: { owner: 'platform', doc_type: doc.docType, lang: doc.lang, version: doc.version } });
+          }
+        }
         try {
           await this.throttle.hitMail(trx, 'verify', email);
         } catch (error) {

@@ -53,6 +53,7 @@ import {
   revokeApiKey,
 } from './service.js';
 import { operatorRoutes } from './operator.js';
+import { CreateWebhookBody, UpdateWebhookBody, WEBHOOK_TYPES, type WebhookEndpointView } from '../webhooks/index.js';
 import { integrationSnippets } from './snippets.js';
 
 /**
@@ -463,6 +464,147 @@ export default async function consolePages(app: FastifyInstance) {
     const emails = await findMemberEmails(db, owned.id, list.items.flatMap((e) => (e.user_id ? [e.user_id] : [])));
     const next = list.next_cursor ? new URLSearchParams({ ...(raw.type ? { type: raw.type } : {}), after: list.next_cursor }).toString() : null;
     return render(request, reply, 'events', { ...locals, list, next, emails });
+  });
+
+  // ---- Webhooks of an app (docs/webhooks.md) ----
+
+  const WebhookId = z.string().min(1).max(200);
+  const DeliveryCursor = z.strictObject({ before: z.string().regex(/^msg_[0-9a-z]{26}$/, 'must be a cursor').optional() });
+
+  /** The endpoint form as the API's body: event types are checkboxes, an empty description is none. */
+  const webhookInput = (body: FormBody) => ({ url: field(body, 'url'), description: field(body, 'description') || null, event_types: fields(body, 'event_types') });
+  const webhookValues = (view: Pick<WebhookEndpointView, 'url' | 'description' | 'event_types' | 'enabled'>) => ({
+    url: view.url,
+    description: view.description ?? '',
+    event_types: [...view.event_types],
+    enabled: view.enabled,
+  });
+
+  async function webhooksPage(request: FastifyRequest, reply: FastifyReply, owned: Awaited<ReturnType<typeof ownedApp>>, extra: Record<string, unknown> = {}) {
+    const endpoints = await app.webhooks.list(owned.id);
+    return render(request, reply, 'webhooks', {
+      titleKey: 'console.webhooks.title',
+      titleParams: { name: owned.name },
+      app: toAppView(owned),
+      tab: 'webhooks',
+      endpoints,
+      webhookTypes: WEBHOOK_TYPES,
+      values: { url: '', description: '', event_types: [] as string[] },
+      ...extra,
+    });
+  }
+
+  async function webhookPage(request: FastifyRequest, reply: FastifyReply, owned: Awaited<ReturnType<typeof ownedApp>>, webhookId: string, extra: Record<string, unknown> = {}) {
+    const endpoint = await app.webhooks.get(owned.id, webhookId);
+    const cursor = check(DeliveryCursor, listingQuery(request.query), request);
+    if (!cursor.ok) reply.code(400);
+    const log = await app.webhooks.deliveries(owned.id, webhookId, { before: cursor.ok ? cursor.value.before : undefined, limit: 20 });
+    return render(request, reply, 'webhook', {
+      titleKey: 'console.webhooks.title',
+      titleParams: { name: owned.name },
+      app: toAppView(owned),
+      tab: 'webhooks',
+      endpoint,
+      log,
+      webhookTypes: WEBHOOK_TYPES,
+      values: webhookValues(endpoint),
+      ...extra,
+    });
+  }
+
+  const webhookIdOf = (request: FastifyRequest): string => {
+    const parsed = WebhookId.safeParse((request.params as { webhookId: string }).webhookId);
+    if (!parsed.success) throw new AppError('not_found', { message: 'No such webhook endpoint.' });
+    return parsed.data;
+  };
+
+  app.get('/console/apps/:id/webhooks', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const deleted = (request.query as Record<string, unknown>).deleted;
+    return webhooksPage(request, reply, owned, { notice: deleted ? 'console.webhooks.deleted' : undefined });
+  });
+
+  app.post('/console/apps/:id/webhooks', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const body = request.body as FormBody;
+    if (field(body, 'action') !== 'create') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    const input = webhookInput(body);
+    const checked = check(CreateWebhookBody, input, request);
+    const values = { url: input.url, description: input.description ?? '', event_types: input.event_types };
+    if (!checked.ok) {
+      reply.code(400);
+      return webhooksPage(request, reply, owned, { values, errors: checked.errors });
+    }
+    try {
+      const created = await app.webhooks.create(owned.id, checked.value, requestContext(request));
+      return showSecretOnce(request, reply, `/console/apps/${owned.id}/webhooks/${created.id}`, { notice: 'console.webhooks.created', secret: created.secret });
+    } catch (error) {
+      // The URL rules (https, public address) live in the service: shown at the field like the schema's.
+      if (error instanceof AppError && error.code === 'invalid_request') {
+        reply.code(400);
+        return webhooksPage(request, reply, owned, { values, errors: { [error.details?.[0]?.path === 'body.url' ? 'url' : 'form']: error.details?.[0]?.message ?? error.message } });
+      }
+      throw error;
+    }
+  });
+
+  app.get('/console/apps/:id/webhooks/:webhookId', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const shown = sessions.takeShownOnce<ShownOnce>(request, reply);
+    const done = (request.query as Record<string, unknown>).done;
+    const notices: Record<string, string> = { saved: 'console.webhooks.saved', tested: 'console.webhooks.tested', redelivered: 'console.webhooks.redelivered' };
+    return webhookPage(request, reply, owned, webhookIdOf(request), { notice: (typeof done === 'string' ? notices[done] : undefined) ?? shown.notice, secret: shown.secret });
+  });
+
+  app.post('/console/apps/:id/webhooks/:webhookId', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const webhookId = webhookIdOf(request);
+    const body = request.body as FormBody;
+    const ctx = requestContext(request);
+    const here = `/console/apps/${owned.id}/webhooks/${webhookId}`;
+    switch (field(body, 'action')) {
+      case 'save': {
+        const input = { ...webhookInput(body), enabled: field(body, 'enabled') === '1' };
+        const values = { ...input, description: input.description ?? '' };
+        const checked = check(UpdateWebhookBody, input, request);
+        if (!checked.ok) {
+          reply.code(400);
+          return webhookPage(request, reply, owned, webhookId, { values, errors: checked.errors });
+        }
+        try {
+          await app.webhooks.update(owned.id, webhookId, checked.value, ctx);
+        } catch (error) {
+          if (error instanceof AppError && error.code === 'invalid_request') {
+            reply.code(400);
+            return webhookPage(request, reply, owned, webhookId, { values, errors: { url: error.details?.[0]?.message ?? error.message } });
+          }
+          throw error;
+        }
+        return reply.redirect(`${here}?done=saved`, 303);
+      }
+      case 'rotate_secret': {
+        const rotated = await app.webhooks.rotateSecret(owned.id, webhookId, { overlap_seconds: 86400 }, ctx);
+        return showSecretOnce(request, reply, here, { notice: 'console.webhooks.rotated', secret: rotated.secret });
+      }
+      case 'test':
+        await app.webhooks.sendTest(owned.id, webhookId);
+        return reply.redirect(`${here}?done=tested`, 303);
+      case 'redeliver': {
+        const deliveryId = WebhookId.safeParse(field(body, 'delivery_id'));
+        if (!deliveryId.success) throw new AppError('invalid_request', { message: 'No delivery was chosen.' });
+        await app.webhooks.redeliver(owned.id, webhookId, deliveryId.data);
+        return reply.redirect(`${here}?done=redelivered`, 303);
+      }
+      case 'delete':
+        await app.webhooks.remove(owned.id, webhookId, ctx);
+        return reply.redirect(`/console/apps/${owned.id}/webhooks?deleted=1`, 303);
+      default:
+        throw new AppError('invalid_request', { message: 'Unknown action.' });
+    }
   });
 
   // ---- Legal documents of an app ----

@@ -5,6 +5,7 @@ import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
 import { type App, countAppsOfDeveloper, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
 import { appendEvent, type EventType } from '../storage/repos/events.js';
+import { deleteWebhooksOfApp } from '../storage/repos/webhooks.js';
 import type { Database } from '../storage/schema.js';
 import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
@@ -145,6 +146,7 @@ export async function rotateClientSecret(db: Kysely<Database>, now: number, app:
 export async function removeApp(db: Kysely<Database>, now: number, app: App, ctx: RequestContext = {}): Promise<void> {
   await inTransaction(db, async (trx) => {
     await deleteApp(trx, app.id, now);
+    await deleteWebhooksOfApp(trx, app.id);
     await recordAppChange(trx, now, 'app.deleted', app, ctx, { name: app.name });
   });
 }

@@ -18,6 +18,7 @@ import type { Database } from '../storage/schema.js';
  *   limit, daily caps) and not locked;
  * - outbox mail delivered, or never delivered and long abandoned, more than OUTBOX_RETENTION_DAYS ago;
  * - events older than EVENT_RETENTION_DAYS (0 keeps them forever);
+ * - webhook deliveries delivered or failed more than OUTBOX_RETENTION_DAYS ago;
  * - before all of these, accounts whose deletion grace is over (docs/account/deletion.md): each purged
  *   in its own transaction, `accounts_deleted` in the log line.
  * Every process runs it every PURGE_INTERVAL_SECONDS (0: never; `gatehouse purge` runs it once), the

@@ -41,4 +41,6 @@ export const COLUMNS = {
   throttle_counters: everyColumn<'throttle_counters'>()(['key', 'count', 'window_start', 'locked_until', 'updated_at']),
   totp_factors: everyColumn<'totp_factors'>()(['user_id', 'secret_sealed', 'confirmed_at', 'last_step', 'created_at']),
   passkeys: everyColumn<'passkeys'>()(['id', 'credential_id', 'user_id', 'public_key', 'counter', 'transports', 'device_type', 'backed_up', 'name', 'app_id', 'created_at', 'last_used_at']),
+  webhook_endpoints: everyColumn<'webhook_endpoints'>()(['id', 'app_id', 'url', 'description', 'event_types', 'enabled', 'secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at', 'failing_since', 'disabled_reason', 'disabled_at', 'created_at', 'updated_at']),
+  webhook_deliveries: everyColumn<'webhook_deliveries'>()(['id', 'endpoint_id', 'app_id', 'event_id', 'user_id', 'type', 'payload', 'status', 'attempts', 'created_at', 'next_attempt_at', 'locked_until', 'last_attempt_at', 'last_status_code', 'last_error', 'last_response', 'delivered_at']),
 };

@@ -334,6 +334,52 @@ export interface PasskeysTable {
   last_used_at: number | null;
 }
 
+/** A developer's webhook endpoint for one app (docs/webhooks.md). */
+export interface WebhookEndpointsTable {
+  id: string;
+  app_id: string;
+  url: string;
+  description: string | null;
+  event_types: string; // JSON string[]; [] = every type
+  enabled: number;
+  /** `whsec_…` sealed with SECRET_KEY. */
+  secret_sealed: string;
+  /** The secret before the last rotation, still signing until `previous_secret_expires_at`. */
+  previous_secret_sealed: string | null;
+  previous_secret_expires_at: number | null;
+  /** When the current run of failed attempts began (NULL after a success). */
+  failing_since: number | null;
+  /** Why the server disabled it ('failing'), NULL when a developer did (or it is enabled). */
+  disabled_reason: string | null;
+  disabled_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** One message to one endpoint: its `id` is the `webhook-id`, the same on every attempt. */
+export interface WebhookDeliveriesTable {
+  id: string;
+  endpoint_id: string;
+  app_id: string;
+  /** The audit event it reports (NULL for a test event). */
+  event_id: string | null;
+  /** The user it is about (NULL for a test event). */
+  user_id: string | null;
+  type: string;
+  payload: string; // the JSON body sent, `{type, timestamp, data}`
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  created_at: number;
+  next_attempt_at: number;
+  locked_until: number | null;
+  last_attempt_at: number | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  /** The start of the last response body (at most a few hundred characters). */
+  last_response: string | null;
+  delivered_at: number | null;
+}
+
 export interface Database {
   developers: DevelopersTable;
   developer_api_keys: DeveloperApiKeysTable;
@@ -361,6 +407,8 @@ export interface Database {
   totp_factors: TotpFactorsTable;
   recovery_codes: RecoveryCodesTable;
   passkeys: PasskeysTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }
 
 export type AppRow = Selectable<AppsTable>;
@@ -377,3 +425,5 @@ export type DeveloperApiKeyRow = Selectable<DeveloperApiKeysTable>;
 export type EventRow = Selectable<EventsTable>;
 export type OutboxRow = Selectable<OutboxTable>;
 export type SigningKeyRow = Selectable<SigningKeysTable>;
+export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
+export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;

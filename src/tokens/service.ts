@@ -459,7 +459,14 @@ export class TokenService {
     const row = await findRefreshToken(this.db, hashSecret(refreshToken));
     if (!row || (clientId !== undefined && row.app_id !== clientId)) return undefined;
     const grant = await findGrant(this.db, row.grant_id);
-    await revokeGrant(this.db, row.grant_id, this.clock.now(), 'logout');
+    const now = this.clock.now();
+    await this.db.transaction().execute(async (trx) => {
+      await revokeGrant(trx, row.grant_id, now, 'logout');
+      // The end of a live sign-in of the app (also the user.signed_out webhook, docs/webhooks.md).
+      if (grant && grant.revoked_at === null) {
+        await appendEvent(trx, now, { type: 'user.signed_out', appId: grant.app_id, userId: grant.user_id, data: { grant_id: grant.id } });
+      }
+    });
     return grant ? { grantId: grant.id, userId: grant.user_id } : undefined;
   }
 

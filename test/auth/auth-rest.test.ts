@@ -465,6 +465,7 @@ describe('statements per password login (round trips on PostgreSQL)', () => {
       'update app_users', // a returning user of the app: last_login_at stamped on its row
       'select consents',
       'insert events',
+      'select webhook_endpoints', // the app's enabled webhook endpoints (none here): one indexed read (docs/webhooks.md)
       'insert grants',
       'insert refresh_tokens',
     ]);

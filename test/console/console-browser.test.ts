@@ -199,6 +199,21 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
     expect(await page.textContent('table')).toContain('app.user_blocked');
     await check(page, 'events');
 
+    // Webhooks: add an endpoint (its secret shown once), send a test event, read the delivery log.
+    await page.goto(`${base}/console/apps/${clientId}/webhooks`);
+    await check(page, 'webhooks-empty');
+    await page.fill('input[name=url]', `${base}/no-receiver-here`);
+    await page.check('input[name=event_types][value="user.blocked"]');
+    await click(page, 'create');
+    expect((await page.textContent('[data-field=webhook_secret]'))!.trim()).toMatch(/^whsec_/);
+    await check(page, 'webhook-created');
+    await click(page, 'test');
+    expect(await page.textContent('[role=status]')).toContain('Test event queued');
+    await t.app.webhookDeliverer.drain();
+    await page.reload();
+    expect(await page.locator('tr[data-delivery-id] [data-status-code]').textContent()).toBe('404');
+    await check(page, 'webhook-log');
+
     // Publish a legal version: preview the sanitized HTML, publish, see it on the hosted page.
     await page.goto(`${base}/console/apps/${clientId}/legal`);
     await page.selectOption('select[name=docType]', 'terms');

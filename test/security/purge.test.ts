@@ -5,6 +5,7 @@ import { parseConfig } from '../../src/config.js';
 import { PURGE_STEPS, type PurgeTable, withPurgeLock } from '../../src/storage/repos/purge.js';
 import { saveCounter } from '../../src/storage/repos/throttle.js';
 import type { Database } from '../../src/storage/schema.js';
+import { startReceiver } from '../helpers/webhook-receiver.js';
 import { buildTestApp, TEST_DIALECT, TEST_SECRET_KEY, type TestApp } from '../helpers/app.js';
 import { countAll } from '../helpers/db.js';
 import { authorizeAndGetCode, Browser, exchangeCode, makeClient, PASSWORD, refresh, type TestClient, uniqueEmail } from '../helpers/oauth-flows.js';
@@ -30,6 +31,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   browser_sessions: 'created_at',
   throttle_counters: 'updated_at',
   outbox: 'created_at',
+  webhook_deliveries: 'created_at',
   events: 'at',
 };
 const TABLES = Object.keys(WRITTEN_AT) as PurgeTable[];
@@ -97,6 +99,9 @@ describe('purge: every table that accumulates rows', () => {
     // Refresh tokens live an hour here, their family (grant) the default 90 days.
     t = await buildTestApp({ env: { ...BASE_ENV, REFRESH_TOKEN_TTL: '3600' } });
     const client = await makeClient(t);
+    // Sign-ins become webhooks to this endpoint; their delivered rows are the log the purge trims.
+    const receiver = await startReceiver();
+    await t.app.webhooks.create(client.app.id, { url: receiver.url, event_types: [], description: null, enabled: true }, {});
 
     // --- Old rows (8 days before the purge) -------------------------------------------------------
     const a = await hostedSignIn(t, client); // a session, a redeemed code, a grant that stays live
@@ -112,6 +117,7 @@ describe('purge: every table that accumulates rows', () => {
     await saveCounter(t.db, { key: lockedKey, count: 5, windowStart: t0, lockedUntil: t0 + 30 * DAY, updatedAt: t0 });
     const keysBefore = await countAll(t.db, 'signing_keys');
 
+    await t.app.webhookDeliverer.drain();
     t.clock.advance(8 * DAY); // past every expiry + the 1-day grace, and the 7-day outbox retention
     const boundary = t.clock.now();
 
@@ -123,6 +129,8 @@ describe('purge: every table that accumulates rows', () => {
     const d = await restRegister(t, client);
     expect((await post(t, '/v1/auth/login', { email: d.email, password: 'not the password', client_id: client.app.id })).statusCode).toBe(401);
     await requestMagicLinks(t, client, [d.email]);
+    await t.app.webhookDeliverer.drain();
+    await receiver.close();
 
     const before = await split(t, boundary);
     for (const table of TABLES) expect(before[table].recent, table).toBeGreaterThan(0);
@@ -143,6 +151,7 @@ describe('purge: every table that accumulates rows', () => {
       browser_sessions: { old: 0, recent: before.browser_sessions.recent },
       throttle_counters: { old: 1, recent: before.throttle_counters.recent },
       outbox: { old: 0, recent: before.outbox.recent },
+      webhook_deliveries: { old: 0, recent: before.webhook_deliveries.recent },
       events: { old: before.events.old, recent: before.events.recent },
     });
     expect(await grantsOf(t, a.user.email)).toEqual(grantsOfA);
@@ -151,7 +160,7 @@ describe('purge: every table that accumulates rows', () => {
     expect(await countAll(t.db, 'signing_keys')).toBe(keysBefore);
     // The answer counts exactly the rows that went, per table.
     expect(counts).toEqual(Object.fromEntries(TABLES.map((table) => [table, before[table].old - after[table].old])));
-    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'outbox'] as const) {
+    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'outbox', 'webhook_deliveries'] as const) {
       expect(counts![table], table).toBeGreaterThan(0);
     }
 

@@ -3,6 +3,8 @@ import { newId } from '../../shared/ids.js';
 import { precompiled } from '../precompiled.js';
 import type { Database, EventRow } from '../schema.js';
 import { COLUMNS, qualified } from '../columns.js';
+import { mayBecomeWebhook, webhookFor } from '../../shared/webhook-events.js';
+import { enqueueWebhookDeliveries } from './webhooks.js';
 
 /** Audit event types (the events API lists them). */
 export type EventType =
@@ -44,7 +46,12 @@ export type EventType =
   | 'developer.linked'
   | 'developer.api_key_created'
   | 'developer.api_key_revoked'
-  | 'session.revoked';
+  | 'session.revoked'
+  | 'user.disabled'
+  | 'user.enabled'
+  | 'user.signed_out'
+  | 'legal.accepted'
+  | 'webhook.endpoint_disabled';
 
 export interface EventInput {
   type: EventType;
@@ -62,9 +69,19 @@ const insertEvent = precompiled(
     db.insertInto('events').values({ id, type, app_id: appId, user_id: userId, ip, user_agent: userAgent, at, data }),
 );
 
+/**
+ * Appends an audit event, and in the same statement sequence (so in the caller's transaction) one
+ * webhook delivery per endpoint that wants it (docs/webhooks.md): a webhook is never lost to a crash
+ * after its change committed, and never sent for a change that rolled back. An event type that never
+ * becomes a webhook costs nothing more; one that may costs one indexed read of the endpoints.
+ */
 export async function appendEvent(db: Kysely<Database>, at: number, event: EventInput): Promise<void> {
   const userAgent = event.userAgent ? event.userAgent.slice(0, 512) : null;
-  await insertEvent(db, newId('evt'), event.type, event.appId ?? null, event.userId ?? null, event.ip ?? null, userAgent, at, JSON.stringify(event.data ?? {}));
+  const id = newId('evt');
+  await insertEvent(db, id, event.type, event.appId ?? null, event.userId ?? null, event.ip ?? null, userAgent, at, JSON.stringify(event.data ?? {}));
+  if (!event.userId || !mayBecomeWebhook(event.type)) return;
+  const message = webhookFor(event);
+  if (message) await enqueueWebhookDeliveries(db, at, { id, appId: event.appId ?? null, userId: event.userId }, message);
 }
 
 export async function listEventsOfApp(

@@ -20,6 +20,7 @@ export type PurgeTable =
   | 'browser_sessions'
   | 'throttle_counters'
   | 'outbox'
+  | 'webhook_deliveries'
   | 'events';
 
 /** The instants (epoch seconds) one purge run deletes against; rows must be dead strictly before them. */
@@ -104,6 +105,10 @@ export const PURGE_STEPS: readonly PurgeStep[] = [
   // The sender gives up on a mail 24 h after it was created; the retention is at least a day.
   rule('outbox', 'id', 'never delivered, created before the retention (abandoned)', (eb, cut) =>
     eb.and([eb('sent_at', 'is', null), eb('created_at', '<', cut.outbox), unlocked(eb, cut)]),
+  ),
+  // Settled webhook deliveries (their log) go with the mail: `next_attempt_at` is the last attempt's time.
+  rule('webhook_deliveries', 'id', 'delivered or failed, last tried before the retention', (eb, cut) =>
+    eb.and([eb('status', 'in', ['delivered', 'failed']), eb('next_attempt_at', '<', cut.outbox)]),
   ),
   rule('events', 'id', 'older than the retention', (eb, cut) => eb('at', '<', cut.events ?? 0), (cut) => cut.events === null),
 ];
