@@ -95,9 +95,10 @@ const RULES: Record<string, Rule> = {
   'app.user_unblocked': () => app('user.unblocked', {}),
   'user.disabled': () => user('user.disabled', {}),
   'user.enabled': () => user('user.enabled', {}),
-  'user.deletion_scheduled': (d) => user('user.deletion_scheduled', { purge_at: num(d.purge_at) ?? num(d.delete_at) ?? text(d.purge_at) }),
+  'user.deletion_scheduled': (d) => user('user.deletion_scheduled', { purge_at: text(d.scheduled_at) }),
   'user.deletion_cancelled': () => user('user.deletion_cancelled', {}),
-  'user.deleted': () => user('user.deleted', {}),
+  // The purge records one per app the person belonged to (docs/account/deletion.md): each goes to its app.
+  'user.deleted': () => app('user.deleted', {}),
   'user.login_succeeded': (d) => app('user.signed_in', { method: text(d.method), amr: textList(d.amr) }),
   'user.signed_out': () => app('user.signed_out', {}),
   'session.revoked': (d, e) => (e.appId ? app('grant.revoked', { grant_id: text(d.grant_id) ?? text(d.session_id), reason: 'session_revoked' }) : null),

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendEvent } from '../../src/storage/repos/events.js';
-import { deleteSettledWebhookDeliveriesOfUser } from '../../src/storage/repos/webhooks.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { adminHeaders, appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 import { makeUser } from '../helpers/factories.js';
@@ -310,18 +309,6 @@ describe('webhooks per app', () => {
     expect((await t.app.inject({ method: 'DELETE', url: `/v1/dev/apps/${b.id}`, headers: bearer(b.key) })).statusCode).toBe(204);
     const left = await t.db.selectFrom('webhook_endpoints').select('id').where('app_id', '=', b.id).execute();
     expect(left).toEqual([]);
-  });
-
-  it("forgets a purged user's settled deliveries and keeps the pending ones to deliver", async () => {
-    const user = await quickUser(t);
-    await addMember(t, { id: a.id } as never, user);
-    await block(a, user.id, 'blocked');
-    await drain();
-    const rows = () => t.db.selectFrom('webhook_deliveries').select(['id', 'status']).where('user_id', '=', user.id).execute();
-    expect((await rows()).length).toBeGreaterThan(0);
-    await block(a, user.id, 'active'); // pending until a pass of the deliverer
-    await deleteSettledWebhookDeliveriesOfUser(t.db, user.id);
-    expect((await rows()).every((r) => r.status === 'pending')).toBe(true);
   });
 
   it('never writes a signing secret to the log', () => {

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database } from '../schema.js';
 import { appendEvent } from './events.js';
+import { deleteWebhookDeliveriesOfUser } from './webhooks.js';
 
 /**
  * The statements of account deletion (docs/account/deletion.md): scheduling and cancelling it on the
@@ -103,6 +104,8 @@ export async function purgeDeletedAccount(trx: Kysely<Database>, userId: string,
       ]),
     )
     .execute();
+  // Webhook deliveries about the person, pending too: each app learns of the purge from `user.deleted`.
+  await deleteWebhookDeliveriesOfUser(trx, userId);
   // Events: kept for the record, with nothing but the user id.
   await trx.updateTable('events').set({ ip: null, user_agent: null, data: '{}' }).where('user_id', '=', userId).execute();
   await trx.deleteFrom('users').where('id', '=', userId).execute();

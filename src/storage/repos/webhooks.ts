@@ -237,8 +237,12 @@ export async function requeueWebhookDelivery(db: Kysely<Database>, id: string, n
  * them goes (a payload may carry their address). Pending ones stay to be delivered — `user.deleted`
  * among them — and are purged with the log once settled.
  */
-export async function deleteSettledWebhookDeliveriesOfUser(db: Kysely<Database>, userId: string): Promise<number> {
-  const result = await db.deleteFrom('webhook_deliveries').where('user_id', '=', userId).where('status', '!=', 'pending').executeTakeFirst();
+/**
+ * Every delivery about a person, pending ones too (their payloads may hold the person's addresses): the
+ * account purge, before it records `user.deleted` (docs/account/deletion.md).
+ */
+export async function deleteWebhookDeliveriesOfUser(db: Kysely<Database>, userId: string): Promise<number> {
+  const result = await db.deleteFrom('webhook_deliveries').where('user_id', '=', userId).executeTakeFirst();
   return Number(result.numDeletedRows);
 }
 
