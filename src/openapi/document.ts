@@ -18,6 +18,9 @@ interface Operation {
   [EXAMPLES]?: Record<string, OperationExample>;
 }
 
+/** The interface's version (CHANGELOG.md): minor for additions, major for anything a client must change for. */
+export const INTERFACE_VERSION = '1.2.0';
+
 /** Where a route's `schema.examples` travel through @fastify/swagger (which keeps `x-` keys of a route schema). */
 const EXAMPLES = 'x-gatehouse-examples';
 
@@ -104,7 +107,7 @@ export function swaggerOptions(baseUrl: string): FastifyDynamicSwaggerOptions {
   return {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Gatehouse', version: '1.0.0', description: DESCRIPTION },
+      info: { title: 'Gatehouse', version: INTERFACE_VERSION, description: DESCRIPTION },
       servers: [{ url: baseUrl, description: '{base_url}' }],
       tags: TAGS,
       components: { securitySchemes: SECURITY_SCHEMES } as never,

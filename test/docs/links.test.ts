@@ -30,7 +30,7 @@ export function anchorsOf(text: string): Set<string> {
   return anchors;
 }
 
-const files = [join(ROOT, 'README.md'), join(ROOT, 'SECURITY.md'), join(ROOT, 'RELIABILITY.md'), ...markdownFiles(join(ROOT, 'docs'))].filter(existsSync);
+const files = [join(ROOT, 'README.md'), join(ROOT, 'SECURITY.md'), join(ROOT, 'RELIABILITY.md'), join(ROOT, 'CHANGELOG.md'), ...markdownFiles(join(ROOT, 'docs'))].filter(existsSync);
 
 describe('documentation links', () => {
   it.each(files.map((f) => [relative(ROOT, f), f]))('%s: every relative link and anchor resolves', (_name, file) => {
