@@ -23,6 +23,7 @@ import {
 import type { Database } from '../storage/schema.js';
 import { MailRenderer } from './render.js';
 import mailboxRoutes from './mailbox.js';
+import { BackgroundPasses } from '../shared/background-passes.js';
 
 /**
  * Reliable mail (CONTRACT §0 dev mailbox, §13 outbox; SECURITY.md items 91, 99):
@@ -77,10 +78,7 @@ export class Mailer {
   private readonly box: SecretBox;
   private readonly renderer: MailRenderer;
   private transport: Transporter | null = null;
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-  private again = false;
-  private stopped = true;
+  private readonly passes = new BackgroundPasses(() => this.drain(), (error) => this.app.log.error({ err: error }, 'mail sender pass failed'));
 
   constructor(
     private readonly app: FastifyInstance,
@@ -119,20 +117,7 @@ export class Mailer {
 
   /** Runs a delivery pass now (after a commit); harmless when one is running. */
   nudge(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.drain()
-      .catch((error) => this.app.log.error({ err: error }, 'mail sender pass failed'))
-      .finally(() => {
-        this.running = null;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.nudge();
-        }
-      });
+    this.passes.nudge();
   }
 
   /** Delivers every due mail once (exposed for tests and the CLI). */
@@ -149,7 +134,7 @@ export class Mailer {
           await this.deliver(row);
         }),
       );
-      if (!claimedAny || this.stopped) return;
+      if (!claimedAny || this.passes.isStopped) return;
     }
   }
 
@@ -205,18 +190,11 @@ export class Mailer {
   }
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
-    this.timer = setInterval(() => this.nudge(), 1000);
-    this.timer.unref();
-    this.nudge();
+    this.passes.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+    await this.passes.stop();
     this.transport?.close();
     this.transport = null;
   }

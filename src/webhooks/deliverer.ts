@@ -21,6 +21,7 @@ import type { Database } from '../storage/schema.js';
 import { send, TIMEOUT_MS } from './sender.js';
 import { signatureHeader } from './signing.js';
 import type { TargetPolicy } from './targets.js';
+import { BackgroundPasses } from '../shared/background-passes.js';
 
 /**
  * The background deliverer (docs/webhooks.md), built like the mail sender (mail/index.ts): started when
@@ -54,29 +55,15 @@ export interface DelivererDeps {
 }
 
 export class WebhookDeliverer {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-  private again = false;
-  private stopped = true;
+  private readonly passes: BackgroundPasses;
 
-  constructor(private readonly deps: DelivererDeps) {}
+  constructor(private readonly deps: DelivererDeps) {
+    this.passes = new BackgroundPasses(() => this.drain(), (error) => this.deps.log.error({ err: error }, 'webhook deliverer pass failed'));
+  }
 
   /** Runs a delivery pass now (after a commit); harmless when one is running. */
   nudge(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = this.drain()
-      .catch((error) => this.deps.log.error({ err: error }, 'webhook deliverer pass failed'))
-      .finally(() => {
-        this.running = null;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.nudge();
-        }
-      });
+    this.passes.nudge();
   }
 
   /**
@@ -161,17 +148,10 @@ export class WebhookDeliverer {
   }
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
-    this.timer = setInterval(() => this.nudge(), 1000);
-    this.timer.unref();
-    this.nudge();
+    this.passes.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
+  stop(): Promise<void> {
+    return this.passes.stop();
   }
 }
