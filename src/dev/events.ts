@@ -7,6 +7,7 @@ import { listEventsVisibleToApp } from '../storage/repos/events.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 import { EXAMPLE } from '../shared/examples.js';
 import { json } from '../shared/responses.js';
+import { PageLimit } from '../shared/schemas.js';
 
 /**
  * `GET /v1/dev/apps/{id}/events?type&after&limit` (CONTRACT §9, §11): the app's audit events in
@@ -32,12 +33,7 @@ function developerData(json: string): Record<string, unknown> {
 export const EventsQuery = z.strictObject({
   type: z.string().regex(/^[a-z][a-z_.]{0,63}$/, 'must be an event type').optional(),
   after: z.string().regex(/^evt_[0-9a-z]{26}$/, 'must be a cursor returned as next_cursor').optional(),
-  limit: z
-    .string()
-    .regex(/^[0-9]{1,3}$/, 'must be an integer 1–100')
-    .transform(Number)
-    .pipe(z.number().int().min(1).max(100))
-    .optional(),
+  limit: PageLimit,
 });
 
 const AppParams = z.strictObject({ id: z.string().min(1).max(200) });

@@ -5,6 +5,14 @@ import { z } from 'zod';
  * §5). Each response object is registered with an id, so the OpenAPI document shows it once, as a component.
  */
 
+/** `limit` of a cursor-paged listing: a plain integer 1–100 in the query string. */
+export const PageLimit = z
+  .string()
+  .regex(/^[0-9]{1,3}$/, 'must be an integer 1–100')
+  .transform(Number)
+  .pipe(z.number().int().min(1).max(100))
+  .optional();
+
 export const ClientId = z.string().min(1).max(200).optional();
 /** A confidential app's secret (`client_secret_post`, CONTRACT §15.1) on the requests that issue or rotate its tokens. */
 export const ClientSecret = z.string().min(1).max(500).optional();

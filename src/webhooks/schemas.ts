@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { WEBHOOK_TYPES } from '../shared/webhook-events.js';
+import { PageLimit } from '../shared/schemas.js';
 
 /** Request and response schemas of the webhook routes (docs/webhooks.md). Unknown keys are refused. */
 
@@ -49,12 +50,7 @@ export const AppOnlyParams = z.strictObject({ id: z.string().min(1).max(200) });
 export const DeliveriesQuery = z.strictObject({
   status: z.enum(['pending', 'delivered', 'failed']).optional(),
   before: z.string().regex(/^msg_[0-9a-z]{26}$/, 'must be a cursor returned as next_cursor').optional(),
-  limit: z
-    .string()
-    .regex(/^[0-9]{1,3}$/, 'must be an integer 1–100')
-    .transform(Number)
-    .pipe(z.number().int().min(1).max(100))
-    .optional(),
+  limit: PageLimit,
 });
 
 export const WebhookEndpoint = z
