@@ -1,0 +1,11 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+
+/** A quickstart page shows its example exactly as CI runs it (docs/quickstart/). */
+describe('quickstart pages', () => {
+  it.each([['docs/quickstart/rest-backend.md', 'examples/rest-backend/index.mjs']])('%s shows %s as it is', (page, example) => {
+    const text = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
+    const code = readFileSync(new URL(`../../${example}`, import.meta.url), 'utf8');
+    expect(text).toContain('```js\n' + code + '```');
+  });
+});
