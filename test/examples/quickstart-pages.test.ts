@@ -3,7 +3,10 @@ import { describe, expect, it } from 'vitest';
 
 /** A quickstart page shows its example exactly as CI runs it (docs/quickstart/). */
 describe('quickstart pages', () => {
-  it.each([['docs/quickstart/rest-backend.md', 'examples/rest-backend/index.mjs']])('%s shows %s as it is', (page, example) => {
+  it.each([
+    ['docs/quickstart/rest-backend.md', 'examples/rest-backend/index.mjs'],
+    ['docs/quickstart/verify-tokens.md', 'examples/verify-tokens/server.mjs'],
+  ])('%s shows %s as it is', (page, example) => {
     const text = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
     const code = readFileSync(new URL(`../../${example}`, import.meta.url), 'utf8');
     expect(text).toContain('```js\n' + code + '```');
