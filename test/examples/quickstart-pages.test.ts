@@ -7,6 +7,7 @@ describe('quickstart pages', () => {
     ['docs/quickstart/rest-backend.md', 'examples/rest-backend/index.mjs'],
     ['docs/quickstart/verify-tokens.md', 'examples/verify-tokens/server.mjs'],
     ['docs/quickstart/list-users.md', 'examples/list-users/index.mjs'],
+    ['docs/quickstart/web-app.md', 'examples/web-app/server.mjs'],
   ])('%s shows %s as it is', (page, example) => {
     const text = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
     const code = readFileSync(new URL(`../../${example}`, import.meta.url), 'utf8');
