@@ -4,13 +4,15 @@ import { describe, expect, it } from 'vitest';
 /** A quickstart page shows its example exactly as CI runs it (docs/quickstart/). */
 describe('quickstart pages', () => {
   it.each([
-    ['docs/quickstart/rest-backend.md', 'examples/rest-backend/index.mjs'],
-    ['docs/quickstart/verify-tokens.md', 'examples/verify-tokens/server.mjs'],
-    ['docs/quickstart/list-users.md', 'examples/list-users/index.mjs'],
-    ['docs/quickstart/web-app.md', 'examples/web-app/server.mjs'],
-  ])('%s shows %s as it is', (page, example) => {
+    ['docs/quickstart/rest-backend.md', 'examples/rest-backend/index.mjs', 'js'],
+    ['docs/quickstart/verify-tokens.md', 'examples/verify-tokens/server.mjs', 'js'],
+    ['docs/quickstart/list-users.md', 'examples/list-users/index.mjs', 'js'],
+    ['docs/quickstart/web-app.md', 'examples/web-app/server.mjs', 'js'],
+    ['docs/quickstart/spa.md', 'examples/spa/index.html', 'html'],
+    ['docs/quickstart/spa.md', 'examples/spa/app.js', 'js'],
+  ])('%s shows %s as it is', (page, example, language) => {
     const text = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
     const code = readFileSync(new URL(`../../${example}`, import.meta.url), 'utf8');
-    expect(text).toContain('```js\n' + code + '```');
+    expect(text).toContain('```' + language + '\n' + code + '```');
   });
 });
