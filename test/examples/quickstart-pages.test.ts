@@ -10,6 +10,7 @@ describe('quickstart pages', () => {
     ['docs/quickstart/web-app.md', 'examples/web-app/server.mjs', 'js'],
     ['docs/quickstart/spa.md', 'examples/spa/index.html', 'html'],
     ['docs/quickstart/spa.md', 'examples/spa/app.js', 'js'],
+    ['docs/quickstart/cli-app.md', 'examples/cli-app/index.mjs', 'js'],
   ])('%s shows %s as it is', (page, example, language) => {
     const text = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
     const code = readFileSync(new URL(`../../${example}`, import.meta.url), 'utf8');
