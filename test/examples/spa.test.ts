@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 import { PASSWORD, uniqueEmail } from '../helpers/oauth-flows.js';
+import { startExampleServer } from '../helpers/examples.js';
 import { freePort } from '../helpers/processes.js';
 
 /**
@@ -34,11 +35,7 @@ describe.skipIf(!haveChromium)('quickstart: a single-page app with oidc-client-t
     expect(created.statusCode, created.body).toBe(201);
     const registered = await t.app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: PASSWORD, client_id: created.json().id } });
     expect(registered.statusCode, registered.body).toBe(201);
-    spa = spawn(process.execPath, ['examples/spa/serve.mjs'], { env: { ...process.env, GATEHOUSE_URL: base, CLIENT_ID: created.json().id, PORT: String(spaPort) } });
-    await new Promise<void>((resolve, reject) => {
-      spa.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('listening on') && resolve());
-      spa.on('exit', (code) => reject(new Error(`the example exited (${code})`)));
-    });
+    ({ process: spa } = await startExampleServer('examples/spa/serve.mjs', { GATEHOUSE_URL: base, CLIENT_ID: created.json().id, PORT: String(spaPort) }));
     browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {

@@ -1,7 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
+import { startExampleServer } from '../helpers/examples.js';
 import { freePort } from '../helpers/processes.js';
 
 /**
@@ -34,14 +35,7 @@ describe('quickstart: an API that accepts Gatehouse access tokens', () => {
     );
     tokens.mine = await tokenFor(mine!);
     tokens.other = await tokenFor(other!);
-    api = spawn(process.execPath, ['examples/verify-tokens/server.mjs'], { env: { ...process.env, GATEHOUSE_URL: base, CLIENT_ID: mine!, PORT: '0' } });
-    apiUrl = await new Promise<string>((resolve, reject) => {
-      api.stdout!.on('data', (chunk: Buffer) => {
-        const match = /listening on (\S+)/.exec(chunk.toString());
-        if (match) resolve(match[1]!);
-      });
-      api.on('exit', (code) => reject(new Error(`the example exited (${code})`)));
-    });
+    ({ process: api, url: apiUrl } = await startExampleServer('examples/verify-tokens/server.mjs', { GATEHOUSE_URL: base, CLIENT_ID: mine!, PORT: '0' }));
   });
   afterAll(async () => {
     api?.kill();

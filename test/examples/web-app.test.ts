@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 import { PASSWORD, uniqueEmail } from '../helpers/oauth-flows.js';
+import { startExampleServer } from '../helpers/examples.js';
 import { freePort } from '../helpers/processes.js';
 
 /**
@@ -34,13 +35,12 @@ describe.skipIf(!haveChromium)('quickstart: a server-rendered web app with openi
     expect(created.statusCode, created.body).toBe(201);
     const registered = await t.app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: PASSWORD, client_id: created.json().id, client_secret: created.json().client_secret } });
     expect(registered.statusCode, registered.body).toBe(201);
-    example = spawn(process.execPath, ['examples/web-app/server.mjs'], {
-      env: { ...process.env, GATEHOUSE_URL: base, CLIENT_ID: created.json().id, CLIENT_SECRET: created.json().client_secret, APP_URL: appUrl },
-    });
-    await new Promise<void>((resolve, reject) => {
-      example.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('listening on') && resolve());
-      example.on('exit', (code) => reject(new Error(`the example exited (${code})`)));
-    });
+    ({ process: example } = await startExampleServer('examples/web-app/server.mjs', {
+      GATEHOUSE_URL: base,
+      CLIENT_ID: created.json().id,
+      CLIENT_SECRET: created.json().client_secret,
+      APP_URL: appUrl,
+    }));
     browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {
