@@ -26,6 +26,8 @@ export interface GatehouseEnv {
   startArgs?: readonly string[];
   databaseUrl: string;
   dataDir: string;
+  /** WORKERS for the server (cluster workers sharing its port); the server's default when unset. */
+  workers?: number;
 }
 
 export async function startGatehouse(
@@ -54,6 +56,7 @@ export async function startGatehouse(
       ADMIN_TOKEN,
       // The per-IP limit on auth requests would otherwise throttle a benchmark from one address.
       IP_AUTH_PER_MINUTE: '1000000000',
+      ...(env.workers !== undefined ? { WORKERS: String(env.workers) } : {}),
       ...opts.env,
     },
   });
@@ -96,7 +99,7 @@ function cookieOf(res: Response, jar = ''): string {
   return [...cookies.values()].join('; ');
 }
 
-const authorizeQuery = (clientId: string, scope: string, state = 'bench') =>
+export const authorizeQuery = (clientId: string, scope: string, state = 'bench') =>
   new URLSearchParams({
     response_type: 'code',
     client_id: clientId,

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import {
+  authorizeQuery,
   codeBody,
   exchangeCode,
   type GatehouseEnv,
@@ -41,8 +42,11 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
                      bearer reads keep their own), as a soak at a set pace (default 0: as fast as
                      answered). Not a full run: RESULTS.md is written only with --write
   --only sqlite|postgres|refs   run one target only (refs = the references)
-  --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, healthz, burst (bearer reads
-                     at a fixed rate, alone and then during a login run on the same server)
+  --scenarios a,b    subset of: refresh, refresh-id, code, profile, login, authorize (a signed-in browser
+                     asking for a code), healthz, burst (bearer reads at a fixed rate, alone and then
+                     during a login run on the same server)
+  --workers N        start Gatehouse with WORKERS=N (cluster workers sharing the port; CPU and RSS
+                     then count the workers); default: the server's own default
   --no-refs          skip the references
   --pool N           largest pool of one-use codes/refresh tokens per run (default 100000); after
                      round 1, pools are sized from the best rate seen (1.6 × rate × (warm-up + run) + 2000)
@@ -65,7 +69,7 @@ PostgreSQL: a fresh database next to BENCH_DATABASE_URL or TEST_DATABASE_URL, dr
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-type ScenarioKey = 'refresh' | 'refresh-id' | 'code' | 'profile' | 'login' | 'healthz' | 'burst';
+type ScenarioKey = 'refresh' | 'refresh-id' | 'code' | 'profile' | 'login' | 'authorize' | 'healthz' | 'burst';
 type Database = 'sqlite' | 'postgres';
 /** `-before` targets are the build given by `--baseline`, measured in the same rounds as this one. */
 type Target = Database | 'sqlite-before' | 'postgres-before' | 'ref';
@@ -84,6 +88,7 @@ const SCENARIOS: Array<{ key: ScenarioKey; label: string; ref: string }> = [
   { key: 'code', label: '`authorization_code` + PKCE grant', ref: '`oidc-provider`' },
   { key: 'profile', label: 'bearer read `GET /v1/profile/{userId}`', ref: 'bare Fastify + jose ES256 + SQLite SELECT' },
   { key: 'login', label: 'password login (argon2id)', ref: 'bare Fastify + argon2 `verify`, same implementation and parameters' },
+  { key: 'authorize', label: 'hosted `GET /oauth/authorize` with a browser session (302 with a code)', ref: '–' },
   { key: 'healthz', label: '`GET /healthz`', ref: 'bare Fastify hello' },
 ];
 
@@ -110,6 +115,7 @@ interface Options {
   profile?: ScenarioKey;
   profileDir?: string;
   build: boolean;
+  workers?: number;
   baseline?: string;
   write?: boolean;
   keep: boolean;
@@ -151,6 +157,7 @@ function parseOptions(args: string[]): Options {
     profile,
     profileDir: value('profile-dir'),
     build: !args.includes('--no-build'),
+    workers: value('workers') !== undefined ? Math.max(1, Math.floor(num('workers', 1))) : undefined,
     baseline: value('baseline') ? resolve(value('baseline')!) : undefined,
     write: args.includes('--write') ? true : args.includes('--no-write') ? false : undefined,
     keep: args.includes('--keep'),
@@ -183,6 +190,8 @@ interface RunRecord {
   cpu: CpuShare;
   /** Error lines in the server's log during the run. */
   serverErrors: { count: number; kinds: string[] };
+  /** PostgreSQL only: transactions committed and rows written (inserted, updated, deleted) per answered request, warm-up included. */
+  dbWrites?: { transactions: number; rows: number };
 }
 
 const results = new Map<string, RunRecord[]>();
@@ -311,7 +320,8 @@ function describe(scenario: ScenarioKey, target: Target, rec: RunRecord): string
   const pool = rec.poolSize !== undefined ? ` pool ${rec.poolUsed}/${rec.poolSize}${rec.dryAt !== undefined ? ` DRY at ${rec.dryAt.toFixed(1)} s` : ''}` : '';
   const mint = rec.mint ? ` (minted ${rec.mint.made} in ${rec.mint.seconds.toFixed(1)} s${rec.mint.stoppedBy === 'time' ? ', time box' : ''}${rec.mint.failures ? `, ${rec.mint.failures} mint requests failed with 5xx and were retried` : ''})` : '';
   const errs = rec.errors || rec.timeouts ? ` errors ${rec.errors} timeouts ${rec.timeouts}` : '';
-  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} 2xx/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (by fifths of the run: ${rec.rssFifths.map((b) => (b / 2 ** 20).toFixed(0)).join('/')}), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)} (main thread ${rec.cpu.serverMainThread.toFixed(2)}), database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
+  const writes = rec.dbWrites ? `, per request: ${rec.dbWrites.transactions.toFixed(2)} PostgreSQL transactions, ${rec.dbWrites.rows.toFixed(2)} rows written` : '';
+  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} answered/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (by fifths of the run: ${rec.rssFifths.map((b) => (b / 2 ** 20).toFixed(0)).join('/')}), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)} (main thread ${rec.cpu.serverMainThread.toFixed(2)}), database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${writes}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
 }
 
 // Gatehouse -------------------------------------------------------------------------------------------
@@ -391,7 +401,7 @@ async function prepareTarget(opts: Options, database: Database, build: Build): P
     cleanups.add(cleanup);
     console.log(`PostgreSQL database ${name} (dropped at the end)`);
   }
-  const t = { target, env: { root: build.root, startArgs: build.startArgs, databaseUrl, dataDir } };
+  const t = { target, env: { root: build.root, startArgs: build.startArgs, databaseUrl, dataDir, workers: opts.workers } };
   const started = Date.now();
   const server = await gatehouse(t, 'setup');
   try {
@@ -401,6 +411,22 @@ async function prepareTarget(opts: Options, database: Database, build: Build): P
     return { target, env: t.env, setup, accessTokens: [], leftover: {}, cleanup };
   } finally {
     await stop(server);
+  }
+}
+
+/** PostgreSQL's counters of a database (pg_stat_database): transactions committed and rows written; undefined for SQLite. */
+async function databaseStats(databaseUrl: string): Promise<{ transactions: number; rows: number } | undefined> {
+  if (!databaseUrl.startsWith('postgres')) return undefined;
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ transactions: string; rows: string }>(
+      'select xact_commit as transactions, tup_inserted + tup_updated + tup_deleted as rows from pg_stat_database where datname = current_database()',
+    );
+    // The statistics of this very session (its connect and this read) count too: one transaction, no rows.
+    return { transactions: Number(rows[0]!.transactions), rows: Number(rows[0]!.rows) };
+  } finally {
+    await client.end();
   }
 }
 
@@ -503,12 +529,20 @@ async function runGatehouseScenario(opts: Options, t: GatehouseTarget, round: nu
   const runOne = async (spec: JobSpec, mint?: MintStats) => {
     const cpuProfDir = opts.profile === key ? profileDir(opts, t.target) : undefined;
     const server = await gatehouse(t, `r${round}-${key}`, cpuProfDir);
+    const statsBefore = await databaseStats(t.env.databaseUrl);
     let r: Awaited<ReturnType<typeof drive>>;
     try {
       r = await drive(opts, server, spec);
       // Bodies the run never took (it pops them in order) were never sent: still good for the next round.
       if ((key === 'refresh' || key === 'refresh-id') && spec.pool && r.result.poolUsed !== undefined) t.leftover[key] = spec.pool.slice(r.result.poolUsed);
       const rec = toRecord(round, r, mint);
+      await stop(server);
+      // A server's connections hand in their statistics when they close: read them after it stopped.
+      const statsAfter = await databaseStats(t.env.databaseUrl);
+      const answered = (r.result.warmup?.total ?? 0) + r.result.run.total;
+      if (statsBefore && statsAfter && answered > 0) {
+        rec.dbWrites = { transactions: (statsAfter.transactions - statsBefore.transactions) / answered, rows: (statsAfter.rows - statsBefore.rows) / answered };
+      }
       record(key, t.target, rec);
       console.log(describe(key, t.target, rec));
     } finally {
@@ -544,6 +578,15 @@ async function runGatehouseScenario(opts: Options, t: GatehouseTarget, round: nu
       return runOne(profileSpec);
     case 'login':
       return runOne(loginSpec);
+    case 'authorize':
+      // A signed-in browser asking for a code (consent given): each answer is a 302 carrying a new code.
+      return runOne({
+        method: 'GET',
+        path: '/oauth/authorize',
+        okStatus: 302,
+        headers: {},
+        variants: setup.users.map((u) => ({ path: `/oauth/authorize?${authorizeQuery(setup.clientId, 'openid profile email')}`, headers: { cookie: u.cookie } })),
+      });
     case 'healthz':
       return runOne({ method: 'GET', path: '/healthz', headers: {} });
     case 'burst': {
@@ -616,6 +659,7 @@ const FASTIFY_REFS: Partial<Record<ScenarioKey, 'jose' | 'argon2' | 'hello' | 'j
 
 /** One scenario's run on its reference, on a fresh server. */
 async function refScenario(opts: Options, round: number, key: ScenarioKey): Promise<void> {
+  if (key === 'authorize') return; // no reference: oidc-provider's interactions are not comparable
   const grantKind = GRANT_REFS[key];
   if (grantKind) {
     if (key === 'code' && codeTimeBox(opts) === undefined) return; // as for Gatehouse: codes live 60 s
@@ -778,7 +822,7 @@ function detailTable(opts: Options): string {
       const st = stat(s.key, target);
       if (!st.runs.length) continue;
       const codes: Record<string, number> = {};
-      for (const r of st.runs) for (const [c, n] of Object.entries(r.statusCodes)) if (!c.startsWith('2')) codes[c] = (codes[c] ?? 0) + n;
+      for (const r of st.runs) for (const [c, n] of Object.entries(r.statusCodes)) if (!c.startsWith('2') && !(s.key === 'authorize' && c === '302')) codes[c] = (codes[c] ?? 0) + n;
       const codeText = Object.keys(codes).length ? ` (${Object.entries(codes).map(([c, n]) => `${c}: ${n}`).join(', ')})` : '';
       const pools = st.runs.some((r) => r.poolSize !== undefined)
         ? st.runs.map((r) => `${fmt(r.poolUsed ?? 0)} / ${fmt(r.poolSize ?? 0)}${r.dryAt !== undefined ? ' **dry**' : ''}`).join('; ')

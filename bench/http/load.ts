@@ -25,6 +25,8 @@ export interface LoadJob {
   /** Seconds after which a request is given up: autocannon closes its connection and sends anew on another. Default 30. */
   timeout?: number;
   method: 'GET' | 'POST';
+  /** The status that counts as answered (default: any 2xx); the authorize scenario's answer is a 302. */
+  okStatus?: number;
   path: string;
   headers: Record<string, string>;
   body?: string;
@@ -76,16 +78,16 @@ const DRY_PATH = '/__bench_pool_dry__';
  */
 const settleMs = (warmup: LoadSummary) => Math.min(5_000, warmup.latency.max + 50);
 
-function summarize(r: autocannon.Result): LoadSummary {
+function summarize(r: autocannon.Result, okStatus?: number): LoadSummary {
   const statusCodes: Record<string, number> = {};
   for (const [code, v] of Object.entries((r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {})) statusCodes[code] = v.count;
-  const ok = r['2xx'];
+  const ok = okStatus === undefined ? r['2xx'] : (statusCodes[okStatus] ?? 0);
   const seconds = r.duration;
   return {
     seconds,
     total: r.requests.total,
     ok,
-    non2xx: r.non2xx,
+    non2xx: okStatus === undefined ? r.non2xx : r.requests.total - ok,
     statusCodes,
     errors: r.errors,
     timeouts: r.timeouts,
@@ -158,14 +160,14 @@ async function main(): Promise<void> {
   };
   const result: Partial<LoadResult> = {};
   if (job.warmup > 0) {
-    result.warmup = withoutDry(summarize(await run(job.warmup)));
+    result.warmup = withoutDry(summarize(await run(job.warmup), job.okStatus));
     if (!dry) await new Promise((done) => setTimeout(done, settleMs(result.warmup!)));
   }
   if (!dry) {
     phase = 'run';
     runStarted = Date.now();
     result.runStartUs = monotonicUs();
-    result.run = withoutDry(summarize(await run(job.duration)));
+    result.run = withoutDry(summarize(await run(job.duration), job.okStatus));
     result.runEndUs = monotonicUs();
   } else {
     result.run = { seconds: 0, total: 0, ok: 0, non2xx: 0, statusCodes: {}, errors: 0, timeouts: 0, rps: 0, reqAvg: 0, latency: { p50: 0, p90: 0, p99: 0, avg: 0, max: 0 } };

@@ -114,6 +114,15 @@ export function rssBytes(pid: number): number | undefined {
   }
 }
 
+/** A process's children (Linux /proc), none when it is gone. */
+function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
 /** Samples VmRSS every `everyMs` until stopped; returns the maximum seen. */
 /** What sampleRss saw: the largest RSS, and the largest in each fifth of the samples (its course: growth, spikes). */
 export interface RssSummary {
@@ -123,8 +132,9 @@ export interface RssSummary {
 
 export function sampleRss(pid: number, everyMs = 200): { stop(): RssSummary } {
   const samples: number[] = [];
+  // With WORKERS > 1 the cluster workers serve: the largest process of the server is what one instance needs.
   const take = () => {
-    const v = rssBytes(pid);
+    const v = [pid, ...childPids(pid)].map(rssBytes).reduce<number | undefined>((a, b) => (b === undefined ? a : Math.max(a ?? 0, b)), undefined);
     if (v !== undefined) samples.push(v);
   };
   take();
@@ -171,21 +181,21 @@ interface CpuSnapshot {
   at: number;
   /** Busy ticks of the whole machine (/proc/stat: user nice system irq softirq steal). */
   busy: number;
-  /** Ticks (utime + stime) and command name per live process. */
-  procs: Map<number, { comm: string; ticks: number }>;
+  /** Ticks (utime + stime), command name and parent per live process. */
+  procs: Map<number, { comm: string; ticks: number; ppid: number }>;
   /** Ticks of the server's main thread (the event loop), when a server was named. */
   serverMainThread?: number;
 }
 
 /** Command name and ticks (utime + stime) from a /proc stat file: a process's, or one of its threads'. */
-function statTicks(file: string): { comm: string; ticks: number } | undefined {
+function statTicks(file: string): { comm: string; ticks: number; ppid: number } | undefined {
   try {
     const stat = readFileSync(file, 'utf8');
     const close = stat.lastIndexOf(')');
     const comm = stat.slice(stat.indexOf('(') + 1, close);
     const fields = stat.slice(close + 2).split(' ');
-    // fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-    return { comm, ticks: Number(fields[11]) + Number(fields[12]) };
+    // fields[0] is the state (field 3), fields[1] the parent (field 4); utime and stime are fields 14 and 15.
+    return { comm, ticks: Number(fields[11]) + Number(fields[12]), ppid: Number(fields[1]) };
   } catch {
     return undefined;
   }
@@ -194,7 +204,7 @@ function statTicks(file: string): { comm: string; ticks: number } | undefined {
 /** The machine's CPU now; with `serverPid`, its main thread's too (a thread's id is the process id for the main thread). */
 export function cpuSnapshot(serverPid?: number): CpuSnapshot {
   const [, user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
-  const procs = new Map<number, { comm: string; ticks: number }>();
+  const procs = new Map<number, { comm: string; ticks: number; ppid: number }>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     const t = statTicks(`/proc/${name}/stat`);
@@ -229,7 +239,8 @@ export function cpuShare(before: CpuSnapshot, after: CpuSnapshot, serverPid: num
   let server = 0;
   let database = 0;
   for (const [pid, a] of after.procs) {
-    if (pid === serverPid) server += delta(pid, a);
+    // A server started with WORKERS > 1 serves from its cluster workers, its children.
+    if (pid === serverPid || a.ppid === serverPid) server += delta(pid, a);
     else if (a.comm === 'postgres') database += delta(pid, a);
   }
   const busy = (after.busy - before.busy) / HZ;
