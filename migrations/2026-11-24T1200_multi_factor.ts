@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 /**
- * Multi-factor sign-in (CONTRACT §15.6):
+ * Multi-factor sign-in (docs/guides/mfa-and-passkeys.md):
  * - `totp_factors`: one authenticator app per user; the secret sealed with the service's SECRET_KEY;
  *   `last_step` is the last accepted 30-second step (a code is accepted once);
  * - `recovery_codes`: one-time codes, stored as SHA-256 hashes;

@@ -20,7 +20,7 @@ export interface FirstStartResult {
 }
 
 /**
- * First start (CONTRACT §0): with no ADMIN_TOKEN and no developer yet, creates the bootstrap developer
+ * First start (docs/guides/run-and-test.md#run-it): with no ADMIN_TOKEN and no developer yet, creates the bootstrap developer
  * and the public `demo` app (redirect URI `{base_url}/demo/callback`) in one transaction. Idempotent;
  * when several processes start together the unique developer email lets exactly one of them win.
  * Returns what was created (the API key exists nowhere else), or null when there was nothing to do.

@@ -1,6 +1,6 @@
 import { run } from './cli/run.js';
 
-// `gatehouse <command>` (CONTRACT §0): the operator's CLI (src/cli/run.ts), run as this process.
+// `gatehouse <command>` (docs/reference/cli.md): the operator's CLI (src/cli/run.ts), run as this process.
 run(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code; // `serve` keeps running on its open server; every other command ends here.

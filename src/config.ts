@@ -166,7 +166,7 @@ export interface Config {
    */
   metrics?: { port: number; host: string; token?: string };
   logLevel: string;
-  /** Request body limit in bytes (CONTRACT §2: 64 KiB). */
+  /** Request body limit in bytes (docs/reference/errors.md: 64 KiB). */
   bodyLimit: number;
   connectionTimeoutMs: number;
   requestTimeoutMs: number;

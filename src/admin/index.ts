@@ -25,7 +25,7 @@ export { CreateDeveloperBody, UserListQuery as PlatformUserListQuery } from './s
 export { createDeveloper, listDeveloperViews, listUsers, setUserStatus } from './service.js';
 
 /**
- * The admin API (`/v1/admin`, CONTRACT §10): `Authorization: Bearer $ADMIN_TOKEN`, compared in constant
+ * The admin API (`/v1/admin`, docs/reference/rest-api.md#admin): `Authorization: Bearer $ADMIN_TOKEN`, compared in constant
  * time. Without ADMIN_TOKEN every admin route answers 401 `unauthorized` (nothing can match).
  * More admin routes (provider settings, platform legal documents) join this scope through `routes`.
  */

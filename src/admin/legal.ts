@@ -4,7 +4,7 @@ import { EXAMPLE } from '../shared/examples.js';
 import { json } from '../shared/responses.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
-/** `PUT /v1/admin/legal/{docType}?lang=` (CONTRACT §10): publishes a platform document version (201). */
+/** `PUT /v1/admin/legal/{docType}?lang=` (docs/reference/rest-api.md#admin): publishes a platform document version (201). */
 export default async function adminLegalRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   // Same bounded rendering as developer documents (legal/renderer.ts); stopped with the app.

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DisplayName, EmailAddress } from '../shared/user-fields.js';
 
-/** Request schemas of the admin API (CONTRACT §10). */
+/** Request schemas of the admin API (docs/reference/rest-api.md#admin). */
 
 export const CreateDeveloperBody = z.strictObject({
   // `ops@localhost` is fine: it identifies the developer, nothing is mailed to it.

@@ -51,7 +51,7 @@ import { mayAuthenticate, refusalError } from '../sign-in/policy.js';
 import type { Throttle } from '../throttle/service.js';
 
 /**
- * End-user accounts (CONTRACT §5, §6, §14.3–6, §14.19–20; SECURITY.md H–K): password sign-in with
+ * End-user accounts (docs/reference/rest-api.md, docs/security/checklist.md): password sign-in with
  * lockout and no enumeration, registration, magic links (link + 6-digit code, one grant), password
  * reset, email verification codes, password change. Shared by the REST API (`/v1/auth`,
  * `/v1/email_verify`) and the hosted pages. Never logs or records a password, token or code.
@@ -121,7 +121,7 @@ export class Accounts {
     return { abandoned: ctx.clientGone, maxWaitMs: this.config.passwordMaxWaitMs };
   }
 
-  /** Password policy check (CONTRACT §5.2) for the given email; throws weak_password with a reason in `details`. */
+  /** Password policy check (docs/reference/rest-api.md#passwords) for the given email; throws weak_password with a reason in `details`. */
   checkPasswordPolicy(password: string, email: string, field = 'password'): void {
     const problem = passwordProblem(password, email);
     if (problem) {
@@ -135,7 +135,7 @@ export class Accounts {
   }
 
   /**
-   * Email+password check with lockout (CONTRACT §5.3, §14.3, §14.19) and no enumeration (one dummy argon2
+   * Email+password check with lockout (docs/reference/rest-api.md#throttling) and no enumeration (one dummy argon2
    * verify for unknown emails). Throws invalid_credentials (401) | rate_limited (429, extra.retry_after) |
    * user_disabled (403, only after a correct password). Records user.login_failed / user.locked (not
    * login_succeeded: callers record that with the app id). Returns the user row.
@@ -179,7 +179,7 @@ export class Accounts {
     return user;
   }
 
-  /** A successful sign-in clears the failure counter and kills outstanding reset tokens (SECURITY.md item 77). */
+  /** A successful sign-in clears the failure counter and kills outstanding reset tokens (docs/security/checklist.md#magic-links-and-reset-links). */
   private async afterSignIn(db: Kysely<Database>, user: UserRow): Promise<void> {
     // Independent writes, sent together: on SQLite they share one group commit (one fsync, not two).
     await Promise.all([this.throttle.clearLoginFailures(db, user.email), voidOneTimeTokensOfUser(db, KIND.reset, user.id, this.clock.now())]);
@@ -316,8 +316,8 @@ export class Accounts {
 
   /**
    * Mails a magic link (+ the same grant as a 6-digit code); answers the same for every address
-   * (CONTRACT §5.1). A newer link voids older ones. Mail limit `magic_link` per address (429 whether or
-   * not it has an account). Where the link goes (CONTRACT §15.2): `redirectUri?magic_token=…` only when
+   * (docs/reference/rest-api.md#enumeration). A newer link voids older ones. Mail limit `magic_link` per address (429 whether or
+   * not it has an account). Where the link goes (docs/reference/rest-api.md#magic-links-and-reset-links): `redirectUri?magic_token=…` only when
    * the caller verified `redirectUri` against `app`'s whitelist AND the address belongs to an active
    * user of that app — the grant is then bound to the app (redeemable only with its client_id); for
    * anyone else `{auth_url}/magic-link?token=…` (not bound). The mail names the app and the link's host.
@@ -415,7 +415,7 @@ export class Accounts {
 
   /**
    * Redeems a magic-link token (single use; also voids its code). Unknown, used or expired → 400
-   * invalid_token; so is a token bound to an app (CONTRACT §15.2) presented without that app's client_id.
+   * invalid_token; so is a token bound to an app (docs/reference/rest-api.md#magic-links-and-reset-links) presented without that app's client_id.
    */
   async consumeMagicToken(token: string, ctx: AccountContext): Promise<UserRow> {
     const now = this.clock.now();
@@ -500,7 +500,7 @@ export class Accounts {
 
   /**
    * Mails a reset link (30 min, single use); the same answer, work and statements for every address
-   * (an address without an active account gets a stand-in, as for magic links). Link (CONTRACT §15.2):
+   * (an address without an active account gets a stand-in, as for magic links). Link (docs/reference/rest-api.md#magic-links-and-reset-links):
    * `redirectUri?reset_token=…` only for an active user of `app` when the caller verified `redirectUri`
    * against its whitelist — the token is then bound to the app: it resets only through it (client_id)
    * and only while the user is still an active user of it; for anyone else

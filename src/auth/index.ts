@@ -33,7 +33,7 @@ import { checkRedirectUri, namedClientId, resolveApp } from '../sign-in/requesti
 export { passwordHashingStats } from './passwords.js';
 
 /**
- * End-user REST sign-in, `/v1/auth/*` (SPEC 4.7; CONTRACT §5, §14.3–8, §14.11, §14.18–20).
+ * End-user REST sign-in, `/v1/auth/*` (docs/reference/rest-api.md#end-user-sign-in).
  * Every POST here counts against the per-IP limit (IP_AUTH_PER_MINUTE) before its body is parsed.
  * The routes authenticate the user and the app; what follows (policy, consent, tokens) is `app.signIn`'s.
  */
@@ -49,7 +49,7 @@ export default async function authRoutes(scope: FastifyInstance) {
   app.addHook('onRequest', async (request) => {
     if (request.method === 'POST') await app.throttle.hitIp(request);
   });
-  // CORS for single-page apps (CONTRACT §14.17): the origins of the app named by client_id or X-Client-Id.
+  // CORS for single-page apps (docs/reference/rest-api.md#cors): the origins of the app named by client_id or X-Client-Id.
   app.addHook('onSend', corsOnSend({ appIdOf: (request) => bodyClientId(request) ?? headerClientId(request), unnamed: 'none' }));
   app.options('/*', answerPreflight);
   // Every route names its app (400 without one; 401 unknown or disabled; 403 without the Auth feature) and is throttled per IP.
@@ -232,7 +232,7 @@ export default async function authRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       const body = request.body;
       // The app is optional here (a token mailed to {auth_url} is not bound to one); a token mailed to an
-      // app's redirect URI works only with that app's client_id or X-Client-Id (CONTRACT §15.2).
+      // app's redirect URI works only with that app's client_id or X-Client-Id (docs/reference/rest-api.md#magic-links-and-reset-links).
       const client = namedClientId(request, body) !== undefined ? await resolveApp(app, request, body, naming) : undefined;
       await app.accounts.resetPassword({ token: body.reset_token, password: body.password, locale: mailLocale(request) }, { ...requestContext(request), appId: client?.id ?? null });
       return noStore(reply).code(204).send();

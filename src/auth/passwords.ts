@@ -7,7 +7,7 @@ import { threadPoolSize } from '../shared/thread-pool.js';
 import { createTurns, type TurnStats, type TurnTerms } from '../shared/turns.js';
 
 /**
- * Password policy and hashing (CONTRACT §5.2, §14.5; SECURITY.md items 69–72):
+ * Password policy and hashing (docs/reference/rest-api.md#passwords, docs/security/checklist.md#passwords):
  * - NFC-normalised before hashing and before every comparison;
  * - 8–128 code points after NFC, no composition rules (NIST SP 800-63B);
  * - refused when in the shipped list of the 10,000 most common passwords (`common-passwords.txt`,
@@ -132,7 +132,7 @@ let dummyHash: Promise<string> | undefined;
 
 /**
  * One argon2 verification against a fixed dummy hash: the unknown-email path costs what the
- * known-email path costs (SECURITY.md items 59–60).
+ * known-email path costs (docs/security/checklist.md#enumeration-and-timing).
  */
 export async function dummyVerify(password: string, terms?: TurnTerms): Promise<void> {
   await verifyPassword(await prepareDummyHash(), password, terms);

@@ -3,7 +3,7 @@ import { ClientId, ClientSecret } from '../shared/schemas.js';
 import { DisplayName, EmailAddress } from '../shared/user-fields.js';
 import { PASSWORD_FIELD_MAX } from './passwords.js';
 
-/** Request bodies of `/v1/auth/*` (CONTRACT §5, §14.4). Unknown fields are ignored. */
+/** Request bodies of `/v1/auth/*` (docs/reference/rest-api.md#end-user-sign-in, docs/reference/rest-api.md#refresh-logout-and-single-use-values). Unknown fields are ignored. */
 
 export const Email = EmailAddress;
 
@@ -66,5 +66,5 @@ export const ProfileCompleteBody = z.object({
     .default({}),
 });
 
-/** `202` of the mail requests: the same for every address (CONTRACT §5.1). */
+/** `202` of the mail requests: the same for every address (docs/reference/rest-api.md#enumeration). */
 export const MailSent = z.object({ status: z.literal('sent') });

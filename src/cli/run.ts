@@ -18,7 +18,7 @@ import { migrateToLatest } from '../storage/migrator.js';
 import type { Database } from '../storage/schema.js';
 
 /**
- * `gatehouse <command>` (CONTRACT §0): the operator's CLI. Configuration comes from the environment,
+ * `gatehouse <command>` (docs/reference/cli.md): the operator's CLI. Configuration comes from the environment,
  * exactly as for the server (a bad value: one line per problem, exit code 2). `--json` prints the
  * result as JSON on every command. Exit codes: 0 ok, 1 the command failed, 2 bad usage or configuration.
  */

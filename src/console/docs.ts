@@ -3,7 +3,7 @@ import { form, type PageDoc } from '../pages/index.js';
 /**
  * The console's pages in the OpenAPI document (like the hosted pages, src/pages/docs.ts): a GET renders
  * a page (signed out: a redirect to the console sign-in), a POST is a form with the session's `csrf`
- * and an `action` of CONTRACT §15 (console hooks).
+ * and an `action` of docs/guides/console.md (console hooks).
  */
 const signedIn = 'the console sign-in when signed out';
 const page = (operationId: string, summary: string, description?: string, errors: Record<number, string[]> = {}): PageDoc => ({

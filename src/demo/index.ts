@@ -8,7 +8,7 @@ import { isLoopbackHost } from '../shared/loopback.js';
 import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
 
 /**
- * `/demo` (CONTRACT §0; only when NODE_ENV is not production): a small single-page client that runs
+ * `/demo` (docs/guides/run-and-test.md#run-it; only when NODE_ENV is not production): a small single-page client that runs
  * the full authorization-code + PKCE flow against this service with the bootstrap app `demo` (or the
  * app named by `?client_id=`), then at `/demo/callback` exchanges the code, shows the decoded tokens
  * and the userinfo answer, and can refresh. All logic is in `views/assets/demo.js` (CSP: 'self' only).

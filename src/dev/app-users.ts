@@ -16,7 +16,7 @@ import { EXAMPLE } from '../shared/examples.js';
 import { json } from '../shared/responses.js';
 
 /**
- * Developer user listing and blocking (SPEC 4.7, CONTRACT §9), inside the authenticated `/v1/dev` scope:
+ * Developer user listing and blocking (docs/reference/rest-api.md#user-listing, docs/reference/rest-api.md#developers), inside the authenticated `/v1/dev` scope:
  * `GET /apps/{id}/users?q&status&page&pageSize` and `PATCH /apps/{id}/users/{userId}`.
  */
 
@@ -59,7 +59,7 @@ const AppUser = z
       .nullable()
       .describe('When the account is purged, if the person asked to delete it (docs/account/deletion.md); null otherwise. Read-only here: only the person (by signing in) or the operator may cancel it.'),
   })
-  .meta({ id: 'AppUser', description: 'A user who signed in to the app (CONTRACT §9).' });
+  .meta({ id: 'AppUser', description: 'A user who signed in to the app (docs/reference/rest-api.md#developers).' });
 
 const AppUserPage = z.object({ items: z.array(AppUser), page: z.number().int(), pageSize: z.number().int(), total: z.number().int() });
 

@@ -13,21 +13,21 @@ declare module 'fastify' {
   interface FastifyInstance {
     /**
      * Inside the `/v1/dev` scope: the app `id` if it belongs to the calling developer; otherwise 404
-     * `not_found` (another developer's app is indistinguishable from a missing one, CONTRACT §9).
+     * `not_found` (another developer's app is indistinguishable from a missing one, docs/reference/rest-api.md#developers).
      */
     requireOwnedApp(request: FastifyRequest, id: string): Promise<App>;
   }
 }
 
 /**
- * Wrong keys per IP per minute (SECURITY.md item 68): once an IP has sent this many, every `/v1/dev`
+ * Wrong keys per IP per minute (docs/security/checklist.md#brute-force-and-rate-limits): once an IP has sent this many, every `/v1/dev`
  * request from it answers 429 `rate_limited` until the oldest of them is a minute old, a right key included.
  */
 export const MAX_FAILED_DEVELOPER_KEYS_PER_MINUTE = 20;
 
 /**
  * onRequest hook of the `/v1/dev` scope: `Authorization: Bearer <developer API key>`, looked up by its
- * SHA-256. Keys are never read from the query string (SECURITY.md item 85).
+ * SHA-256. Keys are never read from the query string (docs/security/checklist.md#developer-api-and-public-endpoints).
  */
 export async function authenticateDeveloper(request: FastifyRequest, _reply: FastifyReply): Promise<void> {
   const throttleKey = `developer-key-failure:${request.ip}`;

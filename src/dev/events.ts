@@ -10,7 +10,7 @@ import { json } from '../shared/responses.js';
 import { PageLimit } from '../shared/schemas.js';
 
 /**
- * `GET /v1/dev/apps/{id}/events?type&after&limit` (CONTRACT §9, §11): the app's audit events in
+ * `GET /v1/dev/apps/{id}/events?type&after&limit` (docs/reference/rest-api.md#developers, docs/reference/tokens.md#events): the app's audit events in
  * ascending order; the cursor is the last event id seen (`next_cursor`, null at the end).
  *
  * A developer can name its own app when signing in with any address, so the listing must not become
@@ -41,7 +41,7 @@ const AppParams = z.strictObject({ id: z.string().min(1).max(200) });
 const Event = z
   .object({
     id: z.string(),
-    type: z.string().describe('`user.registered`, `user.login_succeeded`, `consent.granted`, … (CONTRACT §11).'),
+    type: z.string().describe('`user.registered`, `user.login_succeeded`, `consent.granted`, … (docs/reference/tokens.md#events).'),
     app_id: z.string().nullable(),
     user_id: z.string().nullable().describe('Only for users of the app.'),
     ip: z.string().nullable(),
@@ -49,7 +49,7 @@ const Event = z
     at: z.string(),
     data: z.record(z.string(), z.unknown()),
   })
-  .meta({ id: 'Event', description: 'An audit event (CONTRACT §11).' });
+  .meta({ id: 'Event', description: 'An audit event (docs/reference/tokens.md#events).' });
 
 const EventPage = z.object({ items: z.array(Event), next_cursor: z.string().nullable().describe('Pass as `after` for the next page; null at the end.') });
 

@@ -16,7 +16,7 @@ export { CreateAppBody, UpdateAppBody } from './schemas.js';
 export { type AppView, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 
 /**
- * The developer API (`/v1/dev`, CONTRACT §9). Every route in this scope is authenticated by a developer
+ * The developer API (`/v1/dev`, docs/reference/rest-api.md#developers). Every route in this scope is authenticated by a developer
  * API key (`request.developer`) and can resolve its `{id}` with `app.requireOwnedApp(request, id)`.
  * More developer routes (app users, events, legal) join this scope through the `routes` option.
  */

@@ -11,7 +11,7 @@ import { listLegalViews } from '../storage/repos/legal.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
- * Developer legal routes (CONTRACT §8, §14.14), inside the authenticated `/v1/dev` scope:
+ * Developer legal routes (docs/reference/rest-api.md#legal-documents), inside the authenticated `/v1/dev` scope:
  * `PUT /apps/{id}/legal/{docType}?lang=` publishes a new version (201), and
  * `GET /apps/{id}/legal/views?from&to` lists view counts per (docType, lang, version, day).
  */

@@ -1,7 +1,7 @@
 import { isLoopbackHost } from '../shared/loopback.js';
 
 /**
- * Redirect-URI rules on write (CONTRACT §9, SECURITY.md items 1–6). Authorization requests compare
+ * Redirect-URI rules on write (docs/reference/rest-api.md#developers, docs/security/checklist.md#redirect-uris-and-open-redirects). Authorization requests compare
  * redirect URIs as exact strings, so a registered URI must already be unambiguous: absolute, in
  * canonical form, no fragment, no wildcard, no credentials; `https:`, `http:` only for loopback hosts,
  * or a private-use scheme `<scheme>:/<path>` / `<scheme>://<path>` (RFC 8252 §7.1) that is not a

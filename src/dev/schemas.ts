@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { isValidOrigin } from '../shared/cors.js';
 import { validateRedirectUris } from './redirect-uris.js';
 
-/** Request schemas of the developer API (CONTRACT §9). Unknown keys are refused, so typos surface as 400. */
+/** Request schemas of the developer API (docs/reference/rest-api.md#developers). Unknown keys are refused, so typos surface as 400. */
 
 const MAX_ALLOWED_ORIGINS = 20;
 const MAX_LOGO_URL = 2048;
@@ -98,7 +98,7 @@ export const AppView = z
     updated_at: z.string(),
     client_secret: z.string().optional().describe('Only in the answer that created or rotated it.'),
   })
-  .meta({ id: 'App', description: 'An app (OAuth client) as its developer sees it (CONTRACT §9).' });
+  .meta({ id: 'App', description: 'An app (OAuth client) as its developer sees it (docs/reference/rest-api.md#developers).' });
 
 export const AppList = z.object({ items: z.array(AppView) });
 

@@ -8,7 +8,7 @@ import { CodeSent, ConfirmBody, EmailVerified } from './schemas.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
- * Email verification, `/v1/email_verify/*` (CONTRACT §6, §14.6): `Authorization: Bearer <access token
+ * Email verification, `/v1/email_verify/*` (docs/reference/rest-api.md#email-verification, docs/reference/rest-api.md#pending-sign-ins): `Authorization: Bearer <access token
  * or session JWT>`. `request` mails a 6-digit code (10 min, stored as an HMAC, a new one voids the
  * old, mail limit `verify`); `confirm` checks it (CODE_MAX_ATTEMPTS wrong answers use it up).
  */
@@ -22,7 +22,7 @@ export default async function emailVerifyRoutes(scope: FastifyInstance) {
     identities.set(request, identity);
     request.corsAppId = identity.appId;
   });
-  // CORS (CONTRACT §14.17): the credential's app once authenticated; before that, X-Client-Id or every app.
+  // CORS (docs/reference/rest-api.md#cors): the credential's app once authenticated; before that, X-Client-Id or every app.
   app.addHook('onSend', corsOnSend({ appIdOf: headerClientId, unnamed: 'all-apps' }));
   app.options('/*', answerPreflight);
   app.addHook('onRoute', (route) =>

@@ -7,7 +7,7 @@ import { quietWhenOk } from '../plugins/logger.js';
 const Live = z.object({ status: z.literal('ok') });
 const Ready = z.object({ status: z.enum(['ok', 'unavailable']), database: z.enum(['ok', 'unreachable']) });
 
-/** Liveness and readiness (CONTRACT §0). */
+/** Liveness and readiness (docs/guides/run-and-test.md#run-it). */
 export default async function healthRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   app.get(

@@ -39,7 +39,7 @@ function errorRedirect(app: FastifyInstance, reply: FastifyReply, target: { redi
 }
 
 /**
- * The app of a browser request, answered as `/oauth/authorize` does (CONTRACT §2): an unknown or
+ * The app of a browser request, answered as `/oauth/authorize` does (docs/reference/errors.md): an unknown or
  * disabled client_id is a 400 HTML error page, like an unregistered redirect_uri.
  */
 async function browserApp(app: FastifyInstance, clientId: string, redirectUri: string) {
@@ -62,7 +62,7 @@ async function idpRoutes(scope: FastifyInstance) {
     {
       schema: {
         operationId: 'startProviderSignIn',
-        summary: 'Start a browser sign-in with the provider (SPEC 4.2)',
+        summary: 'Start a browser sign-in with the provider (docs/guides/identity-provider.md#start-and-callback)',
         description:
           'Checks client_id and the exact redirect_uri first (an HTML error page, never a redirect, if either is wrong). Then errors redirect back with `error`, `state` and `iss` (not configured: `idp_oauth_not_configured`); otherwise 302 to the provider. PKCE (S256) is required for `response_mode=code`.',
         querystring: StartQuery,
@@ -123,7 +123,7 @@ async function idpRoutes(scope: FastifyInstance) {
     {
       schema: {
         operationId: 'providerCallback',
-        summary: 'Return from the provider (SPEC 4.5)',
+        summary: 'Return from the provider (docs/guides/identity-provider.md#start-and-callback)',
         description: 'The redirect URI registered at the provider. An unknown, used or expired `state` is an HTML error page.',
         querystring: CallbackQuery,
         response: { 302: redirect('the app with an error'), 303: redirect(backToApp) },
@@ -200,7 +200,7 @@ async function idpRoutes(scope: FastifyInstance) {
     {
       schema: {
         operationId: 'exchangeProviderToken',
-        summary: 'Sign in with a provider id_token or code (SPEC 4.3)',
+        summary: 'Sign in with a provider id_token or code (docs/guides/identity-provider.md#native-exchange-and-resume)',
         description:
           'Exactly one of `id_token` and `idp_code`. An id_token is accepted once. A confidential app authenticates (Basic or `client_secret`), as at every door that issues its tokens. Throttled per IP.',
         security: OPTIONAL_CLIENT_AUTH,
@@ -222,7 +222,7 @@ async function idpRoutes(scope: FastifyInstance) {
     {
       schema: {
         operationId: 'resumeProviderSignIn',
-        summary: 'Resume a pending native sign-in (SPEC 4.4)',
+        summary: 'Resume a pending native sign-in (docs/guides/identity-provider.md#native-exchange-and-resume)',
         description:
           '`consent=1` is only a signal: the server checks that consent and profile data are recorded. A still-pending answer issues a fresh ticket. A confidential app authenticates (Basic or `client_secret`).',
         security: OPTIONAL_CLIENT_AUTH,
@@ -240,7 +240,7 @@ async function idpRoutes(scope: FastifyInstance) {
   );
 }
 
-/** `PUT|GET|DELETE /v1/admin/idp` (CONTRACT §10, §14.2, §14.24): registered inside the admin scope. */
+/** `PUT|GET|DELETE /v1/admin/idp` (docs/reference/rest-api.md#admin, docs/guides/identity-provider.md#configuration): registered inside the admin scope. */
 export async function idpAdminRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   const view = async () => {

@@ -10,7 +10,7 @@ import { deleteSetting, getSetting, IDP_SECRET_PURPOSE, IDP_SETTING_KEY, type Id
 import type { Database } from '../storage/schema.js';
 
 /**
- * The one external OpenID Connect provider (CONTRACT §4.2–4.5): its configuration (environment first,
+ * The one external OpenID Connect provider (docs/guides/identity-provider.md#start-and-callback, docs/guides/identity-provider.md#native-exchange-and-resume): its configuration (environment first,
  * then the `idp` setting), and Gatehouse as its client. openid-client does the discovery, the
  * authorization URL and the code exchange (client authentication, PKCE, state, RFC 9207 `iss`, nonce
  * and the id_token's claims); jose verifies every id_token's signature and claims, the one the app
@@ -25,7 +25,7 @@ export interface ProviderConfig {
   issuer: string;
   clientId: string;
   clientSecret?: string;
-  /** Accepted `aud` values for native id_tokens (CONTRACT §0). */
+  /** Accepted `aud` values for native id_tokens (docs/guides/identity-provider.md#configuration). */
   audiences: string[];
   name: string;
   source: 'env' | 'settings';
@@ -88,7 +88,7 @@ export async function saveProviderSetting(
 
 export const deleteProviderSetting = (db: Kysely<Database>): Promise<boolean> => deleteSetting(db, IDP_SETTING_KEY);
 
-/** CONTRACT §14.2: https, or http on a loopback host; no query, fragment or credentials. */
+/** docs/guides/identity-provider.md#configuration: https, or http on a loopback host; no query, fragment or credentials. */
 export function isValidIssuer(issuer: string): boolean {
   if (!isHttpsOrLoopback(issuer)) return false;
   const u = new URL(issuer);
@@ -103,7 +103,7 @@ export interface Upstream {
   keys: JWTVerifyGetKey;
 }
 
-/** Plain http is allowed for a loopback issuer only (CONTRACT §14.2); openid-client refuses it otherwise. */
+/** Plain http is allowed for a loopback issuer only (docs/guides/identity-provider.md#configuration); openid-client refuses it otherwise. */
 const isLoopbackHttp = (url: string): boolean => {
   const u = new URL(url);
   return u.protocol === 'http:' && isLoopbackHost(u.hostname);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isValidVerifier } from '../sign-in/pkce.js';
 
-/** Request schemas of the provider endpoints (SPEC 4.2–4.5, CONTRACT §4.2–4.5, §10). */
+/** Request schemas of the provider endpoints (docs/guides/identity-provider.md#start-and-callback, docs/guides/identity-provider.md#native-exchange-and-resume, docs/reference/rest-api.md#admin). */
 
 const clientId = z.string().min(1).max(200);
 const redirectUri = z.string().min(1).max(2000);
@@ -33,7 +33,7 @@ export const CallbackQuery = z.object({
   error_description: z.string().max(2000).optional(),
 });
 
-/** What the app sends on both native calls (SPEC 4.3, 4.4): who it is, where to, and the PKCE pair. */
+/** What the app sends on both native calls (docs/guides/identity-provider.md#native-exchange-and-resume): who it is, where to, and the PKCE pair. */
 const NativeAppParams = z.object({
   client_id: clientId,
   client_secret: z.string().min(1).max(512).optional().describe('A confidential app authenticates here (`client_secret_post`) or with HTTP Basic, as at `/oauth/token`.'),
@@ -66,7 +66,7 @@ export const IdpSettingBody = z.strictObject({
   name: z.string().trim().min(1).max(100),
 });
 
-/** What exchange and resume answer (SPEC 4.3, 4.4; CONTRACT §4.3–4.4, §14.8). */
+/** What exchange and resume answer (docs/guides/identity-provider.md#native-exchange-and-resume, docs/reference/rest-api.md#pending-sign-ins). */
 export const NativeResult = z
   .union([
     z.object({ status: z.literal('ok'), response_mode: z.literal('session'), session: z.string().describe('A session JWT for the app.') }).meta({ id: 'NativeSession' }),

@@ -46,9 +46,9 @@ import {
 } from './provider.js';
 
 /**
- * Sign-in through the external provider (SPEC 4.2–4.5, CONTRACT §4.2–4.5): browser transactions,
+ * Sign-in through the external provider (docs/guides/identity-provider.md#start-and-callback, docs/guides/identity-provider.md#native-exchange-and-resume): browser transactions,
  * the native exchange/resume, bind-first, and the `/continue` tickets. Accounts are found by the
- * provider's (iss, sub) only (SECURITY.md item 49).
+ * provider's (iss, sub) only (docs/security/checklist.md#the-external-provider).
  */
 
 export const TRANSACTION_TTL_S = 600;
@@ -179,7 +179,7 @@ export class IdpService {
 
   // Apps -----------------------------------------------------------------------------------------------
 
-  /** App + exact redirect_uri check shared by every browser entry point (SPEC §7 rule 1). */
+  /** App + exact redirect_uri check shared by every browser entry point (docs/reference/errors.md). */
   async checkApp(clientId: string, redirectUri: string): Promise<App> {
     const app = await findApp(this.db, clientId);
     if (!app || app.disabled) throw new AppError('invalid_client', { reason: app ? 'client_disabled' : 'client_unknown' });
@@ -480,7 +480,7 @@ export class IdpService {
     const now = this.deps.clock.now();
     const draft = await this.db.transaction().execute(async (trx) => {
       if (presented) {
-        // CONTRACT §14.9: an id_token the app presents is single use (a concurrent twin loses the unique key).
+        // docs/guides/identity-provider.md#native-exchange-and-resume: an id_token the app presents is single use (a concurrent twin loses the unique key).
         const fresh = await rememberIdToken(trx, { id: newId('idt'), tokenHash: token.replayKey, issuer: provider.issuer, now, expiresAt: token.claims.exp + 60 });
         if (!fresh) throw new AppError('invalid_id_token', { detail: 'id_token replayed' });
       } else {
@@ -524,7 +524,7 @@ export class IdpService {
   }
 
   /**
-   * The `ok` or `pending` answer of exchange/resume (CONTRACT §4.3, §14.8, §14.10, §14.11):
+   * The `ok` or `pending` answer of exchange/resume (docs/guides/identity-provider.md#native-exchange-and-resume, docs/reference/rest-api.md#pending-sign-ins, docs/reference/tokens.md#session-jwts, docs/reference/rest-api.md#consent-from-a-rest-sign-in):
    * `response_mode=session` always opens a session; `code` asks the sign-in policy, and answers a code
    * when nothing is left to do, else `pending` with a `/continue` ticket for the hosted step.
    */
@@ -537,7 +537,7 @@ export class IdpService {
   ): Promise<NativeDraft> {
     const { signIn, tokens } = this.deps;
     const mode = input.response_mode ?? 'session';
-    // A second factor comes before anything else, in either mode (CONTRACT §15.6): the session of this
+    // A second factor comes before anything else, in either mode (docs/guides/mfa-and-passkeys.md): the session of this
     // answer is good for nothing but `resume` with the factor's `code` (or `/v1/auth/mfa/verify`).
     const { demand, methods } = await signIn.secondFactorDemand(trx, user, options.amr, app);
     if (isFactorDue(demand)) {

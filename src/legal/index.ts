@@ -32,8 +32,8 @@ export {
 } from './service.js';
 
 /**
- * Public legal documents (`/v1/legal`, CONTRACT §8): no authentication, no cookies. Every answer allows
- * any origin without credentials (CONTRACT §14.17), so apps can show the documents from their own pages.
+ * Public legal documents (`/v1/legal`, docs/reference/rest-api.md#legal-documents): no authentication, no cookies. Every answer allows
+ * any origin without credentials (docs/reference/rest-api.md#cors), so apps can show the documents from their own pages.
  */
 export default async function legalRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();

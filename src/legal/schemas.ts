@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** CONTRACT §8: `terms` and `privacy` are the standard ones; any lowercase slug is allowed. */
+/** docs/reference/rest-api.md#legal-documents: `terms` and `privacy` are the standard ones; any lowercase slug is allowed. */
 export const DOC_TYPE = /^[a-z][a-z0-9-]{0,39}$/;
 /** A BCP 47 language tag, syntactically (canonicalised with Intl afterwards). */
 export const LANG_TAG = /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8}){0,7}$/;
@@ -48,7 +48,7 @@ export const LegalVersion = z.object(versionFields).meta({ id: 'LegalVersion', d
 
 export const LegalDocument = z
   .object({ ...versionFields, available_langs: z.array(z.string()) })
-  .meta({ id: 'LegalDocument', description: 'The current version of a legal document in the resolved language (CONTRACT §8).' });
+  .meta({ id: 'LegalDocument', description: 'The current version of a legal document in the resolved language (docs/reference/rest-api.md#legal-documents).' });
 
 const LegalSummary = z
   .object({ docType: z.string(), title: z.string(), version: z.number().int(), langs: z.array(z.string()), updated_at: z.string(), url: z.string() })

@@ -33,7 +33,7 @@ export function canonicalLang(tag: string): string | undefined {
 const primary = (tag: string): string => tag.split('-')[0]!.toLowerCase();
 
 /**
- * The language served for a request (CONTRACT §8): the exact tag, then the primary subtag (a version
+ * The language served for a request (docs/reference/rest-api.md#legal-documents): the exact tag, then the primary subtag (a version
  * published as `de` for `de-AT`, else another `de-*`), then the document's default language.
  */
 export function resolveLang(requested: string | undefined, langs: string[], defaultLang: string): string {

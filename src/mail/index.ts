@@ -26,7 +26,7 @@ import mailboxRoutes from './mailbox.js';
 import { BackgroundPasses } from '../shared/background-passes.js';
 
 /**
- * Reliable mail (CONTRACT §0 dev mailbox, §13 outbox; SECURITY.md items 91, 99):
+ * Reliable mail (docs/guides/run-and-test.md#run-it dev mailbox, docs/reference/tokens.md#storage-and-durability outbox; docs/security/checklist.md#logging-and-errors, docs/security/checklist.md#reliability-under-faults-and-concurrency):
  * `enqueue` renders the mail and writes it to the `outbox` in the caller's transaction (bodies sealed
  * with SECRET_KEY, since they carry links and codes). A background sender, started when the app is
  * ready and stopped when it closes, polls every second (and is nudged after each enqueue), claims due

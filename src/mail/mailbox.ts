@@ -83,7 +83,7 @@ function sendMailHtml(reply: FastifyReply, html: string) {
 }
 
 /**
- * `GET /dev/mailbox` (CONTRACT §0): every mail in the outbox, newest first (`?to=` keeps one
+ * `GET /dev/mailbox` (docs/guides/run-and-test.md#run-it): every mail in the outbox, newest first (`?to=` keeps one
  * address's), as a page (each mail's HTML in a sandboxed frame from `GET /dev/mailbox/{id}/html`, its
  * links listed, its text part below), or as JSON with `Accept: application/json` — `{items: [{id,
  * kind, to, subject, text, html, created_at, sent_at, attempts, last_error}]}` with RFC 3339 times.

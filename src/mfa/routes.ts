@@ -14,7 +14,7 @@ import { enrolmentOwnerOf, type SecondFactorProof } from '../sign-in/service.js'
 import { MfaPasskeyOptionsBody, MfaVerifyBody, TotpSetup, TotpSetupBody } from './schemas.js';
 
 /**
- * `/v1/auth/mfa/*`: the second step of a REST sign-in (CONTRACT §15.6), registered inside the
+ * `/v1/auth/mfa/*`: the second step of a REST sign-in (docs/guides/mfa-and-passkeys.md), registered inside the
  * `/v1/auth` scope (per-IP limit, CORS, client authentication as the other sign-in routes). The rule
  * itself is `app.signIn`'s; these routes only read the pending session and answer.
  */

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ClientId, ClientSecret } from '../shared/schemas.js';
 import { AuthenticationResponse } from '../passkeys/index.js';
 
-/** Bodies and answers of the second-factor step of REST sign-in (`/v1/auth/mfa/*`, CONTRACT §15.6). */
+/** Bodies and answers of the second-factor step of REST sign-in (`/v1/auth/mfa/*`, docs/guides/mfa-and-passkeys.md). */
 
 const PendingSession = z.string().min(1).max(4000).describe('The `session` of a `pending` answer with `next_step: "mfa"`.');
 

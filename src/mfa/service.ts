@@ -28,7 +28,7 @@ import type { Throttle } from '../throttle/service.js';
 import { looksLikeTotp, matchTotpStep, newRecoveryCodes, newTotpSecret, recoveryCodeHash, totpUri } from './codes.js';
 
 /**
- * Second factors (CONTRACT §15.6): enrolling and removing an authenticator app (TOTP), recovery codes,
+ * Second factors (docs/guides/mfa-and-passkeys.md): enrolling and removing an authenticator app (TOTP), recovery codes,
  * and checking a code a user typed as the second step of a sign-in. Code checks share the password
  * lockout (Throttle.reserveFactorAttempt): the attempt is reserved before the check, a failure keeps
  * it, five failures lock the user's second factor for LOGIN_LOCK_SECONDS.
@@ -59,7 +59,7 @@ export interface TotpEnrolment {
 }
 
 export interface FactorOverview extends FactorSummary {
-  /** The second factors a sign-in may ask for (CONTRACT §15.6 `methods`), in the order shown. */
+  /** The second factors a sign-in may ask for (docs/guides/mfa-and-passkeys.md `methods`), in the order shown. */
   methods: SecondFactor[];
 }
 

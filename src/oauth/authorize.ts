@@ -15,7 +15,7 @@ import { isRegisteredRedirectUri, unregisteredRedirectUri } from '../shared/redi
 import { duplicatedParams, type Params } from './params.js';
 
 /**
- * GET /oauth/authorize (SPEC 4.1, CONTRACT §4, §14.12, §15.3) as a pipeline of small named checks, in
+ * GET /oauth/authorize (docs/reference/oauth.md#endpoints, docs/reference/oauth.md#openid-connect-what-is-implemented) as a pipeline of small named checks, in
  * order: client → redirect_uri (both: HTML 400, never a redirect) → from then on errors redirect back
  * with `error`, `state`, `iss` → parameter hygiene → request objects (not supported) → response_type →
  * PKCE → scope → prompt, max_age and the other parameters → who is signed in, and whether they must
@@ -126,7 +126,7 @@ function checkMaxAge(params: Params): number | undefined {
   return Number(params.max_age);
 }
 
-/** Validates the whole request, from the query (GET) or the form body (POST); CONTRACT §14.12: before the login step. */
+/** Validates the whole request, from the query (GET) or the form body (POST); docs/reference/oauth.md#endpoints: before the login step. */
 export async function parseAuthorizeRequest(app: FastifyInstance, request: FastifyRequest, input: unknown): Promise<AuthorizeRequest> {
   const raw = (input ?? {}) as Record<string, unknown>;
   const client = await checkClient(app, raw);

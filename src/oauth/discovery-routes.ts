@@ -5,8 +5,8 @@ import { json, shareRouteDocs } from '../shared/responses.js';
 import { Discovery, Jwks } from './schemas.js';
 
 /**
- * Public metadata: both discovery documents and the JWKS (CONTRACT §4), with CORS for the origins of
- * all apps (CONTRACT §14.23: these requests name no app) and answers to their preflights.
+ * Public metadata: both discovery documents and the JWKS (docs/reference/oauth.md#endpoints), with CORS for the origins of
+ * all apps (docs/reference/rest-api.md#cors: these requests name no app) and answers to their preflights.
  */
 
 const CACHE_CONTROL = 'public, max-age=300';

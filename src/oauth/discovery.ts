@@ -3,7 +3,7 @@ import { SUPPORTED_SCOPES } from '../shared/scopes.js';
 
 /**
  * Authorization-server metadata (RFC 8414) and OpenID Provider metadata (OIDC Discovery 1.0): one
- * document served at both well-known paths (CONTRACT §4). Every endpoint lives under {base_url}.
+ * document served at both well-known paths (docs/reference/oauth.md#endpoints). Every endpoint lives under {base_url}.
  */
 export function discoveryDocument(baseUrl: string) {
   const endpoint = (path: string) => `${baseUrl}${path}`;

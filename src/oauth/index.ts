@@ -12,10 +12,10 @@ import { token } from './token.js';
 import { userinfo } from './userinfo.js';
 
 /**
- * The OAuth 2.0 / OpenID Connect core (CONTRACT §4): /oauth/authorize, /oauth/token, /oauth/revoke,
+ * The OAuth 2.0 / OpenID Connect core (docs/reference/oauth.md#endpoints): /oauth/authorize, /oauth/token, /oauth/revoke,
  * /oauth/introspect, /oauth/userinfo. Token-style endpoints answer RFC 6749 §5.2 errors with
  * no-store; authorize renders HTML errors until client and redirect_uri are verified, then redirects.
- * CORS (CONTRACT §14.17, 23) on token, revoke and userinfo only; never on authorize.
+ * CORS (docs/reference/rest-api.md#cors) on token, revoke and userinfo only; never on authorize.
  */
 export default async function oauth(app: FastifyInstance) {
   const tokenClientId = (request: FastifyRequest) => parseBasic(request.headers.authorization)?.clientId ?? firstValue(request.body, 'client_id');
@@ -23,7 +23,7 @@ export default async function oauth(app: FastifyInstance) {
 
   app.addHook('onRoute', (route) => shareRouteDocs(route, { tags: ['oauth'] }));
   const authorizeDocs = {
-    summary: 'Authorization endpoint (SPEC 4.1)',
+    summary: 'Authorization endpoint (docs/reference/oauth.md#endpoints)',
     description:
       'Authorization code flow with PKCE (`code_challenge`, `code_challenge_method=S256`; required for public apps). Parameters: `client_id`, `redirect_uri`, `response_type=code`, `scope` (default `openid profile email`), `state`, `nonce`, `prompt` (`none`, `login`, `consent`), `max_age`, `login_hint`, `ui_locales`, `session` (a session JWT, for native apps), `consent=1` (after the hosted consent page), each at most once. client_id and the exact redirect_uri are checked first: if either is wrong, an HTML error page (400) and never a redirect. Then every error redirects to redirect_uri with `error`, `error_description`, `state` and `iss` (RFC 9207).',
     response: { 302: redirect('the app (`code` or `error`, with `state` and `iss`) or the hosted login, consent or profile page'), 303: redirect('the app or a hosted page') },
@@ -45,7 +45,7 @@ export default async function oauth(app: FastifyInstance) {
       config: tokenConfig,
       schema: {
         operationId: 'token',
-        summary: 'Token endpoint (SPEC 4.6)',
+        summary: 'Token endpoint (docs/reference/oauth.md#endpoints)',
         description:
           'A code is single use: a second redemption fails and revokes the tokens of the first. Refresh tokens rotate; the same token again within REFRESH_REUSE_GRACE gets the identical body, later it revokes its family. After 20 wrong secrets for an app from one IP within a minute, that IP gets 429 for the app until the minute ends.',
         security: OPTIONAL_CLIENT_AUTH,

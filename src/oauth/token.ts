@@ -10,7 +10,7 @@ import { singleParams, type Params } from './params.js';
 
 /**
  * Failed grants (unknown, used or expired codes and refresh tokens) per IP per minute before 429
- * (SECURITY.md item 20: online guessing). Generous: a working client fails a grant only by accident.
+ * (docs/security/checklist.md#authorization-codes-and-the-authorize-endpoint: online guessing). Generous: a working client fails a grant only by accident.
  */
 export const MAX_FAILED_GRANTS_PER_MINUTE = 100;
 

@@ -6,8 +6,8 @@ import { noStore } from './token.js';
 
 /**
  * GET|POST /oauth/userinfo (OIDC Core §5.3): `Authorization: Bearer <access token>`, or on POST the
- * `access_token` field of a form body (RFC 6750 §2.2), never both and never the query (SECURITY.md
- * item 41); session JWTs are refused. Errors follow RFC 6750 with `WWW-Authenticate`. Claims: `sub`;
+ * `access_token` field of a form body (RFC 6750 §2.2), never both and never the query (
+ * docs/security/checklist.md#access-tokens); session JWTs are refused. Errors follow RFC 6750 with `WWW-Authenticate`. Claims: `sub`;
  * `email`, `email_verified` with scope email; `name` with profile.
  */
 export async function userinfo(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {

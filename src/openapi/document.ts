@@ -47,16 +47,16 @@ on \`METRICS_PORT\` (loopback unless \`METRICS_HOST\` says otherwise; with \`MET
 \`/metrics\` with 404 \`not_found\`.`;
 
 export const TAGS = [
-  { name: 'oauth', description: 'OAuth 2.0 and OpenID Connect endpoints (CONTRACT §4).' },
-  { name: 'provider', description: 'Sign-in with the external OpenID Connect provider (CONTRACT §4.2–4.5).' },
-  { name: 'auth', description: 'End-user REST sign-in and email verification (CONTRACT §5, §6).' },
-  { name: 'profile', description: 'The per-(app, user) profile cache (CONTRACT §7).' },
-  { name: 'legal', description: 'Public legal documents (CONTRACT §8).' },
-  { name: 'developer', description: 'Apps, their users, events and legal documents, for developers (CONTRACT §9).' },
-  { name: 'admin', description: 'Platform administration (CONTRACT §10).' },
-  { name: 'pages', description: 'Hosted HTML pages under {auth_url} (CONTRACT §12).' },
+  { name: 'oauth', description: 'OAuth 2.0 and OpenID Connect endpoints (docs/reference/oauth.md#endpoints).' },
+  { name: 'provider', description: 'Sign-in with the external OpenID Connect provider (docs/guides/identity-provider.md#start-and-callback, docs/guides/identity-provider.md#native-exchange-and-resume).' },
+  { name: 'auth', description: 'End-user REST sign-in and email verification (docs/reference/rest-api.md#end-user-sign-in, docs/reference/rest-api.md#email-verification).' },
+  { name: 'profile', description: 'The per-(app, user) profile cache (docs/reference/rest-api.md#profile-cache).' },
+  { name: 'legal', description: 'Public legal documents (docs/reference/rest-api.md#legal-documents).' },
+  { name: 'developer', description: 'Apps, their users, events and legal documents, for developers (docs/reference/rest-api.md#developers).' },
+  { name: 'admin', description: 'Platform administration (docs/reference/rest-api.md#admin).' },
+  { name: 'pages', description: 'Hosted HTML pages under {auth_url} (docs/guides/hosted-pages.md#pages-sessions-and-headers).' },
   { name: 'operations', description: 'Health and this interface description.' },
-  { name: 'development', description: 'Only outside production: the demo client and the dev mailbox (CONTRACT §0).' },
+  { name: 'development', description: 'Only outside production: the demo client and the dev mailbox (docs/guides/run-and-test.md#run-it).' },
 ];
 
 const SECURITY_SCHEMES = {
@@ -181,7 +181,7 @@ export function placeExamples(document: OpenApiDocument): OpenApiDocument {
   return document;
 }
 
-const HEADER = `# Gatehouse interface description (OpenAPI 3.1, CONTRACT §14.25), served at GET /openapi.yaml and
+const HEADER = `# Gatehouse interface description (OpenAPI 3.1, docs/reference/rest-api.md#interface-description), served at GET /openapi.yaml and
 # /openapi.json. GENERATED from the route schemas (src/openapi/document.ts): do not edit by hand.
 # Regenerate with \`npm run openapi\`; test/openapi/document.test.ts fails when this file is stale.
 `;

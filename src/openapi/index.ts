@@ -11,7 +11,7 @@ import { html, text } from '../shared/responses.js';
 import { type OpenApiDocument, swaggerOptions, toYaml } from './document.js';
 
 /**
- * The interface description (CONTRACT §14.25): the OpenAPI 3.1 document generated from the route
+ * The interface description (docs/reference/rest-api.md#interface-description): the OpenAPI 3.1 document generated from the route
  * schemas, at `GET /openapi.yaml` and `GET /openapi.json`, and the API reference page `GET /docs`
  * (Swagger UI, served from the swagger-ui-dist package: no CDN, and the pages' CSP holds).
  * Register before any route: @fastify/swagger learns the routes as they are added.

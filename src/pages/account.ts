@@ -21,7 +21,7 @@ import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
- * `/account` (CONTRACT §12): sign in by password (or a link to the other ways), then the profile
+ * `/account` (docs/guides/hosted-pages.md#pages-sessions-and-headers): sign in by password (or a link to the other ways), then the profile
  * (name, phone, birthdate), the provider binding (bind starts a provider sign-in with intent bind;
  * unbind removes it; events `idp.bound`/`idp.unbound`), password change (current password required;
  * other sessions and refresh tokens revoked), the browser sessions, connected apps with revoke
@@ -134,7 +134,7 @@ export default async function accountPages(scope: FastifyInstance) {
 
   /**
    * The password form refused. A wrong current password is a failed re-authentication of a
-   * signed-in user: 403 with its own message, not the sign-in form's 401 (SECURITY.md item 58).
+   * signed-in user: 403 with its own message, not the sign-in form's 401 (docs/security/checklist.md#sessions-cookies-and-csrf).
    */
   const passwordFailure = (request: FastifyRequest, reply: FastifyReply, error: unknown) => {
     const wrongCurrent = isAppError(error) && error.code === 'invalid_credentials';

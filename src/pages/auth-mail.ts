@@ -9,7 +9,7 @@ import { type FormState, formFailure, formState } from './form-state.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
 /**
- * Hosted mail-based pages (CONTRACT §12, §14.16, §14.22; SECURITY.md items 73–77):
+ * Hosted mail-based pages (docs/guides/hosted-pages.md#pages-sessions-and-headers, docs/guides/hosted-pages.md#stable-hooks, docs/security/checklist.md#magic-links-and-reset-links):
  * - `/magic-link/request` (GET form, POST sends the link; the login page's "send_magic_link" posts here);
  * - `/magic-link?token=…` landing: GET/HEAD only show a button (mail scanners never consume the link);
  *   POST (CSRF-bound) consumes it — or an email + code — signs the browser in and returns to the

@@ -17,7 +17,7 @@ import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
- * `/continue?ticket=…` (CONTRACT §4.3, §12, §14.10): the hosted intermediate page of provider sign-in.
+ * `/continue?ticket=…` (docs/guides/identity-provider.md#native-exchange-and-resume, docs/guides/hosted-pages.md#pages-sessions-and-headers, docs/reference/tokens.md#session-jwts): the hosted intermediate page of provider sign-in.
  * - `tk_…` tickets (native `pending`): consent for the app and/or the missing profile data; Allow
  *   records them and navigates (303) to `{base_url}/oauth/authorize?client_id…&redirect_uri…&response_mode…&consent=1`.
  * - `bt_…` tickets (bind-first): explains that the provider account must be bound first and lets the

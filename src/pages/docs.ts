@@ -2,9 +2,9 @@ import type { RouteOptions } from 'fastify';
 import { html, redirect, shareRouteDocs, text } from '../shared/responses.js';
 
 /**
- * The hosted pages in the OpenAPI document (CONTRACT §12): every page route must have an entry here
+ * The hosted pages in the OpenAPI document (docs/guides/hosted-pages.md#pages-sessions-and-headers): every page route must have an entry here
  * (the pages scope refuses to register one without). A GET renders the page; a POST is a form
- * (`application/x-www-form-urlencoded`, field names of CONTRACT §14.16, with the session's `csrf`)
+ * (`application/x-www-form-urlencoded`, field names of docs/guides/hosted-pages.md#stable-hooks, with the session's `csrf`)
  * that redirects (303) on success and renders the page again, with its message and the status of the
  * error, when it fails. Pages render errors as HTML.
  */

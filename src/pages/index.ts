@@ -60,7 +60,7 @@ export function assertCsrf(request: FastifyRequest): void {
 }
 
 /**
- * The hosted-pages scope (CONTRACT §12). Every route registered inside renders HTML errors, accepts
+ * The hosted-pages scope (docs/guides/hosted-pages.md#pages-sessions-and-headers). Every route registered inside renders HTML errors, accepts
  * form bodies, has the browser session loaded, and — for POST — requires the session's CSRF token
  * (field `csrf`, compared in constant time) and a same-origin `Origin` when one is sent.
  * Page modules register here with `app.register(module)` in `hostedPages` below.

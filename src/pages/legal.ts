@@ -7,9 +7,9 @@ import { renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
- * Hosted legal pages (CONTRACT §12): `/legal/platform/{docType}` and `/legal/apps/{appId}/{docType}`,
+ * Hosted legal pages (docs/guides/hosted-pages.md#pages-sessions-and-headers): `/legal/platform/{docType}` and `/legal/apps/{appId}/{docType}`,
  * `?lang=` as in the API. The body is the sanitized HTML rendered at publish time. Opening a page
- * counts as a view (CONTRACT §14.21), within the per-IP view limit (over it the page still renders).
+ * counts as a view (docs/reference/rest-api.md#legal-documents), within the per-IP view limit (over it the page still renders).
  */
 export default async function legalPages(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();

@@ -8,7 +8,7 @@ import { type FormState, formFailure, formState, signInHelp } from './form-state
 import { loginPasskeys } from './passkeys.js';
 
 /**
- * Hosted sign-in and registration (CONTRACT §12, §14.16, §14.22): `/login` (email + password, a
+ * Hosted sign-in and registration (docs/guides/hosted-pages.md#pages-sessions-and-headers, docs/guides/hosted-pages.md#stable-hooks): `/login` (email + password, a
  * magic-link button posting to the magic-link request page, "Continue with {IDP_NAME}" when a
  * provider is configured) and `/register` (email, password, name, `accept_terms` when the platform
  * terms or privacy policy are published). A successful sign-in rotates the session id and answers 303

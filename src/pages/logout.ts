@@ -7,8 +7,8 @@ import { renderPage } from '../plugins/views.js';
 import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
 
 /**
- * `GET /oauth/logout?id_token_hint&client_id&post_logout_redirect_uri&state&ui_locales` (CONTRACT §4,
- * §15.3; OpenID Connect RP-Initiated Logout 1.0). Policy (SECURITY.md item 54): a GET never ends a
+ * `GET /oauth/logout?id_token_hint&client_id&post_logout_redirect_uri&state&ui_locales` (docs/reference/oauth.md#endpoints,
+ * docs/reference/oauth.md#openid-connect-what-is-implemented; OpenID Connect RP-Initiated Logout 1.0). Policy (docs/security/checklist.md#sessions-cookies-and-csrf): a GET never ends a
  * session by itself, because any site can make a browser send one. A signed-in user gets a
  * confirmation page whose form POSTs (with the CSRF token) to `/oauth/logout`; that ends the browser
  * session server-side. The app is `client_id`, or the audience of `id_token_hint` (an ID token of

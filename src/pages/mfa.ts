@@ -17,7 +17,7 @@ import { type FormState, formFailure, formState } from './form-state.js';
 import { ceremonyAnswer, passkeyGetForm } from './passkeys.js';
 
 /**
- * The second step of a hosted sign-in, and second factors on the account page (CONTRACT §15.6):
+ * The second step of a hosted sign-in, and second factors on the account page (docs/guides/mfa-and-passkeys.md):
  * - `/mfa` asks for the second factor of the first factor a hosted door remembered (flow.ts:
  *   completeBrowserSignIn), or that `/oauth/authorize` wants for a signed-in session: a code (TOTP or
  *   recovery), or one of the user's passkeys (with JavaScript; the page script asks

@@ -22,7 +22,7 @@ import {
 import type { Database } from '../storage/schema.js';
 
 /**
- * Hosted-page browser sessions (CONTRACT §12): an opaque cookie (`__Host-gh_sid` on https, `gh_sid`
+ * Hosted-page browser sessions (docs/guides/hosted-pages.md#pages-sessions-and-headers): an opaque cookie (`__Host-gh_sid` on https, `gh_sid`
  * on plain http; HttpOnly, SameSite=Lax, Path=/), a server-side row keyed by the cookie's SHA-256,
  * a CSRF token per session, a new id at every sign-in, idle and absolute timeouts.
  *

@@ -6,7 +6,7 @@ import { appsVersion, findApp, listAppOrigins } from '../storage/repos/apps.js';
 import type { Database } from '../storage/schema.js';
 
 /**
- * CORS for the endpoints single-page apps call (CONTRACT §14 items 17 and 23), one mechanism for every
+ * CORS for the endpoints single-page apps call (docs/reference/rest-api.md#cors), one mechanism for every
  * scope that has it: the origins of the app a request is for, on answers and errors alike, and
  * preflights that allow the origins of every app (a preflight names no app). Scopes that must never
  * send CORS headers (authorize, hosted pages, /v1/dev, /v1/admin) simply don't use it.

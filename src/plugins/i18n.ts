@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
- * Hosted-page languages (CONTRACT §12): English and Simplified Chinese, chosen by `ui_locales`, then
+ * Hosted-page languages (docs/guides/hosted-pages.md#pages-sessions-and-headers): English and Simplified Chinese, chosen by `ui_locales`, then
  * `Accept-Language`. Messages live in `views/locales/<locale>/*.json` (one file per page group, merged).
  */
 export const LOCALES = ['en', 'zh-CN'] as const;

@@ -1,7 +1,7 @@
 import type { FastifyRequest, FastifyServerOptions, onRequestHookHandler } from 'fastify';
 import type { LoggerOptions } from 'pino';
 
-/** Query parameters whose values are secrets: replaced in logged URLs (SECURITY.md item 91). */
+/** Query parameters whose values are secrets: replaced in logged URLs (docs/security/checklist.md#logging-and-errors). */
 const SECRET_QUERY_PARAMS = new Set([
   'code', 'token', 'magic_token', 'reset_token', 'session', 'refresh_token', 'access_token', 'id_token',
   'code_verifier', 'ticket', 'client_secret', 'idp_code', 'api_key', 'password', 'state', 'nonce', 'code_challenge',

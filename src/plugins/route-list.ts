@@ -19,7 +19,7 @@ declare module 'fastify' {
 /**
  * Records routes as they are registered; register it before any route. A second router holds the
  * same paths with the same matching options as Fastify's, so a request that matched no route can be
- * told apart: an unknown path (404) or a known path with another method (405, CONTRACT §15.5).
+ * told apart: an unknown path (404) or a known path with another method (405, docs/reference/errors.md#refused-before-any-route-runs).
  */
 async function routeListPlugin(app: FastifyInstance) {
   const routes: RegisteredRoute[] = [];

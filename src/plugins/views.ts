@@ -52,7 +52,7 @@ export interface PageOptions {
   frames?: boolean;
 }
 
-/** Security headers of every HTML response (CONTRACT §12, SECURITY.md items 9, 56, 57). */
+/** Security headers of every HTML response (docs/guides/hosted-pages.md#pages-sessions-and-headers, docs/security/checklist.md#redirect-uris-and-open-redirects, docs/security/checklist.md#sessions-cookies-and-csrf). */
 export function setPageHeaders(reply: FastifyReply, https: boolean, options: PageOptions = {}): void {
   reply.header(
     'content-security-policy',

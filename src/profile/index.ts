@@ -13,7 +13,7 @@ import { etagOf, parseIfMatch, removeProfile, toProfileView, validateProfileBody
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 /**
- * The profile cache `/v1/profile/{userId}` (SPEC 4.8, CONTRACT §7): one JSON document per (app, user).
+ * The profile cache `/v1/profile/{userId}` (docs/reference/rest-api.md#profile-cache): one JSON document per (app, user).
  * Every method runs the contract's checks in order, in onRequest (before the body is even parsed):
  * bearer access token (401) → X-Client-Id present and single (400) and equal to the token's client
  * (403 client_mismatch) → app has Auth and Profile (403 feature_disabled) → userId = sub (403 forbidden).
@@ -78,7 +78,7 @@ export default async function profileRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   const now = () => app.clock.now();
 
-  // CORS (CONTRACT §14.17): the origins of the app named by X-Client-Id, on answers and errors alike.
+  // CORS (docs/reference/rest-api.md#cors): the origins of the app named by X-Client-Id, on answers and errors alike.
   app.addHook('onSend', corsOnSend({ appIdOf: headerClientId, unnamed: 'none' }));
   // The caller checks (see checkCaller), in order: 401, 400, 403.
   app.addHook('onRoute', (route) =>

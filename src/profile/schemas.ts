@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** CONTRACT §7 / §14.7: the stored document's limits. */
+/** docs/reference/rest-api.md#profile-cache: the stored document's limits. */
 export const PROFILE_MAX_BYTES = 64 * 1024;
 export const PROFILE_MAX_DEPTH = 32;
 /** Route body limit: a little over the data limit, so an oversized `data` gets our own 413 check. */
@@ -26,7 +26,7 @@ export const ProfileResponse = z
     updated_at: z.string().describe('RFC 3339 UTC.'),
     version: z.number().int().describe('Increases with every write; the ETag is `"<version>"`.'),
   })
-  .meta({ id: 'Profile', description: 'The profile document of one (app, user) (CONTRACT §7).' });
+  .meta({ id: 'Profile', description: 'The profile document of one (app, user) (docs/reference/rest-api.md#profile-cache).' });
 
 export interface ProfileView {
   userId: string;

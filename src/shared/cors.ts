@@ -1,7 +1,7 @@
 import { isHttpsOrLoopback } from './loopback.js';
 
 /**
- * CORS for single-page apps (CONTRACT §14 items 17, 23). An origin is allowed when it is the origin of
+ * CORS for single-page apps (docs/reference/rest-api.md#cors). An origin is allowed when it is the origin of
  * one of the app's http(s) redirect URIs or one of its `allowed_origins`; where a request names no app
  * (JWKS, discovery, preflights), the origins of all apps. Matching is exact string equality against
  * the browser's `Origin` header; credentials are never allowed, so `*` never appears.

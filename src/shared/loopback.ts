@@ -1,6 +1,6 @@
 /**
  * Loopback hosts (RFC 8252 §7.3, §8.3): the only hosts that may be reached over plain http, for
- * redirect URIs, CORS origins and the provider issuer (CONTRACT §9, §14.2).
+ * redirect URIs, CORS origins and the provider issuer (docs/reference/rest-api.md#developers, docs/guides/identity-provider.md#configuration).
  */
 export const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(['127.0.0.1', '[::1]', 'localhost']);
 

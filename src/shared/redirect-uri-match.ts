@@ -2,7 +2,7 @@ import { AppError } from '../errors.js';
 
 /**
  * The one redirect-URI matching rule (RFC 6749 §3.1.2.3 as OAuth 2.1 and RFC 9700 §2.1 tighten it;
- * SECURITY.md items 1–5): a redirect_uri is accepted only when it equals a registered value exactly,
+ * docs/security/checklist.md#redirect-uris-and-open-redirects): a redirect_uri is accepted only when it equals a registered value exactly,
  * character for character, with no normalisation (no case folding, default ports, trailing slashes or
  * loopback port leniency). Registration (src/dev/redirect-uris.ts) makes sure registered values are
  * canonical, so exact equality is also what a browser will send back.

@@ -10,10 +10,10 @@ import { ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
  * turns them (plus the ones every route of its kind can answer) into responses with the shared bodies.
  */
 
-/** The CONTRACT §2 error body of `/v1/*`, `/oauth/idp/*` and every other JSON route. */
+/** The docs/reference/errors.md error body of `/v1/*`, `/oauth/idp/*` and every other JSON route. */
 export const ErrorBody = z
   .object({
-    code: z.enum(Object.keys(ERROR_CATALOGUE) as [ErrorCode, ...ErrorCode[]]).describe('Stable machine-readable code (CONTRACT §2).'),
+    code: z.enum(Object.keys(ERROR_CATALOGUE) as [ErrorCode, ...ErrorCode[]]).describe('Stable machine-readable code (docs/reference/errors.md).'),
     message: z.string().describe('Human-readable text; may change, do not match on it.'),
     details: z
       .array(z.object({ path: z.string().describe('Where: `body.email`, `querystring.page`, `headers.x-client-id`, …'), message: z.string() }))
@@ -25,7 +25,7 @@ export const ErrorBody = z
     reason: z.string().optional().describe('With `weak_password`: which policy rule failed (`too_short`, `too_long`, `common`, `equals_email`).'),
     deletion_scheduled_at: z.string().optional().describe('With `account_deletion_scheduled`: when the account is purged (ISO 8601).'),
   })
-  .meta({ id: 'Error', description: 'Error body (CONTRACT §2).' });
+  .meta({ id: 'Error', description: 'Error body (docs/reference/errors.md).' });
 
 /** RFC 6749 §5.2 error body of `/oauth/token`, `/oauth/revoke`, `/oauth/introspect`, `/oauth/userinfo`. */
 export const OAuthErrorBody = z
@@ -38,7 +38,7 @@ export const OAuthErrorBody = z
 /** A server-rendered HTML page (hosted pages, HTML error pages). */
 export const HtmlPage = z.string().meta({ id: 'HtmlPage', description: 'A server-rendered HTML page.' });
 
-/** Error codes a route answers, by status: the codes of CONTRACT §2, or RFC names on OAuth routes. */
+/** Error codes a route answers, by status: the codes of docs/reference/errors.md, or RFC names on OAuth routes. */
 export type ErrorStatuses = Partial<Record<number, readonly string[]>>;
 
 /** An example of one call: what is sent and, by the same name in `responses`, what comes back. */

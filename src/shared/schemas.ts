@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
 /**
- * Request fields and response objects that more than one feature takes or answers with (CONTRACT §3,
- * §5). Each response object is registered with an id, so the OpenAPI document shows it once, as a component.
+ * Request fields and response objects that more than one feature takes or answers with (docs/reference/tokens.md,
+ * docs/reference/rest-api.md#end-user-sign-in). Each response object is registered with an id, so the OpenAPI document shows it once, as a component.
  */
 
 /** `limit` of a cursor-paged listing: a plain integer 1–100 in the query string. */
@@ -14,7 +14,7 @@ export const PageLimit = z
   .optional();
 
 export const ClientId = z.string().min(1).max(200).optional();
-/** A confidential app's secret (`client_secret_post`, CONTRACT §15.1) on the requests that issue or rotate its tokens. */
+/** A confidential app's secret (`client_secret_post`, docs/reference/oauth.md#policies) on the requests that issue or rotate its tokens. */
 export const ClientSecret = z.string().min(1).max(500).optional();
 
 export const RequiredField = z.enum(['name', 'phone_number', 'birthdate', 'email_verified']);
@@ -29,7 +29,7 @@ export const PublicUser = z
     birthdate: z.string().nullable().describe('YYYY-MM-DD.'),
     created_at: z.string().describe('RFC 3339 UTC.'),
   })
-  .meta({ id: 'PublicUser', description: 'What apps see of an end user (CONTRACT §5).' });
+  .meta({ id: 'PublicUser', description: 'What apps see of an end user (docs/reference/rest-api.md#end-user-sign-in).' });
 
 const tokenFields = {
   access_token: z.string().describe('A JWT (RFC 9068), `ACCESS_TOKEN_TTL` seconds.'),
@@ -40,7 +40,7 @@ const tokenFields = {
   id_token: z.string().optional().describe('With scope `openid`.'),
 };
 
-export const TokenResponse = z.object(tokenFields).meta({ id: 'TokenResponse', description: 'Token response (CONTRACT §3), sent with `Cache-Control: no-store`.' });
+export const TokenResponse = z.object(tokenFields).meta({ id: 'TokenResponse', description: 'Token response (docs/reference/tokens.md), sent with `Cache-Control: no-store`.' });
 
 export const SignInResult = z
   .union([
@@ -60,7 +60,7 @@ export const SignInResult = z
         status: z.literal('pending'),
         next_step: z.literal('mfa'),
         session: z.string().describe('A session JWT good only for `POST /v1/auth/mfa/verify` (and `/v1/auth/mfa/totp/setup`).'),
-        methods: z.array(z.enum(['totp', 'passkey', 'recovery_code'])).describe('The second factors the user has (CONTRACT §15.6).'),
+        methods: z.array(z.enum(['totp', 'passkey', 'recovery_code'])).describe('The second factors the user has (docs/guides/mfa-and-passkeys.md).'),
         enroll: z
           .array(z.literal('totp'))
           .optional()
@@ -76,4 +76,4 @@ export const SignInResult = z
       })
       .meta({ id: 'SignInPending', description: 'The app requires data the user lacks; finish the step with the session.' }),
   ])
-  .meta({ id: 'SignInResult', description: 'Sign-in result of register, login, magic-link verify, passkey sign-in, profile complete and the second-factor step (CONTRACT §5, §15.6).' });
+  .meta({ id: 'SignInResult', description: 'Sign-in result of register, login, magic-link verify, passkey sign-in, profile complete and the second-factor step (docs/reference/rest-api.md#end-user-sign-in, docs/guides/mfa-and-passkeys.md).' });

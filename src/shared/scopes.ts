@@ -1,4 +1,4 @@
-/** Scopes of CONTRACT §3. */
+/** Scopes of docs/reference/tokens.md#scopes. */
 export const SUPPORTED_SCOPES = ['openid', 'profile', 'email', 'offline_access'] as const;
 export const DEFAULT_SCOPE = 'openid profile email';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Config, ResolvedConfig } from '../config.js';
 
 /**
- * Development convenience (CONTRACT §0): without SECRET_KEY, a key is generated once into the data
+ * Development convenience (docs/guides/run-and-test.md#run-it): without SECRET_KEY, a key is generated once into the data
  * directory and reused on later starts. Production refuses to start without SECRET_KEY (config.ts).
  */
 export function resolveSecretKey(config: Config, warn: (msg: string) => void): ResolvedConfig {

@@ -6,7 +6,7 @@ import type { Database } from '../storage/schema.js';
 import type { Throttle } from '../throttle/service.js';
 
 /**
- * Client authentication (RFC 6749 §2.3; CONTRACT §15.1), the one rule for every request that issues or
+ * Client authentication (RFC 6749 §2.3; docs/reference/oauth.md#policies), the one rule for every request that issues or
  * rotates an app's tokens — `/oauth/token` and `/v1/auth/register|login|magic-link/verify|refresh|
  * profile/complete` — and for `/oauth/revoke` and `/oauth/introspect`: `none` (public apps: client_id
  * only), `client_secret_basic` and `client_secret_post` (`client_secret` beside `client_id` in the
@@ -53,7 +53,7 @@ export function parseBasic(header: string | undefined): BasicCredentials | undef
 }
 
 /**
- * Wrong secrets per app and IP per minute (SECURITY.md item 68): once an IP has sent this many for an
+ * Wrong secrets per app and IP per minute (docs/security/checklist.md#brute-force-and-rate-limits): once an IP has sent this many for an
  * app within a minute, every secret it sends for that app answers 429 until the oldest is a minute old, the right one included
  * (a limit the right secret passed would tell a guesser when it had won). Per app and IP, so nobody can
  * lock an app's own servers out by sending wrong secrets in its name.

@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { sha256 } from '../shared/sha256.js';
 
 /**
- * PKCE (RFC 7636), S256 only (SECURITY.md items 10–14). Pure functions.
+ * PKCE (RFC 7636), S256 only (docs/security/checklist.md#pkce). Pure functions.
  * - verifier: 43–128 characters of the unreserved set `[A-Za-z0-9-._~]` (RFC 7636 §4.1);
  * - challenge: BASE64URL(SHA-256(verifier)) without padding, hence exactly 43 characters.
  */

@@ -51,7 +51,7 @@ export function refusalError(cause: SignInRefusal | CodeBasisProblem, style: Ref
 }
 
 /**
- * The app's required profile fields the user has not supplied yet (CONTRACT §5), in the app's order. An
+ * The app's required profile fields the user has not supplied yet (docs/reference/rest-api.md#end-user-sign-in), in the app's order. An
  * app that requires a second factor also requires a proven address: factors are enrolled only on one
  * (canEnrolFactors).
  */
@@ -69,11 +69,11 @@ export function missingRequiredFields(
 
 // Second factor ---------------------------------------------------------------------------------------
 
-/** The second factors a user can enrol (CONTRACT §15.6 `methods`). */
+/** The second factors a user can enrol (docs/guides/mfa-and-passkeys.md `methods`). */
 export type SecondFactor = 'totp' | 'passkey' | 'recovery_code';
 
 /**
- * The second factors a sign-in may ask for (CONTRACT §15.6 `methods`), in the order shown. Recovery
+ * The second factors a sign-in may ask for (docs/guides/mfa-and-passkeys.md `methods`), in the order shown. Recovery
  * codes count only beside a real factor: they back one up, and alone they would lock in a user who
  * removed the factor they belonged to.
  */
@@ -177,7 +177,7 @@ export interface GrantState {
   /** `prompt=consent`: show the consent page even when consent exists. */
   forceConsent?: boolean;
   /**
-   * The user typed their credentials into the app itself (REST sign-in, CONTRACT §5): consent is
+   * The user typed their credentials into the app itself (REST sign-in, docs/reference/rest-api.md#end-user-sign-in): consent is
    * implied and recorded at completion, never a step.
    */
   consentImplied?: boolean;

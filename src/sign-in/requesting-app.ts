@@ -13,7 +13,7 @@ import { isRegisteredRedirectUri } from '../shared/redirect-uri-match.js';
 /**
  * The app a `/v1/auth` request names, by `client_id` in the body or `X-Client-Id` (they must agree;
  * missing → 400 invalid_request). Where the request issues or rotates tokens (`authenticate`), the app
- * authenticates as at `/oauth/token` (CONTRACT §15.1: Basic, or `client_secret` in the body; a
+ * authenticates as at `/oauth/token` (docs/reference/oauth.md#policies: Basic, or `client_secret` in the body; a
  * confidential app without it → 401 invalid_client). Unknown or disabled → 401 invalid_client; no
  * Auth feature → 403 feature_disabled.
  */

@@ -47,7 +47,7 @@ import { type ProfileField, type ProfileProblem, parseProfileData } from './prof
  */
 
 /**
- * The sign-in result of CONTRACT §5 and §15.6, shared by register, login, magic-link verify, passkey
+ * The sign-in result of docs/reference/rest-api.md#end-user-sign-in, docs/guides/mfa-and-passkeys.md, shared by register, login, magic-link verify, passkey
  * sign-in, profile complete and the second-factor step. `enroll` lists what the user may set up now
  * when an app requires a second factor the user does not have yet.
  */
@@ -287,7 +287,7 @@ export class SignIn {
   /**
    * Opens a grant for a provider `response_mode=session` sign-in and records the app sign-in; returns
    * the grant id, for the session JWT minted after the transaction commits. No consent is recorded:
-   * it comes from `/oauth/authorize` (CONTRACT §14.11).
+   * it comes from `/oauth/authorize` (docs/reference/rest-api.md#consent-from-a-rest-sign-in).
    */
   async openSession(trx: Kysely<Database>, input: { app: App; user: UserRow; authTime: number; amr: readonly Amr[]; device?: Device }): Promise<string> {
     await recordAppSignIn(trx, input.app.id, input.user.id, this.deps.clock.now());
@@ -295,7 +295,7 @@ export class SignIn {
   }
 
   /**
-   * A REST sign-in (register, login, magic link; CONTRACT §5, §14.6, §14.11) of a user the door has
+   * A REST sign-in (register, login, magic link; docs/reference/rest-api.md) of a user the door has
    * authenticated: refused when the user may not sign in; `pending` with a session JWT on a new grant
    * while the app's required data is missing; otherwise app sign-in, implied consent for the default
    * scopes, `user.login_succeeded` and tokens, in one transaction.

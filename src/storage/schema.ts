@@ -38,7 +38,7 @@ export interface AppsTable {
   feature_auth: number;
   feature_profile: number;
   required_fields: string; // JSON string[]
-  /** Second-factor policy (CONTRACT §15.6). */
+  /** Second-factor policy (docs/guides/mfa-and-passkeys.md). */
   mfa: 'off' | 'optional' | 'required';
   /** Hosted-page branding: an https logo URL and a `#rrggbb` accent colour (NULL = default look). */
   logo_url: string | null;

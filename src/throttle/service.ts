@@ -10,7 +10,7 @@ import { decideInRedis, MemoryWindows, type WindowDecision, type WindowRequest }
 import type { Database } from '../storage/schema.js';
 
 /**
- * Throttling (CONTRACT §5.3, §14.3, §14.19; SECURITY.md items 63–67):
+ * Throttling (docs/reference/rest-api.md#throttling, docs/security/checklist.md#brute-force-and-rate-limits):
  * - per-IP: at most IP_AUTH_PER_MINUTE requests in any 60 seconds (a sliding window, see
  *   sliding-window.ts), counted in memory, or in Redis when REDIS_URL is set (shared by every process).
  *   If Redis is unreachable the limiter falls back to the in-process counters (fail-soft: still limited

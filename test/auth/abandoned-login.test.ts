@@ -57,7 +57,7 @@ const openConnections = () => new Promise<number>((resolve, reject) => t.app.ser
 
 const failedLogins = () => countAll(t.db, 'events', { type: 'user.login_failed' });
 
-/** The failures an address has used in its lockout window (CONTRACT §5.3). */
+/** The failures an address has used in its lockout window (docs/reference/rest-api.md#throttling). */
 async function lockoutCount(email: string): Promise<number> {
   const row = await t.db.selectFrom('throttle_counters').select('count').where('key', '=', `login:${email}`).executeTakeFirst();
   return row?.count ?? 0;

@@ -22,7 +22,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  // SECURITY.md item 91: no password, token or code in any log line.
+  // docs/security/checklist.md#logging-and-errors: no password, token or code in any log line.
   expectNoSecretsInLogs(t.logs, secrets, 6);
   await t.close();
   await smtp.close();
@@ -246,7 +246,7 @@ describe('refresh and logout', () => {
 describe('magic links', () => {
   it('signs in by link token (single use) and by code; a newer link voids older ones', async () => {
     const user = await makeUser(t.app, { email: 'magic@example.com', password: 'magic user password' });
-    // Only a user of the app gets a link to its redirect URI (CONTRACT §15.2): sign in to it once.
+    // Only a user of the app gets a link to its redirect URI (docs/reference/rest-api.md#magic-links-and-reset-links): sign in to it once.
     expect((await post('/v1/auth/login', { email: user.email, password: user.password, client_id: client.id })).statusCode).toBe(200);
     await post('/v1/auth/magic-link/request', { email: user.email, client_id: client.id, redirect_uri: 'com.example.app:/auth' });
     const mail1 = await smtp.waitFor((m) => mailTo(m) === user.email && /sign-in link/i.test(m.subject ?? ''));

@@ -3,7 +3,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
 import type { App } from '../../src/storage/repos/apps.js';
 
-// CONTRACT §14.17 and 23: /v1/auth/* and /v1/email_verify/* allow the origins of the app's http(s)
+// docs/reference/rest-api.md#cors: /v1/auth/* and /v1/email_verify/* allow the origins of the app's http(s)
 // redirect URIs plus its allowed_origins; a disallowed origin gets no Access-Control-Allow-Origin.
 describe('CORS on /v1/auth and /v1/email_verify', () => {
   let t: TestApp;

@@ -5,7 +5,7 @@ import { makeApp, makeUser } from '../helpers/factories.js';
 import { codeIn, linkIn, mailTo, startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import type { App } from '../../src/storage/repos/apps.js';
 
-// SECURITY.md item 97: check-then-act flows are race-free. Twenty identical requests at once; exactly one wins.
+// docs/security/checklist.md#reliability-under-faults-and-concurrency: check-then-act flows are race-free. Twenty identical requests at once; exactly one wins.
 const N = 20;
 
 let t: TestApp;

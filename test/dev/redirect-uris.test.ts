@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { checkRedirectUri, validateRedirectUris } from '../../src/dev/redirect-uris.js';
 import { ACCEPTED_REDIRECT_URIS, REFUSED_REDIRECT_URIS } from './redirect-uri-cases.js';
 
-describe('redirect-URI rules (CONTRACT §9)', () => {
+describe('redirect-URI rules (docs/reference/rest-api.md#developers)', () => {
   it.each(ACCEPTED_REDIRECT_URIS)('accepts %s', (uri) => {
     expect(checkRedirectUri(uri)).toEqual({ ok: true });
   });

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { anchorsOf, unfenced } from '../helpers/docs.js';
 
 /** Every relative link and anchor in README.md and docs/ leads somewhere (docs/README.md, "Docs that cannot rot"). */
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -13,22 +14,7 @@ function markdownFiles(dir: string): string[] {
   });
 }
 
-/** The text outside fenced code blocks (and, for links, inline code), where a `[x](y)` is no link. */
-const unfenced = (text: string) => text.replace(/^```[\s\S]*?^```/gm, '');
 const prose = (text: string) => unfenced(text).replace(/`[^`\n]*`/g, '');
-
-/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens; repeats get -1, -2… */
-export function anchorsOf(text: string): Set<string> {
-  const seen = new Map<string, number>();
-  const anchors = new Set<string>();
-  for (const [, heading] of unfenced(text).matchAll(/^#{1,6} (.+)$/gm)) {
-    const base = heading!.replace(/`/g, '').trim().toLowerCase().replace(/[^\p{L}\p{N}\- _]/gu, '').replace(/ /g, '-');
-    const n = seen.get(base) ?? 0;
-    seen.set(base, n + 1);
-    anchors.add(n === 0 ? base : `${base}-${n}`);
-  }
-  return anchors;
-}
 
 const files = [join(ROOT, 'README.md'), join(ROOT, 'SECURITY.md'), join(ROOT, 'RELIABILITY.md'), join(ROOT, 'CHANGELOG.md'), ...markdownFiles(join(ROOT, 'docs'))].filter(existsSync);
 

@@ -11,7 +11,7 @@ import { freePort } from '../helpers/processes.js';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
 
 /**
- * End to end with `oidc-client-ts` (CONTRACT §15.3, issue 12): the library's own browser build, used
+ * End to end with `oidc-client-ts` (docs/reference/oauth.md#openid-connect-what-is-implemented, issue 12): the library's own browser build, used
  * unmodified by a single-page app served to Chromium from an origin the app registered (so CORS
  * allows it), signs in through the hosted pages, refreshes, revokes and signs out with
  * `signoutRedirect()`, which sends `id_token_hint` and no `client_id` (RP-Initiated Logout 1.0).

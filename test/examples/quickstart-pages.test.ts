@@ -11,6 +11,8 @@ describe('quickstart pages', () => {
     ['docs/quickstart/spa.md', 'examples/spa/index.html', 'html'],
     ['docs/quickstart/spa.md', 'examples/spa/app.js', 'js'],
     ['docs/quickstart/cli-app.md', 'examples/cli-app/index.mjs', 'js'],
+    ['docs/quickstart/native-app.md', 'examples/native-app/system-browser.mjs', 'js'],
+    ['docs/quickstart/native-app.md', 'examples/native-app/provider-token.mjs', 'js'],
   ])('%s shows %s as it is', (page, example, language) => {
     const text = readFileSync(new URL(`../../${page}`, import.meta.url), 'utf8');
     const code = readFileSync(new URL(`../../${example}`, import.meta.url), 'utf8');

@@ -5,7 +5,7 @@ import { migrateToLatest } from '../../src/storage/migrator.js';
 import { findApp } from '../../src/storage/repos/apps.js';
 import { createTestStorage, testConfig } from '../helpers/app.js';
 
-describe('first start (CONTRACT §0)', () => {
+describe('first start (docs/guides/run-and-test.md#run-it)', () => {
   const cleanups: Array<() => Promise<void>> = [];
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0)) await cleanup();

@@ -5,7 +5,7 @@ import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 const BASE = 'http://localhost:3000';
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k', 'oth'];
 
-describe('discovery and JWKS (CONTRACT §4)', () => {
+describe('discovery and JWKS (docs/reference/oauth.md#endpoints)', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await buildTestApp();
@@ -17,7 +17,7 @@ describe('discovery and JWKS (CONTRACT §4)', () => {
   });
   afterAll(async () => t.close());
 
-  it.each(['/.well-known/openid-configuration', '/.well-known/oauth-authorization-server'])('%s lists every field of CONTRACT §4', async (path) => {
+  it.each(['/.well-known/openid-configuration', '/.well-known/oauth-authorization-server'])('%s lists every field of docs/reference/oauth.md#endpoints', async (path) => {
     const res = await t.app.inject(path);
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
@@ -62,7 +62,7 @@ describe('discovery and JWKS (CONTRACT §4)', () => {
     expect(new Set(keys.map((k: { kid: string }) => k.kid)).size).toBe(keys.length);
   });
 
-  describe('CORS (CONTRACT §14 items 17, 23)', () => {
+  describe('CORS (docs/reference/rest-api.md#cors)', () => {
     const paths = ['/oauth/jwks', '/.well-known/openid-configuration', '/.well-known/oauth-authorization-server'];
 
     it.each(paths)('%s allows the origins of every app’s http(s) redirect URIs and allowed_origins', async (path) => {

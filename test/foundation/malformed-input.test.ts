@@ -3,7 +3,7 @@ import { buildApp } from '../../src/app.js';
 import { buildTestApp, createTestStorage, testConfig, type TestApp } from '../helpers/app.js';
 import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 
-/** CONTRACT §2: bad input never gets a 500 or an HTML/stack body; the shapes and codes are fixed. */
+/** docs/reference/errors.md: bad input never gets a 500 or an HTML/stack body; the shapes and codes are fixed. */
 describe('malformed input on a JSON route', () => {
   let t: TestApp;
   let headers: Record<string, string>;

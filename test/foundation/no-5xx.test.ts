@@ -3,7 +3,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp } from '../helpers/factories.js';
 
 /**
- * SECURITY.md items 88–90, 93: every registered route, fed malformed paths, queries, bodies and
+ * docs/security/checklist.md#input-robustness, docs/security/checklist.md#logging-and-errors: every registered route, fed malformed paths, queries, bodies and
  * credentials, answers below 500 with no stack trace, SQL or file path in the body.
  */
 

@@ -9,7 +9,7 @@ describe('hosted page infrastructure', () => {
   });
   afterAll(async () => t.close());
 
-  it('renders the error page with the security headers of CONTRACT §12', async () => {
+  it('renders the error page with the security headers of docs/guides/hosted-pages.md#pages-sessions-and-headers', async () => {
     const res = await t.app.inject('/error');
     expect(res.statusCode).toBe(400);
     expect(res.headers['content-type']).toMatch(/text\/html/);

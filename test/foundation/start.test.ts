@@ -50,7 +50,7 @@ describe('the server processes run with the server\'s V8 flags and thread pool p
   });
 });
 
-/** CONTRACT §0 / the brief: a fresh `npm start` answers /readyz within 10 s. */
+/** docs/guides/run-and-test.md#run-it / the brief: a fresh `npm start` answers /readyz within 10 s. */
 const READY_WITHIN_MS = 10_000;
 /** A cluster primary builds the app once before forking, so WORKERS=2 gets a wider budget. */
 const CLUSTER_READY_WITHIN_MS = 30_000;

@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 
 /**
- * SECURITY.md item 91: no password, token or code in any log line. A secret counts as leaked where it
+ * docs/security/checklist.md#logging-and-errors: no password, token or code in any log line. A secret counts as leaked where it
  * stands whole — not inside a longer run of letters and digits, nor right after a decimal point: a
  * 6-digit code also turns up by chance inside millisecond timestamps and response times, which made a
  * plain substring check fail at random.

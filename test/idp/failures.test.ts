@@ -15,9 +15,9 @@ import { Browser, csrfOf, relative } from '../helpers/oauth-flows.js';
 import { startProvider, type TestProvider } from '../helpers/oidc-provider.js';
 
 /**
- * Provider failure modes (SECURITY.md item 48, CONTRACT §2 `idp_unavailable`), key selection without
+ * Provider failure modes (docs/security/checklist.md#the-external-provider, docs/reference/errors.md `idp_unavailable`), key selection without
  * `kid`, ignored `jku`/`x5u`/`jwk` headers, the native `pending` profile step through `/continue`,
- * and the bind-intent callback from the account page (CONTRACT §4.2–4.5).
+ * and the bind-intent callback from the account page (docs/guides/identity-provider.md#start-and-callback, docs/guides/identity-provider.md#native-exchange-and-resume).
  *
  * The "scriptable provider" is a tiny `node:http` server on 127.0.0.1 serving its own discovery
  * document and JWKS (whose behaviour each test sets) and signing tokens with its own keys; a canary

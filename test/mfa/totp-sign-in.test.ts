@@ -11,7 +11,7 @@ import { DEFAULT_SCOPE } from '../../src/shared/scopes.js';
 import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 
 /**
- * TOTP as the second step of every sign-in door (CONTRACT §15.6, issue 16), black-box: enrol on
+ * TOTP as the second step of every sign-in door (docs/guides/mfa-and-passkeys.md, issue 16), black-box: enrol on
  * `/account` with a code computed from the secret the page shows, then sign in through the hosted
  * authorize flow, through REST and through the native provider door; replayed codes, recovery codes once, the lockout, and an app that
  * requires MFA from a user who has none. The clock is frozen at the start of a 30-second step and moved

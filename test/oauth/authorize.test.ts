@@ -15,7 +15,7 @@ import {
 
 const ISS = 'https://auth.test';
 
-/** An error page: HTML 4xx with no Location header (SECURITY.md §0). */
+/** An error page: HTML 4xx with no Location header (docs/security/checklist.md). */
 function expectErrorPage(res: { statusCode: number; headers: Record<string, unknown>; body: string }) {
   expect(res.statusCode).toBeGreaterThanOrEqual(400);
   expect(res.statusCode).toBeLessThan(500);
@@ -57,7 +57,7 @@ describe('GET /oauth/authorize', () => {
       ...extra,
     })}`;
 
-  describe('redirect URI validation (SECURITY.md A)', () => {
+  describe('redirect URI validation (docs/security/checklist.md#redirect-uris-and-open-redirects)', () => {
     it.each(['https://a.example/cb', 'https://a.example/cb//', 'https://a.example/cb/x'])('item 1: exact match, %s is refused', async (uri) => {
       const res = await alice.get(authz(appA, uri));
       expectErrorPage(res);
@@ -167,7 +167,7 @@ describe('GET /oauth/authorize', () => {
     });
   });
 
-  describe('PKCE at authorize (SECURITY.md B)', () => {
+  describe('PKCE at authorize (docs/security/checklist.md#pkce)', () => {
     it('item 10: a public app without code_challenge gets invalid_request', async () => {
       const { url } = authorizeUrl(appA, { pkce: null });
       const p = redirectError(await alice.get(url), 'https://a.example/cb/');
@@ -205,7 +205,7 @@ describe('GET /oauth/authorize', () => {
     });
   });
 
-  describe('parameters (SECURITY.md C)', () => {
+  describe('parameters (docs/security/checklist.md#authorization-codes-and-the-authorize-endpoint)', () => {
     it.each(['client_id', 'redirect_uri'])('item 22a: duplicated %s → error page', async (name) => {
       const url = authz(appA, 'https://a.example/cb/');
       const value = new URLSearchParams(url.split('?')[1]).get(name)!;
@@ -236,7 +236,7 @@ describe('GET /oauth/authorize', () => {
       expect(p.get('error')).toBe('invalid_request');
     });
 
-    it('CONTRACT §14.12: a signed-out browser with a bad scope gets the error redirect, not the login page', async () => {
+    it('docs/reference/oauth.md#endpoints: a signed-out browser with a bad scope gets the error redirect, not the login page', async () => {
       const stranger = new Browser(t.app);
       const p = redirectError(await stranger.get(authz(appA, 'https://a.example/cb/', { scope: 'openid admin' })), 'https://a.example/cb/');
       expect(p.get('error')).toBe('invalid_scope');

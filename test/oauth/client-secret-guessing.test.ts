@@ -4,7 +4,7 @@ import { epochSeconds } from '../../src/shared/time.js';
 import { buildTestApp, FrozenClock, type TestApp } from '../helpers/app.js';
 import { makeClient, tokenRequest, type TestClient } from '../helpers/oauth-flows.js';
 
-// SECURITY.md item 68: client-secret guessing is throttled per app and IP; once over the limit, even the right
+// docs/security/checklist.md#brute-force-and-rate-limits: client-secret guessing is throttled per app and IP; once over the limit, even the right
 // secret is refused from that IP until the window is over (elsewhere it keeps working).
 describe('client secret guessing at /oauth/token', () => {
   let t: TestApp;

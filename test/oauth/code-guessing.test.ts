@@ -5,7 +5,7 @@ import { epochSeconds } from '../../src/shared/time.js';
 import { buildTestApp, FrozenClock, type TestApp } from '../helpers/app.js';
 import { makeClient, tokenRequest, type TestClient } from '../helpers/oauth-flows.js';
 
-// SECURITY.md item 20(b): random codes are all invalid_grant, then throttled; never 5xx.
+// docs/security/checklist.md#authorization-codes-and-the-authorize-endpoint: random codes are all invalid_grant, then throttled; never 5xx.
 describe('guessing authorization codes at /oauth/token', () => {
   let t: TestApp;
   let client: TestClient;

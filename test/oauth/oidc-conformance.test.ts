@@ -8,7 +8,7 @@ import { freePort } from '../helpers/processes.js';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
 
 /**
- * OpenID Connect conformance (issue 12, CONTRACT §15.3), driven the way a relying party drives it:
+ * OpenID Connect conformance (issue 12, docs/reference/oauth.md#openid-connect-what-is-implemented), driven the way a relying party drives it:
  * a listening Gatehouse, `openid-client` as the app (discovery, PKCE + state + nonce, ID token
  * validation including its `max_age` / `auth_time` check), Chromium for everything a browser does,
  * and plain HTTP where an app sends something openid-client does not (a form-body access token).
@@ -60,7 +60,7 @@ describe.skipIf(!haveChromium)('OpenID Connect conformance (openid-client + Chro
     await t?.close();
   });
 
-  /** A user of the app who has consented to the default scopes (a REST registration records it, CONTRACT §14.11). */
+  /** A user of the app who has consented to the default scopes (a REST registration records it, docs/reference/rest-api.md#consent-from-a-rest-sign-in). */
   async function newUser(): Promise<string> {
     const email = uniqueEmail('oidc');
     const res = await fetch(`${base}/v1/auth/register`, {

@@ -5,7 +5,7 @@ import { makeClient, refresh, signedInWithTokens, userinfo, type TestClient } fr
 import { SecretBox } from '../../src/shared/crypto.js';
 import { hashSecret } from '../../src/shared/ids.js';
 
-describe('grant_type=refresh_token (SECURITY.md D)', () => {
+describe('grant_type=refresh_token (docs/security/checklist.md#refresh-tokens)', () => {
   let t: TestApp;
   let appA: TestClient;
   let appB: TestClient;

@@ -44,7 +44,7 @@ describe('POST /oauth/token', () => {
 
   const codeFor = (client: TestClient, options: Parameters<typeof authorizeAndGetCode>[2] = {}) => authorizeAndGetCode(alice, client, { scope: 'openid profile email', ...options });
 
-  it('exchanges a code for the token response of CONTRACT §3, with no-store headers', async () => {
+  it('exchanges a code for the token response of docs/reference/tokens.md, with no-store headers', async () => {
     const { code, verifier } = await codeFor(appA);
     const res = await exchangeCode(t.app, appA, code, verifier);
     expect(res.statusCode).toBe(200);
@@ -67,7 +67,7 @@ describe('POST /oauth/token', () => {
     expect(res.statusCode).toBe(200);
   });
 
-  describe('PKCE (SECURITY.md B)', () => {
+  describe('PKCE (docs/security/checklist.md#pkce)', () => {
     it('item 12: wrong verifier → invalid_grant, and the code is burned', async () => {
       const { code, verifier } = await codeFor(appA);
       expectOAuthError(await exchangeCode(t.app, appA, code, pkcePair().verifier), 'invalid_grant');
@@ -112,7 +112,7 @@ describe('POST /oauth/token', () => {
     });
   });
 
-  describe('codes (SECURITY.md C)', () => {
+  describe('codes (docs/security/checklist.md#authorization-codes-and-the-authorize-endpoint)', () => {
     it('item 16: a replayed code fails and revokes what it produced', async () => {
       const { code, verifier } = await codeFor(appA);
       const first = await exchangeCode(t.app, appA, code, verifier);
@@ -392,7 +392,7 @@ describe('POST /oauth/token', () => {
       const ok = results.filter((r) => r.statusCode === 200);
       expect(ok).toHaveLength(1);
       for (const r of results.filter((x) => x.statusCode !== 200)) expectOAuthError(r, 'invalid_grant');
-      // Policy (SECURITY.md 16/95): a replay revokes the winner's grant too.
+      // Policy (docs/security/checklist.md#authorization-codes-and-the-authorize-endpoint, docs/security/checklist.md#reliability-under-faults-and-concurrency): a replay revokes the winner's grant too.
       expect((await refresh(t.app, appA, ok[0]!.json().refresh_token)).statusCode).toBe(400);
       const grants = await t.db.selectFrom('authorization_codes').select('grant_id').where('grant_id', 'is not', null).execute();
       expect(grants.length).toBeGreaterThan(0);
@@ -476,7 +476,7 @@ describe('POST /oauth/token', () => {
     });
   });
 
-  describe('CORS (CONTRACT §14.17, 23)', () => {
+  describe('CORS (docs/reference/rest-api.md#cors)', () => {
     it('allows the app’s redirect-URI origins, and nobody else', async () => {
       const { code, verifier } = await codeFor(appA);
       const res = await t.app.inject({

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeClient, signedInWithTokens, userinfo, type TestClient } from '../helpers/oauth-flows.js';
 
-describe('GET|POST /oauth/userinfo and access-token validation (SECURITY.md E)', () => {
+describe('GET|POST /oauth/userinfo and access-token validation (docs/security/checklist.md#access-tokens)', () => {
   let t: TestApp;
   let appA: TestClient;
   let tokens: Awaited<ReturnType<typeof signedInWithTokens>>['tokens'];

@@ -8,7 +8,7 @@ import { INTERFACE_VERSION } from '../../src/openapi/document.js';
 import { buildTestApp, TEST_DIALECT, type TestApp } from '../helpers/app.js';
 
 /**
- * The OpenAPI document (CONTRACT §14.25) is generated from the route schemas: it describes exactly the
+ * The OpenAPI document (docs/reference/rest-api.md#interface-description) is generated from the route schemas: it describes exactly the
  * registered routes, is a valid OpenAPI 3.1 document, lints clean, is served as YAML and JSON, and the
  * checked-in openapi.yaml is what the code generates now. Database-independent checks run once, on SQLite.
  */

@@ -8,7 +8,7 @@ import { makeUser } from '../helpers/factories.js';
 import { authorizeAndGetCode, Browser, csrfOf, exchangeCode, makeClient, refresh, type TestClient } from '../helpers/oauth-flows.js';
 
 /**
- * `/account` (CONTRACT §12, §14.16; SECURITY.md items 30, 53, 54, 55, 58, 90): sign-in, profile,
+ * `/account` (docs/guides/hosted-pages.md#pages-sessions-and-headers, docs/guides/hosted-pages.md#stable-hooks, docs/security/checklist.md): sign-in, profile,
  * password change, connected apps, sessions, sign out, unbind, CSRF and escaping — black box through
  * `app.inject` with a cookie jar.
  */
@@ -141,7 +141,7 @@ describe('/account', () => {
       expect(res.body).toContain('The current password is incorrect.');
       expect((await findUserById(t.db, user.id))!.password_hash).toBe(before);
     }
-    // A weak new password (policy, CONTRACT §5.2) is refused with the right password too.
+    // A weak new password (policy, docs/reference/rest-api.md#passwords) is refused with the right password too.
     const weak = await send(b, '/account/password', { password: user.password, new_password: 'short', action: 'save' });
     expect(weak.statusCode).toBe(400);
     expect(weak.body).toContain('password policy');

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { authorizeAndGetCode, authorizeUrl, Browser, csrfOf, makeClient, PASSWORD, relative, type TestClient } from '../helpers/oauth-flows.js';
 
-describe('hosted login, register, consent and logout pages (SECURITY.md G)', () => {
+describe('hosted login, register, consent and logout pages (docs/security/checklist.md#sessions-cookies-and-csrf)', () => {
   let t: TestApp;
   let appA: TestClient;
 
@@ -12,7 +12,7 @@ describe('hosted login, register, consent and logout pages (SECURITY.md G)', () 
   });
   afterAll(async () => t.close());
 
-  it('the login page has the stable hooks of CONTRACT §14.16 and the app name', async () => {
+  it('the login page has the stable hooks of docs/guides/hosted-pages.md#stable-hooks and the app name', async () => {
     const b = new Browser(t.app);
     await b.get(authorizeUrl(appA).url);
     const page = await b.get(`/login?client_id=${appA.app.id}`);

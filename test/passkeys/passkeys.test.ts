@@ -267,7 +267,7 @@ describe('REST: a passkey an app registers (apps with their own UI)', () => {
     expect(await passkeysOf(someoneElse.id)).toBe(0);
   });
 
-  it('CORS for the app\'s origins (CONTRACT §14.17): answers, errors and preflights', async () => {
+  it('CORS for the app\'s origins (docs/reference/rest-api.md#cors): answers, errors and preflights', async () => {
     const origin = { origin: APP_ORIGIN };
     const options = await post('/v1/auth/passkey/options', { client_id: client.app.id }, origin);
     expect(options.headers['access-control-allow-origin']).toBe(APP_ORIGIN);

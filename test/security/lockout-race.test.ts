@@ -10,7 +10,7 @@ import { makeApp, makeUser } from '../helpers/factories.js';
 
 /**
  * Issue "Security hardening", item 4: at most LOGIN_MAX_FAILURES passwords are evaluated per window
- * for an address, concurrent requests included (CONTRACT §5.3, §14.3, §14.19). Observed from the
+ * for an address, concurrent requests included (docs/reference/rest-api.md#throttling). Observed from the
  * outside only: answers (401 = evaluated and wrong, 429 = refused unhashed) and recorded events.
  * Time only moves through a frozen clock.
  */

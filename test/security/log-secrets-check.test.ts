@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { expectNoSecretsInLogs } from '../helpers/log-secrets.js';
 
-// The log check that the sign-in tests end with (SECURITY.md item 91) must still catch a real leak.
+// The log check that the sign-in tests end with (docs/security/checklist.md#logging-and-errors) must still catch a real leak.
 describe('expectNoSecretsInLogs', () => {
   const fails = (lines: string[], secret: string) => expect(() => expectNoSecretsInLogs(lines, [secret])).toThrow(/secret leaked to logs/);
   const passes = (lines: string[], secret: string) => expect(() => expectNoSecretsInLogs(lines, [secret])).not.toThrow();

@@ -9,7 +9,7 @@ import { StatementRecorder } from '../helpers/statements.js';
 import { Browser, authorizeUrl, makeClient, uniqueEmail, userinfo } from '../helpers/oauth-flows.js';
 
 /**
- * Issue "Security hardening", items 2, 3, 10 and 12 (CONTRACT §15.2):
+ * Issue "Security hardening", items 2, 3, 10 and 12 (docs/reference/rest-api.md#magic-links-and-reset-links):
  * - 2: a reset or magic link goes to an app's redirect URI only for an active user of that app, and is
  *   then bound to it (redeemed only with its client_id); for anyone else it goes to {auth_url}. Mails
  *   name the app and the link's host.

@@ -64,7 +64,7 @@ describe('nextStep', () => {
   });
 });
 
-describe('secondFactorDemand (CONTRACT §15.6)', () => {
+describe('secondFactorDemand (docs/guides/mfa-and-passkeys.md)', () => {
   it.each(SECOND_FACTOR_CASES)('$name → $expected', ({ amr, enrolled, policy, stepUp, emailVerified, expected }) => {
     expect(secondFactorDemand(amr, enrolled, policy, { emailVerified: emailVerified ?? true }, stepUp)).toBe(expected);
   });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { findCounter, releaseCounterSlot, reserveCounterSlot, saveCounter } from '../../src/storage/repos/throttle.js';
 import { useMigratedTestStorage } from '../helpers/app.js';
 
-// The lockout's slots (CONTRACT §5.3): taken before a password is evaluated, given back only for one
+// The lockout's slots (docs/reference/rest-api.md#throttling): taken before a password is evaluated, given back only for one
 // that never was (docs/adr/0009-password-line.md), and only in the window they were taken in.
 describe('counter slots', () => {
   const database = useMigratedTestStorage();

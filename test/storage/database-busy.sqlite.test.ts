@@ -28,7 +28,7 @@ async function lockFromOutside(path: string): Promise<SQLite.Database> {
   }
 }
 
-// SQLite only (`*.sqlite.test.ts`). SECURITY.md item 98: while another process holds the write lock,
+// SQLite only (`*.sqlite.test.ts`). docs/security/checklist.md#reliability-under-faults-and-concurrency: while another process holds the write lock,
 // writes fail closed with 503 + Retry-After after busy_timeout, reads go on, and the process recovers.
 describe('SQLite write lock held by another connection', () => {
   let dir: string;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
 
-// The settings a SQLite file is opened with: durable commits (SECURITY.md item 94) and a bounded page
+// The settings a SQLite file is opened with: durable commits (docs/security/checklist.md#reliability-under-faults-and-concurrency) and a bounded page
 // cache (docs/adr/0010-process-memory.md: better-sqlite3's compiled-in 16 MiB grew a process past 200 MB).
 describe('a SQLite file database is opened', () => {
   let dir: string;

@@ -4,7 +4,7 @@ import { makeApp, makeUser } from '../helpers/factories.js';
 import { startServersOnOneDatabase } from '../helpers/processes.js';
 
 /**
- * CONTRACT §3 across processes (issue 13): two Gatehouse servers share one PostgreSQL database. An
+ * docs/reference/tokens.md across processes (issue 13): two Gatehouse servers share one PostgreSQL database. An
  * access token that has just been read on the second process (so any per-process state about its
  * grant is warm there) is refused by that process at once after its grant is revoked on the first.
  * Whatever the bearer check caches, revocation must reach every process before the next request.

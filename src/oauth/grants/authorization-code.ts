@@ -36,7 +36,7 @@ function codeCheckFailure(row: Pick<AuthorizationCodeRow, 'expires_at' | 'redire
 }
 
 /**
- * grant_type=authorization_code (RFC 6749 §4.1.3, RFC 7636 §4.6, CONTRACT §3): exactly one redemption
+ * grant_type=authorization_code (RFC 6749 §4.1.3, RFC 7636 §4.6, docs/reference/tokens.md): exactly one redemption
  * wins. Once consumed, a failed check (expiry, redirect_uri, verifier) has burned the code. Any later or
  * concurrent redemption fails with `invalid_grant` and revokes what the code produced. A code of another
  * client is refused without being burned. A code whose basis is gone (user disabled or blocked, consent

@@ -10,7 +10,7 @@ import { required, type Params } from '../params.js';
 const MAX_REFRESH_TOKEN_LENGTH = 512;
 
 /**
- * grant_type=refresh_token (RFC 6749 §6, CONTRACT §3, §14.13): rotation, the grace-window replay and
+ * grant_type=refresh_token (RFC 6749 §6, docs/reference/tokens.md#refresh-tokens): rotation, the grace-window replay and
  * family revocation on reuse all live in `app.tokens.refresh`, shared with `/v1/auth/refresh`. The
  * answer is its exact JSON text, so concurrent refreshes get byte-identical bodies. Scope may only narrow.
  */

@@ -3,7 +3,7 @@ import type { Dialect } from '../connect.js';
 import type { Database } from '../schema.js';
 
 /**
- * The developer user listing (CONTRACT §9), built to stay fast with 1,000,000 users in one app
+ * The developer user listing (docs/reference/rest-api.md#developers), built to stay fast with 1,000,000 users in one app
  * (migration 2026-11-21T0100_listing_indexes):
  * - email, name and the platform status are denormalised into app_users by triggers, so filtering,
  *   ordering and paging touch one table and only the page's rows are joined to users;

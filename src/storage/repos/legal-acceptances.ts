@@ -4,7 +4,7 @@ import type { Database } from '../schema.js';
 
 /**
  * Records that a user accepted the current version of each named platform document (registration,
- * CONTRACT §8): the newest version in the document's default language. Unpublished documents are skipped.
+ * docs/reference/rest-api.md#legal-documents): the newest version in the document's default language. Unpublished documents are skipped.
  * Returns what was accepted.
  */
 export async function acceptCurrentPlatformDocuments(

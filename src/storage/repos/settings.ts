@@ -25,7 +25,7 @@ export async function deleteSetting(db: Kysely<Database>, key: string): Promise<
 }
 
 /**
- * The provider configuration set through `gatehouse idp set` or `PUT /v1/admin/idp` (CONTRACT §10),
+ * The provider configuration set through `gatehouse idp set` or `PUT /v1/admin/idp` (docs/reference/rest-api.md#admin),
  * stored under IDP_SETTING_KEY. The client secret is sealed with `new SecretBox(SECRET_KEY, IDP_SECRET_PURPOSE)`.
  * Environment variables (`IDP_*`) win over this setting.
  */
