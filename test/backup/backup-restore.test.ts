@@ -115,9 +115,13 @@ describe(`backup and restore (${TEST_DIALECT})`, { timeout: 180_000 }, () => {
     servers.push(second);
     const failures: string[] = [];
     for (const user of held) {
-      // The access token signed before the backup verifies: the signing keys came along, and opened.
-      const profile = await call(`${second.url}/v1/profile/${user.userId}`, { headers: { authorization: `Bearer ${user.accessToken}`, 'x-client-id': clientId } });
-      if (profile.status !== 200) failures.push(`${user.email}: profile with the old access token ${profile.status}`);
+      // The access token signed before the backup verifies (the signing keys came along, and opened) and the restored database takes writes.
+      const profile = await call(`${second.url}/v1/profile/${user.userId}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${user.accessToken}`, 'x-client-id': clientId },
+        json: { data: { restored: true } },
+      });
+      if (profile.status !== 200) failures.push(`${user.email}: profile write with the old access token ${profile.status} ${JSON.stringify(profile.body)}`);
       const refreshed = await call(`${second.url}/v1/auth/refresh`, { method: 'POST', json: { refresh_token: user.refreshToken, client_id: clientId } });
       if (refreshed.status !== 200) failures.push(`${user.email}: refresh ${refreshed.status} ${JSON.stringify(refreshed.body)}`);
       const login = await call(`${second.url}/v1/auth/login`, { method: 'POST', json: { email: user.email, password: user.password, client_id: clientId } });
