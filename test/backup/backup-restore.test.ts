@@ -90,7 +90,8 @@ describe(`backup and restore (${TEST_DIALECT})`, { timeout: 180_000 }, () => {
     const backup = await runCli(['backup', backupFile], envFor(source));
     const requestsDuring = load.requests - requestsBefore;
     const usersAtBackupEnd = load.users.length;
-    await pause(2000);
+    // Keep writing until a few users exist that registered after the backup had finished (a busy machine is slow).
+    for (let waited = 0; waited < 20_000 && load.users.length < usersAtBackupEnd + 6 + 3; waited += 250) await pause(250);
     await load.stop();
 
     expect(backup.stderr).toBe('');
