@@ -2,7 +2,7 @@
 # Gatehouse: build with the full toolchain, run on a slim image as a non-root user.
 
 # --- build: dependencies (better-sqlite3 compiles; @node-rs/argon2 comes prebuilt) and the TypeScript build
-FROM node:20-slim AS build
+FROM node:22-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
@@ -16,7 +16,7 @@ RUN npm run build \
  && npm prune --omit=dev
 
 # --- runtime -----------------------------------------------------------------------------------------
-FROM node:20-slim AS runtime
+FROM node:22-slim AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \

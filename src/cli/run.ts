@@ -6,6 +6,7 @@ import { buildApp } from '../app.js';
 import { ConfigError, parseConfig, type ResolvedConfig } from '../config.js';
 import { CreateAppBody } from '../dev/schemas.js';
 import { createApp } from '../dev/service.js';
+import { backup, restore } from './backup.js';
 import { appList, type CliResult, developerList, parseInput, resolveDeveloper, userList } from './listing.js';
 import { AppError } from '../errors.js';
 import { isValidIssuer, saveProviderSetting } from '../idp/provider.js';
@@ -13,6 +14,7 @@ import { IdpSettingBody } from '../idp/schemas.js';
 import { start } from '../server.js';
 import { resolveSecretKey } from '../shared/secret-key.js';
 import { systemClock } from '../shared/time.js';
+import { BackupError } from '../storage/backup.js';
 import { createStorage, type Dialect } from '../storage/connect.js';
 import { migrateToLatest } from '../storage/migrator.js';
 import type { Database } from '../storage/schema.js';
@@ -40,6 +42,11 @@ Commands:
   purge                                    Delete expired codes, tokens, sessions, counters, old mail and events once
   idp set --issuer URL --client-id ID [--client-secret S] [--audience A ...] [--name N]
                                            Configure the external OpenID Connect provider
+  backup FILE                              Write a consistent backup of the database while it serves
+                                           (SQLite: a copy; PostgreSQL: pg_dump --format=custom).
+                                           SECRET_KEY is not in it: keep it, a restore needs it
+  restore FILE [--force]                   Restore a backup into a new database (SQLite --force: replace
+                                           a file no server has open); needs the backed-up SECRET_KEY
 
 Options:
   --json                                   Print the result as JSON
@@ -63,6 +70,7 @@ const OPTIONS = {
   status: { type: 'string' },
   page: { type: 'string' },
   'page-size': { type: 'string' },
+  force: { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -164,7 +172,14 @@ export async function run(argv: string[], io: CliIo = PROCESS_IO): Promise<numbe
     io.err(`${(error as Error).message}\n\n${USAGE}`);
     return 2;
   }
-  const command = positionals.join(' ');
+  // `backup FILE` / `restore FILE` take one argument; every other command is its words alone.
+  const withFile = positionals[0] === 'backup' || positionals[0] === 'restore';
+  if (withFile && positionals.length > 2) {
+    io.err(`${positionals[0]} takes one file name\n\n${USAGE}`);
+    return 2;
+  }
+  const command = withFile ? positionals[0]! : positionals.join(' ');
+  const file = withFile ? positionals[1] : undefined;
   if (values.help || command === '') {
     io.out(USAGE);
     return values.help ? 0 : 2;
@@ -182,6 +197,8 @@ export async function run(argv: string[], io: CliIo = PROCESS_IO): Promise<numbe
     'keys rotate': keysRotate,
     purge,
     'idp set': (config) => idpSet(config, values),
+    backup: (config) => backup(config, io.env, file),
+    restore: (config) => restore(config, io.env, file, values.force === true),
   };
 
   const handler = commands[command];
@@ -206,6 +223,11 @@ export async function run(argv: string[], io: CliIo = PROCESS_IO): Promise<numbe
     io.out(values.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.lines.join('\n')}\n`);
     return 0;
   } catch (error) {
+    if (error instanceof BackupError) {
+      if (values.json) io.out(`${JSON.stringify({ message: error.message }, null, 2)}\n`);
+      else io.err(`error: ${error.message}\n`);
+      return 1;
+    }
     if (!(error instanceof AppError)) throw error;
     const body = { code: error.code, message: error.publicMessage, ...(error.details ? { details: error.details } : {}) };
     if (values.json) io.out(`${JSON.stringify(body, null, 2)}\n`);
