@@ -22,6 +22,7 @@ export async function userImportRoutes(scope: FastifyInstance) {
     '/users/import',
     {
       bodyLimit: IMPORT_BODY_LIMIT,
+      config: { acceptTypes: ['application/x-ndjson'] },
       schema: {
         operationId: 'importUsers',
         summary: 'Import users with their password hashes',
