@@ -7,7 +7,7 @@ import { exportLines, importUsers, parseImportBody, startExport } from './servic
 
 // The module's public face: what the CLI uses (docs/architecture/modules.md).
 export { IMPORT_MAX_USERS } from './schemas.js';
-export { exportLines, importUsers, parseImportBody, startExport, type ParsedImport } from './service.js';
+export { addNdjsonLine, exportLines, importUsers, parseImportBody, startExport, type ParsedImport } from './service.js';
 
 /**
  * `POST /v1/admin/users/import` and `GET /v1/admin/users/export` (docs/guides/migrating-users.md),

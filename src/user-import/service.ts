@@ -51,6 +51,27 @@ function parseFirebase(value: unknown, path: string): FirebaseScryptParams {
 const tooMany = () => new AppError('invalid_request', { message: `At most ${IMPORT_MAX_USERS} users per request.`, details: [{ path: 'body', message: `at most ${IMPORT_MAX_USERS} users; split the file` }] });
 
 /**
+ * Adds one NDJSON line to `parsed`: blank lines are skipped, a line that is not JSON is that row's
+ * error, and a first line `{"firebase_scrypt": {…}}` gives the Firebase parameters (a bad one throws).
+ */
+export function addNdjsonLine(parsed: ParsedImport, raw: string, line: number): void {
+  const text = raw.trim();
+  if (!text) return;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    parsed.rows.push({ line, error: 'invalid_json' });
+    return;
+  }
+  if (parsed.rows.length === 0 && !parsed.firebase && value !== null && typeof value === 'object' && 'firebase_scrypt' in value && Object.keys(value).length === 1) {
+    parsed.firebase = parseFirebase((value as { firebase_scrypt: unknown }).firebase_scrypt, `line ${line}: firebase_scrypt`);
+    return;
+  }
+  parsed.rows.push({ line, value });
+}
+
+/**
  * The rows of an import body: a JSON array, `{ users, firebase_scrypt }`, or NDJSON text (one user per
  * line; blank lines skipped; a line that is not JSON is that row's error). Request errors (too many
  * rows, bad Firebase parameters) throw `invalid_request`.
@@ -61,27 +82,13 @@ export function parseImportBody(body: unknown): ParsedImport {
     return { rows: body.map((value, i) => ({ line: i + 1, value })), firebase: null };
   }
   if (typeof body === 'string') {
-    const rows: ParsedImport['rows'] = [];
-    let firebase: FirebaseScryptParams | null = null;
+    const parsed: ParsedImport = { rows: [], firebase: null };
     const lines = body.split('\n');
     for (let i = 0; i < lines.length; i++) {
-      const text = lines[i]!.trim();
-      if (!text) continue;
-      let value: unknown;
-      try {
-        value = JSON.parse(text);
-      } catch {
-        rows.push({ line: i + 1, error: 'invalid_json' });
-        continue;
-      }
-      if (rows.length === 0 && !firebase && value !== null && typeof value === 'object' && 'firebase_scrypt' in value && Object.keys(value).length === 1) {
-        firebase = parseFirebase((value as { firebase_scrypt: unknown }).firebase_scrypt, `line ${i + 1}: firebase_scrypt`);
-        continue;
-      }
-      rows.push({ line: i + 1, value });
-      if (rows.length > IMPORT_MAX_USERS) throw tooMany();
+      addNdjsonLine(parsed, lines[i]!, i + 1);
+      if (parsed.rows.length > IMPORT_MAX_USERS) throw tooMany();
     }
-    return { rows, firebase };
+    return parsed;
   }
   const envelope = body as { users: unknown[]; firebase_scrypt?: unknown };
   if (envelope.users.length > IMPORT_MAX_USERS) throw tooMany();
@@ -100,6 +107,8 @@ export interface ImportOptions {
   app?: string;
   /** Who ran it, for the `users.imported` event. */
   via: 'api' | 'cli';
+  /** The emails and external ids of earlier parts of the same file (the CLI imports a large file in parts), by line. */
+  seen?: { emails: Map<string, number>; externalIds: Map<string, number> };
 }
 
 interface ValidRow {
@@ -193,8 +202,8 @@ export async function importUsers(deps: ImportDeps, parsed: ParsedImport, option
   if (options.app && !knownApps.get(options.app)) throw new AppError('invalid_request', { details: [{ path: 'app', message: 'no app has this client id' }] });
 
   const results: ImportRowResultView[] = new Array(parsed.rows.length);
-  const seenEmails = new Map<string, number>();
-  const seenExternal = new Map<string, number>();
+  const seenEmails = options.seen?.emails ?? new Map<string, number>();
+  const seenExternal = options.seen?.externalIds ?? new Map<string, number>();
   const valid: Array<{ index: number; row: ValidRow }> = [];
   parsed.rows.forEach((raw, index) => {
     if ('error' in raw) {
