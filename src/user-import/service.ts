@@ -8,7 +8,7 @@ import { isoTime } from '../shared/time.js';
 import { type FirebaseScryptParams, firebaseParamsOk, firebaseStoredHash, parsePasswordHash } from '../sign-in/password-hashes.js';
 import { isValidProfileValue, normalizeProfileValue } from '../sign-in/profile-data.js';
 import { findApp } from '../storage/repos/apps.js';
-import { appendEvent } from '../storage/repos/events.js';
+import { appendEvent, appendEvents } from '../storage/repos/events.js';
 import { type ExistingUser, exportPage, findExternalIds, findUsersForImport, type ImportedUserRows, insertImportedUsers } from '../storage/repos/user-import.js';
 import { normalizeEmail } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
@@ -305,11 +305,15 @@ function newUserRows(row: ValidRow, box: SecretBox, now: number): ImportedUserRo
 
 async function writeUsers(trx: Kysely<Database>, rows: Array<{ row: ValidRow; rows: ImportedUserRows }>, now: number): Promise<void> {
   await insertImportedUsers(trx, rows.map((r) => r.rows), now);
-  for (const { rows: r } of rows) {
-    // The account's creation is recorded as a registration by import (the user.created webhook).
-    await appendEvent(trx, now, { type: 'user.registered', userId: r.user.id, data: { method: 'import' } });
-    for (const app of r.apps) if (app.consentScope) await appendEvent(trx, now, { type: 'consent.granted', appId: app.appId, userId: r.user.id, data: { scope: app.consentScope, via: 'import' } });
-  }
+  // The account's creation is recorded as a registration by import (the user.created webhook).
+  await appendEvents(
+    trx,
+    now,
+    rows.flatMap(({ rows: r }) => [
+      { type: 'user.registered' as const, userId: r.user.id, data: { method: 'import' } },
+      ...r.apps.flatMap((app) => (app.consentScope ? [{ type: 'consent.granted' as const, appId: app.appId, userId: r.user.id, data: { scope: app.consentScope, via: 'import' } }] : [])),
+    ]),
+  );
 }
 
 // Export ---------------------------------------------------------------------------------------------
