@@ -29,7 +29,9 @@ export const HASH_BOUNDS = {
   bcryptCost: { min: 4, max: 15 },
   /** KiB of an argon2 computation. */
   argon2MemoryKiB: 131_072,
-  argon2Passes: 16,
+  argon2Passes: 1024,
+  /** Memory (KiB) times passes: many passes over little memory (Logto's argon2i) or few over much, never both. */
+  argon2Work: 4 * 1024 * 1024,
   argon2Lanes: 8,
   /** Bytes of an scrypt computation (128·N·r). */
   scryptMemoryBytes: 128 * 1024 * 1024,
@@ -105,7 +107,7 @@ export function parsePasswordHash(stored: string): Parsed | null {
   const argon = ARGON2.exec(stored);
   if (argon) {
     const [m, t, p] = [Number(argon[2]), Number(argon[3]), Number(argon[4])];
-    if (m < 8 * p || m > HASH_BOUNDS.argon2MemoryKiB || t < 1 || t > HASH_BOUNDS.argon2Passes || p < 1 || p > HASH_BOUNDS.argon2Lanes) return null;
+    if (m < 8 * p || m > HASH_BOUNDS.argon2MemoryKiB || t < 1 || t > HASH_BOUNDS.argon2Passes || m * t > HASH_BOUNDS.argon2Work || p < 1 || p > HASH_BOUNDS.argon2Lanes) return null;
     return { format: argon[1] as 'argon2id' | 'argon2i', phc: stored };
   }
   const bc = BCRYPT.exec(stored);
