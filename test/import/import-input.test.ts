@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../src/shared/crypto.js';
 import { findUserByEmail } from '../../src/storage/repos/users.js';
+import { insertWebhookEndpoint } from '../../src/storage/repos/webhooks.js';
 import { buildTestApp, TEST_SECRET_KEY, type TestApp } from '../helpers/app.js';
 import { countAll } from '../helpers/db.js';
 import { adminHeaders, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
@@ -193,5 +194,16 @@ describe('user import: rows, conflicts and bad input', () => {
     const unknownApp = (await post([{ email: uniqueEmail('noapp'), apps: [{ client_id: 'no-such-app' }] }])).json();
     expect(unknownApp.results[0]).toMatchObject({ status: 'invalid', details: [{ path: 'apps' }] });
     expect((await post([{ email: uniqueEmail('noapp') }], { query: '?app=no-such-app' })).statusCode).toBe(400);
+  });
+
+  it("an import's users become user.created webhooks of the apps they join (and consent.granted where consent was given)", async () => {
+    const hooked = await makeClient(t);
+    const now = t.clock.now();
+    await insertWebhookEndpoint(t.db, { id: 'whe_import_test', app_id: hooked.app.id, url: 'https://hooks.example/in', description: null, event_types: '[]', enabled: 1, secret_sealed: 'x', previous_secret_sealed: null, previous_secret_expires_at: null, failing_since: null, disabled_reason: null, disabled_at: null, created_at: now, updated_at: now });
+    const [member, outsider] = [uniqueEmail('hooked'), uniqueEmail('outsider')];
+    await post([{ email: member, apps: [{ client_id: hooked.app.id, consent: true }] }, { email: outsider }]);
+    const memberId = (await findUserByEmail(t.db, member))!.id;
+    const deliveries = await t.db.selectFrom('webhook_deliveries').select(['type', 'user_id']).where('endpoint_id', '=', 'whe_import_test').orderBy('id').execute();
+    expect(deliveries).toEqual([{ type: 'user.created', user_id: memberId }, { type: 'consent.granted', user_id: memberId }]);
   });
 });
