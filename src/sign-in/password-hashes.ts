@@ -76,7 +76,8 @@ function phcParams(text: string | undefined): Map<string, number> | null {
   return out;
 }
 
-const ARGON2 = /^\$(argon2id|argon2i)\$v=19\$m=([0-9]{1,9}),t=([0-9]{1,9}),p=([0-9]{1,9})\$[A-Za-z0-9+/]{11,}\$[A-Za-z0-9+/]{16,}$/;
+// The parameters in any order: the C reference implementation writes `m=…,p=…,t=…`.
+const ARGON2 = /^\$(argon2id|argon2i)\$v=19\$([mtp]=[0-9]{1,9},[mtp]=[0-9]{1,9},[mtp]=[0-9]{1,9})\$[A-Za-z0-9+/]{11,}\$[A-Za-z0-9+/]{16,}$/;
 const BCRYPT = /^\$2[aby]\$([0-9]{2})\$[./A-Za-z0-9]{53}$/;
 
 function scryptOk(n: number, r: number, p: number): boolean {
@@ -106,7 +107,8 @@ export function parsePasswordHash(stored: string): Parsed | null {
   if (stored.length > 1024) return null;
   const argon = ARGON2.exec(stored);
   if (argon) {
-    const [m, t, p] = [Number(argon[2]), Number(argon[3]), Number(argon[4])];
+    const params = phcParams(argon[2]);
+    const [m, t, p] = [params?.get('m') ?? 0, params?.get('t') ?? 0, params?.get('p') ?? 0];
     if (m < 8 * p || m > HASH_BOUNDS.argon2MemoryKiB || t < 1 || t > HASH_BOUNDS.argon2Passes || m * t > HASH_BOUNDS.argon2Work || p < 1 || p > HASH_BOUNDS.argon2Lanes) return null;
     return { format: argon[1] as 'argon2id' | 'argon2i', phc: stored };
   }
@@ -202,6 +204,14 @@ export async function verifyAnyPasswordHash(stored: string, password: string): P
   } catch {
     return false;
   }
+}
+
+/** The argon2 variant and parameters of a stored argon2 hash (any parameter order), or null. */
+export function argon2Parameters(stored: string): { variant: 'argon2id' | 'argon2i'; m: number; t: number; p: number } | null {
+  const argon = ARGON2.exec(stored);
+  const params = argon && phcParams(argon[2]);
+  if (!argon || !params) return null;
+  return { variant: argon[1] as 'argon2id' | 'argon2i', m: params.get('m') ?? 0, t: params.get('t') ?? 0, p: params.get('p') ?? 0 };
 }
 
 /** The format of an accepted stored hash, or null. */
