@@ -31,6 +31,7 @@ import passkeyRoutes, { passkeysPlugin } from './passkeys/index.js';
 import viewsPlugin, { renderHtmlError } from './plugins/views.js';
 // Features, each in its own scope.
 import adminApi from './admin/index.js';
+import { userImportRoutes } from './user-import/index.js';
 import adminLegalRoutes from './admin/legal.js';
 import authRoutes from './auth/index.js';
 import consolePages from './console/index.js';
@@ -187,7 +188,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(profileRoutes, { prefix: '/v1/profile' });
   await app.register(legalRoutes, { prefix: '/v1/legal' });
   await app.register(devApi, { prefix: '/v1/dev', routes: [devAppUsersRoutes, devEventsRoutes, devLegalRoutes, webhookDevRoutes] });
-  await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes, consoleAdminRoutes] });
+  await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes, consoleAdminRoutes, userImportRoutes] });
 
   await app.register(healthRoutes);
   return app;

@@ -6,6 +6,7 @@ import { isUniqueViolation } from '../storage/unique-violation.js';
 import {
   dummyVerify,
   hashPassword,
+  needsRehash,
   passwordProblem,
   passwordProblemText,
   prepareDummyHash,
@@ -44,7 +45,8 @@ import {
   voidOneTimeTokensOfUserOfKinds,
 } from '../storage/repos/one-time-tokens.js';
 import { addToCounter, findCounters } from '../storage/repos/throttle.js';
-import { findUserByEmail, findUserById, insertUser, normalizeEmail, updateUser, type UserRow } from '../storage/repos/users.js';
+import { findUserByEmail, findUserById, insertUser, normalizeEmail, replacePasswordHash, updateUser, type UserRow } from '../storage/repos/users.js';
+import { passwordHashFormat } from '../sign-in/password-hashes.js';
 import type { Database } from '../storage/schema.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { mayAuthenticate, refusalError } from '../sign-in/policy.js';
@@ -175,8 +177,29 @@ export class Accounts {
       await this.throttle.clearLoginFailures(this.db, email);
       throw refusalError(refusal, 'api');
     }
-    await this.afterSignIn(this.db, user);
-    return user;
+    const rehash = needsRehash(user.password_hash!) ? await this.rehash(input.password, ctx) : null;
+    if (!rehash) {
+      await this.afterSignIn(this.db, user);
+      return user;
+    }
+    // An imported (or older) hash is replaced by ours with the sign-in's own writes: the old one is gone.
+    await this.db.transaction().execute(async (trx) => {
+      if (await replacePasswordHash(trx, user.id, user.password_hash!, rehash, now)) {
+        await appendEvent(trx, now, { type: 'password.rehashed', appId: ctx.appId ?? null, userId: user.id, data: { from: passwordHashFormat(user.password_hash!) ?? 'unknown' } });
+      }
+      await this.afterSignIn(trx, user);
+    });
+    return { ...user, password_hash: rehash };
+  }
+
+  /** Our hash of a password just verified, or null when its turn at argon2 was skipped (the sign-in goes on; the next one re-hashes). */
+  private async rehash(password: string, ctx: AccountContext): Promise<string | null> {
+    try {
+      return await hashPassword(password, this.passwordTerms(ctx));
+    } catch (error) {
+      if (error instanceof TurnSkipped) return null;
+      throw error;
+    }
   }
 
   /** A successful sign-in clears the failure counter and kills outstanding reset tokens (docs/security/checklist.md#magic-links-and-reset-links). */

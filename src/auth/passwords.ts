@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { argon2Parameters, verifyAnyPasswordHash } from '../sign-in/password-hashes.js';
 import { threadPoolSize } from '../shared/thread-pool.js';
 import { createTurns, type TurnStats, type TurnTerms } from '../shared/turns.js';
 
@@ -125,7 +126,28 @@ export async function hashPassword(password: string, terms?: TurnTerms): Promise
  * a TurnSkipped, never false, when `terms` say so at its turn: nothing was evaluated.
  */
 export async function verifyPassword(hash: string, password: string, terms?: TurnTerms): Promise<boolean> {
-  return argon2Turns.run(() => argon2Verify(hash, normalizePassword(password)).catch(() => false), terms);
+  if (hash.startsWith(OUR_ARGON2_PREFIX)) return argon2Turns.run(() => argon2Verify(hash, normalizePassword(password)).catch(() => false), terms);
+  return argon2Turns.run(() => verifyImportedHash(hash, password), terms);
+}
+
+/** The PHC prefix of the hashes this version makes: any other stored hash is re-hashed at the next sign-in. */
+const OUR_ARGON2_PREFIX = `$argon2id$v=19$m=${ARGON2_OPTIONS.memoryCost},t=${ARGON2_OPTIONS.timeCost},p=${ARGON2_OPTIONS.parallelism}$`;
+
+/** Whether a stored hash is not one this version makes (imported, or other parameters): re-hash it at sign-in. */
+export function needsRehash(hash: string): boolean {
+  if (hash.startsWith(OUR_ARGON2_PREFIX)) return false;
+  const argon = argon2Parameters(hash);
+  return !(argon?.variant === 'argon2id' && argon.m === ARGON2_OPTIONS.memoryCost && argon.t === ARGON2_OPTIONS.timeCost && argon.p === ARGON2_OPTIONS.parallelism);
+}
+
+/**
+ * An imported hash (src/sign-in/password-hashes.ts): the system it came from may not have normalised
+ * passwords, so the password as typed is tried, then its NFC form when that differs.
+ */
+async function verifyImportedHash(hash: string, password: string): Promise<boolean> {
+  if (await verifyAnyPasswordHash(hash, password)) return true;
+  const normalized = normalizePassword(password);
+  return normalized !== password && verifyAnyPasswordHash(hash, normalized);
 }
 
 let dummyHash: Promise<string> | undefined;

@@ -8,6 +8,7 @@ import { CreateAppBody } from '../dev/schemas.js';
 import { createApp } from '../dev/service.js';
 import { backup, restore } from './backup.js';
 import { appList, type CliResult, developerList, parseInput, resolveDeveloper, userList } from './listing.js';
+import { userExport, userImport } from './user-import.js';
 import { AppError } from '../errors.js';
 import { isValidIssuer, saveProviderSetting } from '../idp/provider.js';
 import { IdpSettingBody } from '../idp/schemas.js';
@@ -38,6 +39,10 @@ Commands:
   app list [--developer ID]                List the apps (of one developer, or of all)
   user list [--app ID] [--search TEXT] [--status S] [--page N] [--page-size N]
                                            List the users of an app (with the last sign-in), or of the platform
+  user import FILE [--app ID] [--dry-run]  Import users with their password hashes from NDJSON or a JSON array
+                                           (docs/guides/migrating-users.md); a progress line on a terminal
+  user export [--app ID] [--include-password-hashes] [--include-apps] [--output FILE]
+                                           Export users as NDJSON in the import's shape (standard output by default)
   keys rotate                              Add new signing keys and retire the previous ones
   purge                                    Delete expired codes, tokens, sessions, counters, old mail and events once
   idp set --issuer URL --client-id ID [--client-secret S] [--audience A ...] [--name N]
@@ -71,6 +76,10 @@ const OPTIONS = {
   page: { type: 'string' },
   'page-size': { type: 'string' },
   force: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  'include-password-hashes': { type: 'boolean' },
+  'include-apps': { type: 'boolean' },
+  output: { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -158,9 +167,16 @@ export interface CliIo {
   env: Record<string, string | undefined>;
   out: (text: string) => void;
   err: (text: string) => void;
+  /** A progress line rewritten in place, when there is a terminal to show it on. */
+  progress?: (text: string) => void;
 }
 
-export const PROCESS_IO: CliIo = { env: process.env, out: (text) => process.stdout.write(text), err: (text) => process.stderr.write(text) };
+export const PROCESS_IO: CliIo = {
+  env: process.env,
+  out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
+  ...(process.stderr.isTTY ? { progress: (text: string) => process.stderr.write(`\r\x1b[K${text}`) } : {}),
+};
 
 /** Runs one CLI command; returns the exit code (0 ok, 1 the command failed, 2 bad usage or configuration). */
 export async function run(argv: string[], io: CliIo = PROCESS_IO): Promise<number> {
@@ -172,13 +188,13 @@ export async function run(argv: string[], io: CliIo = PROCESS_IO): Promise<numbe
     io.err(`${(error as Error).message}\n\n${USAGE}`);
     return 2;
   }
-  // `backup FILE` / `restore FILE` take one argument; every other command is its words alone.
+  // `backup FILE` / `restore FILE` / `user import FILE`: the file is the command's argument, not part of its name.
   const withFile = positionals[0] === 'backup' || positionals[0] === 'restore';
   if (withFile && positionals.length > 2) {
     io.err(`${positionals[0]} takes one file name\n\n${USAGE}`);
     return 2;
   }
-  const command = withFile ? positionals[0]! : positionals.join(' ');
+  const command = withFile ? positionals[0]! : positionals[0] === 'user' && positionals[1] === 'import' ? 'user import' : positionals.join(' ');
   const file = withFile ? positionals[1] : undefined;
   if (values.help || command === '') {
     io.out(USAGE);
@@ -193,6 +209,15 @@ export async function run(argv: string[], io: CliIo = PROCESS_IO): Promise<numbe
     'user list': (config) =>
       withDatabase(config, (db, _now, dialect) =>
         userList(db, dialect, { app: values.app, search: values.search, status: values.status, page: values.page, pageSize: values['page-size'] }),
+      ),
+    'user import': (config) => {
+      const [file, ...extra] = positionals.slice(2);
+      if (!file || extra.length) throw new AppError('invalid_request', { details: [{ path: 'FILE', message: 'give exactly one file: gatehouse user import FILE' }] });
+      return withDatabase(config, (db, now) => userImport(db, config.secretKey, now, { file, app: values.app, dryRun: values['dry-run'] ?? false, progress: io.progress }));
+    },
+    'user export': (config) =>
+      withDatabase(config, (db, now) =>
+        userExport(db, config.secretKey, now, { app: values.app, includePasswordHashes: values['include-password-hashes'] ?? false, includeApps: values['include-apps'] ?? false, output: values.output }, io.out),
       ),
     'keys rotate': keysRotate,
     purge,
@@ -220,7 +245,10 @@ export async function run(argv: string[], io: CliIo = PROCESS_IO): Promise<numbe
   }
   try {
     const result = await handler(config);
-    io.out(values.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.lines.join('\n')}\n`);
+    if (command === 'user import' && io.progress) io.err('\n');
+    // An export to standard output keeps it for the users: its summary goes to standard error.
+    const print = command === 'user export' && !values.output ? io.err : io.out;
+    print(values.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.lines.join('\n')}\n`);
     return 0;
   } catch (error) {
     if (error instanceof BackupError) {

@@ -24,6 +24,8 @@ declare module 'fastify' {
     errorStyle?: ErrorStyle;
     /** Accept `application/x-www-form-urlencoded` bodies on this route (JSON is always accepted). */
     acceptForm?: boolean;
+    /** Other body media types the route parses itself (the user import's `application/x-ndjson`). */
+    acceptTypes?: readonly string[];
   }
   interface FastifyRequest {
     /** Set once client_id and redirect_uri are verified: errors from then on redirect back. */
@@ -235,6 +237,7 @@ async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOpt
     if (charset && charset !== 'utf-8' && charset !== 'utf8') return done(new AppError('unsupported_media_type', { detail: `charset ${charset}` }));
     if (mime === 'application/json') return done();
     if (mime === 'application/x-www-form-urlencoded' && request.routeOptions.config.acceptForm) return done();
+    if (mime && request.routeOptions.config.acceptTypes?.includes(mime)) return done();
     done(new AppError('unsupported_media_type', { detail: `content-type ${mime}` }));
   });
 }

@@ -65,6 +65,14 @@ export interface UsersTable {
   deletion_scheduled_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
+/** A user created by a bulk import, with the id it had where it came from (docs/guides/migrating-users.md). */
+export interface ImportedUsersTable {
+  user_id: string;
+  /** Unique when given: importing the same file again finds the user by it. */
+  external_id: string | null;
+  imported_at: number;
+}
+
 /** A provider account bound to a user, keyed by the provider's (issuer, subject), never by email. */
 export interface ProviderIdentitiesTable {
   id: string;
@@ -385,6 +393,7 @@ export interface Database {
   developer_api_keys: DeveloperApiKeysTable;
   apps: AppsTable;
   users: UsersTable;
+  imported_users: ImportedUsersTable;
   provider_identities: ProviderIdentitiesTable;
   app_users: AppUsersTable;
   app_user_counts: AppUserCountsTable;

@@ -56,6 +56,15 @@ export async function updateUser(
   await db.updateTable('users').set(patch).where('id', '=', id).execute();
 }
 
+/**
+ * Replaces a password hash with its re-hash, only if it is still the one that was verified (a password
+ * change in between wins). True when replaced.
+ */
+export async function replacePasswordHash(db: Kysely<Database>, id: string, verifiedHash: string, newHash: string, now: number): Promise<boolean> {
+  const result = await db.updateTable('users').set({ password_hash: newHash, updated_at: now }).where('id', '=', id).where('password_hash', '=', verifiedHash).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
 /** `%`, `_` and the escape character itself are literal in a substring search. */
 const escapeLike = (text: string): string => text.replace(/[!%_]/g, (c) => `!${c}`);
 

@@ -95,6 +95,11 @@ const enabledEndpointsOfUser = precompiled((db, userId: string, appId: string) =
     .where((eb) => eb.or([eb('app_id', 'in', eb.selectFrom('app_users').select('app_id').where('user_id', '=', userId)), eb('app_id', '=', appId)])),
 );
 
+/** Whether any webhook endpoint is enabled at all (a bulk write skips the per-event reads when none is). */
+export async function anyEnabledWebhookEndpoint(db: Kysely<Database>): Promise<boolean> {
+  return (await db.selectFrom('webhook_endpoints').select('id').where('enabled', '=', 1).limit(1).executeTakeFirst()) !== undefined;
+}
+
 /**
  * Writes one delivery per enabled endpoint that wants `message`, of the apps its scope names: the event's
  * app (`app`), or every app the user is a user of now plus the event's app (`user`). One indexed read
