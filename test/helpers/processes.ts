@@ -114,14 +114,15 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * Starts `src/server.ts` in its own process on a free loopback port against `database`, and waits
+ * Starts `src/server.ts` in its own process on a free loopback port (or `options.port`: a restart behind a proxy) against `database`, and waits
  * until `/readyz` answers 200 (throws with the server's stderr if it exits or never gets ready).
  */
 export async function startServer(
   database: { url: string; dataDir: string },
   env: Record<string, string> = {},
+  options: { port?: number } = {},
 ): Promise<ReturnType<typeof start> & { port: number }> {
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const server = start(
     ['--import', 'tsx', 'src/server.ts'],
     childEnv({
