@@ -54,9 +54,12 @@ export interface Finished {
   stderr: string;
 }
 
-/** A clean environment: nothing from the developer's shell (ADMIN_TOKEN, IDP_*…) leaks in. */
+/**
+ * A clean environment: nothing from the developer's shell (ADMIN_TOKEN, IDP_*…) leaks in. No drain on
+ * SIGTERM unless a test asks for one (no proxy is watching /readyz; the drain has tests of its own).
+ */
 export function childEnv(overrides: Record<string, string>): Record<string, string> {
-  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), NODE_ENV: 'test', LOG_LEVEL: 'warn', ...overrides };
+  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), NODE_ENV: 'test', LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_SECONDS: '0', ...overrides };
 }
 
 export function start(args: string[], env: Record<string, string>): { child: ChildProcess; done: Promise<Finished>; output: () => { stdout: string; stderr: string } } {
