@@ -15,6 +15,7 @@ import keysPlugin from './plugins/keys.js';
 import pino from 'pino';
 import { accessLogOptions, isQuietWhenOk, loggerOptions } from './plugins/logger.js';
 import errorResponsesPlugin from './plugins/error-responses.js';
+import lifecyclePlugin from './plugins/lifecycle.js';
 import routeListPlugin from './plugins/route-list.js';
 import throttlePlugin from './throttle/index.js';
 import tokensPlugin from './tokens/index.js';
@@ -123,7 +124,9 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
     requestIdHeader: false,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
-    return503OnClosing: true,
+    // Requests that reach a closing server (on a connection it already had) are served, not refused
+    // with Fastify's own 503 body: the proxy sent them before it saw /readyz fail (server.ts).
+    return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
     // Refusals before any route runs answer in the catalogue's shape too (docs/reference/errors.md).
     frameworkErrors: (error, request, reply) => sendError(request, reply, toAppError(error), errorOptions),
@@ -133,6 +136,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   app.setSerializerCompiler(serializerCompiler);
   await app.register(routeListPlugin);
   await app.register(errorResponsesPlugin);
+  await app.register(lifecyclePlugin);
   // Callback style: an async hook costs every request a promise.
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);

@@ -49,6 +49,7 @@ export const envSchema = z.object({
   ADMIN_TOKEN: optionalText.pipe(z.string().min(32, 'ADMIN_TOKEN must be at least 32 characters').optional()),
   SECRET_KEY: optionalText.pipe(z.string().min(32, 'SECRET_KEY must be at least 32 characters').optional()),
   WORKERS: z.coerce.number().int().min(1).max(64).default(1),
+  SHUTDOWN_DRAIN_SECONDS: z.coerce.number().min(0).max(600).default(10),
   TRUST_PROXY: optionalText,
   ACCESS_TOKEN_TTL: seconds(900),
   REFRESH_TOKEN_TTL: seconds(2592000),
@@ -107,6 +108,11 @@ export interface Config {
   secretKey?: string;
   dataDir: string;
   workers: number;
+  /**
+   * After SIGTERM: how long /readyz answers 503 while requests are still served (each answer with
+   * `Connection: close`), so a proxy's health check takes the process out before it stops accepting.
+   */
+  shutdownDrainMs: number;
   trustProxy: string[] | false;
   ttl: {
     accessToken: number;
@@ -247,6 +253,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     secretKey: e.SECRET_KEY,
     dataDir: e.DATA_DIR,
     workers: e.WORKERS,
+    shutdownDrainMs: Math.round(e.SHUTDOWN_DRAIN_SECONDS * 1000),
     trustProxy: e.TRUST_PROXY ? e.TRUST_PROXY.split(',').map((s) => s.trim()).filter(Boolean) : false,
     ttl: {
       accessToken: e.ACCESS_TOKEN_TTL,

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { passwordHashingStats } from './auth/passwords.js';
 import { firstStartAnnounced } from './bootstrap.js';
-import { runPrimary } from './cluster.js';
+import { RETIRE_MESSAGE, runPrimary } from './cluster.js';
 import { ConfigError, parseConfig, type ResolvedConfig } from './config.js';
 import { listenMetrics } from './metrics/server.js';
 import { resolveSecretKey } from './shared/secret-key.js';
@@ -22,30 +22,50 @@ export function loadConfig(env: Record<string, string | undefined>): ResolvedCon
   }
 }
 
+/** How long a shutdown may take past its drain before the remaining connections are cut. */
+export const SHUTDOWN_CAP_MS = 30_000;
+
 /**
- * Serves until SIGTERM/SIGINT; then in-flight requests finish and the database is closed. A cluster
- * `worker` skips what its primary already did: migrations, the first-start bootstrap and serving the
- * metrics (with METRICS=1, on their own port).
+ * Serves until SIGTERM/SIGINT (docs/operations/deploy.md "Restarts without dropped requests"). SIGTERM:
+ * /readyz answers 503 at once while requests are still served for SHUTDOWN_DRAIN_SECONDS, each answer
+ * with `Connection: close`; then no new connection is accepted, idle ones are closed, the requests and
+ * outbox deliveries in hand finish, the database is closed and the process exits 0 (cut off
+ * SHUTDOWN_CAP_MS after the drain: exit 1). SIGINT (Ctrl-C) skips the drain. A cluster `worker` skips
+ * what its primary already did (migrations, the first-start bootstrap, serving the metrics) and, when
+ * its primary replaces it, drains without turning its readiness off: the other workers keep serving.
  */
 export async function serve(config: ResolvedConfig, options: { worker?: boolean } = {}): Promise<FastifyInstance> {
   const app = await buildApp(config, { migrate: !options.worker });
   if (!options.worker) await firstStartAnnounced(app.db, config, app.clock.now());
   let metricsServer: FastifyInstance | undefined;
   let closing = false;
-  const shutdown = (signal: string) => {
+  const shutdown = (reason: string, drainMs: number, leave: boolean) => {
     if (closing) return;
     closing = true;
-    app.log.info({ signal }, 'shutting down');
-    Promise.all([app.close(), metricsServer?.close()]).then(
-      () => process.exit(0),
-      (err) => {
-        app.log.error({ err }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
+    app.lifecycle.draining = true;
+    app.lifecycle.leaving = leave;
+    app.log.info({ reason, drainMs }, 'shutting down');
+    setTimeout(() => {
+      const cap = setTimeout(() => {
+        app.log.error({ capMs: SHUTDOWN_CAP_MS }, 'shutdown still waiting: closing the remaining connections');
+        app.server.closeAllConnections();
+        setTimeout(() => process.exit(1), 2000).unref();
+      }, SHUTDOWN_CAP_MS);
+      cap.unref();
+      // An answer that began before the drain may still leave its connection open once idle.
+      setInterval(() => app.server.closeIdleConnections(), 250).unref();
+      Promise.all([app.close(), metricsServer?.close()]).then(
+        () => process.exit(0),
+        (err) => {
+          app.log.error({ err }, 'error while shutting down');
+          process.exit(1);
+        },
+      );
+    }, drainMs);
   };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  process.once('SIGTERM', () => shutdown('SIGTERM', config.shutdownDrainMs, true));
+  process.once('SIGINT', () => shutdown('SIGINT', 0, true));
+  if (options.worker) process.on('message', (message) => message === RETIRE_MESSAGE && shutdown('replaced', config.shutdownDrainMs, false));
   // Ready first: the dummy password hash (onReady) has started libuv's pool by then.
   await app.ready();
   const pool = await lowerThreadPoolPriority();

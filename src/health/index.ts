@@ -5,7 +5,12 @@ import { json } from '../shared/responses.js';
 import { quietWhenOk } from '../plugins/logger.js';
 
 const Live = z.object({ status: z.literal('ok') });
-const Ready = z.object({ status: z.enum(['ok', 'unavailable']), database: z.enum(['ok', 'unreachable']) });
+const Ready = z.object({
+  status: z.enum(['ok', 'unavailable']),
+  database: z.enum(['ok', 'unreachable']),
+  /** Present (true) once SIGTERM started the drain: the process still serves, but is leaving. */
+  shutting_down: z.literal(true).optional(),
+});
 
 /** Liveness and readiness (docs/guides/run-and-test.md#run-it). */
 export default async function healthRoutes(scope: FastifyInstance) {
@@ -31,14 +36,16 @@ export default async function healthRoutes(scope: FastifyInstance) {
       schema: {
         operationId: 'getReadiness',
         tags: ['operations'],
-        summary: 'Readiness: the database is reachable',
-        response: { 200: json('Ready.', Ready), 503: json('The database cannot be reached.', Ready) },
+        summary: 'Readiness: the database is reachable and the process is not shutting down',
+        response: { 200: json('Ready.', Ready), 503: json('The database cannot be reached, or the process is shutting down.', Ready) },
         examples: { ready: { summary: 'Ready', status: 200, response: { status: 'ok', database: 'ok' } } },
       },
     },
     async (_request, reply) => {
-      const ok = await app.storage.ping();
-      return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable', database: ok ? 'ok' : 'unreachable' });
+      const reachable = await app.storage.ping();
+      const database = reachable ? ('ok' as const) : ('unreachable' as const);
+      if (app.lifecycle.leaving) return reply.code(503).send({ status: 'unavailable', database, shutting_down: true });
+      return reply.code(reachable ? 200 : 503).send({ status: reachable ? 'ok' : 'unavailable', database });
     },
   );
 }

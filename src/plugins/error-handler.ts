@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import { AppError, describeError, ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
 import { TurnAbandoned, TurnOverdue } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
+import { discardUnreadBody } from './unread-body.js';
 
 /**
  * The one place that decides the HTTP shape of an error (STYLE.md "Errors"):
@@ -217,7 +218,10 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex):
 }
 
 async function errorHandlerPlugin(app: FastifyInstance, options: ErrorHandlerOptions) {
-  app.setErrorHandler((error, request, reply) => sendError(request, reply, toAppError(error), options));
+  app.setErrorHandler((error, request, reply) => {
+    discardUnreadBody(request, reply);
+    return sendError(request, reply, toAppError(error), options);
+  });
   app.setNotFoundHandler((request, reply) => {
     const detail = `${request.method} ${request.url.split('?')[0]}`;
     // A known path with another method: 405 with Allow (RFC 9110 §15.5.6).

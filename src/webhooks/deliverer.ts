@@ -77,7 +77,8 @@ export class WebhookDeliverer {
     for (;;) {
       const now = this.deps.clock.now();
       // Rows claimed here have a lease, so the due list never returns them while they are in flight.
-      const due = inFlight.size < PARALLEL ? await listDueWebhookDeliveries(this.deps.db, now, PARALLEL * PER_ENDPOINT) : [];
+      // Once stopped (shutdown), the attempts in hand finish and nothing new is claimed.
+      const due = inFlight.size < PARALLEL && !this.passes.isStopped ? await listDueWebhookDeliveries(this.deps.db, now, PARALLEL * PER_ENDPOINT) : [];
       let started = 0;
       for (const row of due) {
         if (inFlight.size >= PARALLEL) break;

@@ -54,9 +54,12 @@ export interface Finished {
   stderr: string;
 }
 
-/** A clean environment: nothing from the developer's shell (ADMIN_TOKEN, IDP_*…) leaks in. */
+/**
+ * A clean environment: nothing from the developer's shell (ADMIN_TOKEN, IDP_*…) leaks in. No drain on
+ * SIGTERM unless a test asks for one (no proxy is watching /readyz; the drain has tests of its own).
+ */
 export function childEnv(overrides: Record<string, string>): Record<string, string> {
-  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), NODE_ENV: 'test', LOG_LEVEL: 'warn', ...overrides };
+  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), NODE_ENV: 'test', LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_SECONDS: '0', ...overrides };
 }
 
 export function start(args: string[], env: Record<string, string>): { child: ChildProcess; done: Promise<Finished>; output: () => { stdout: string; stderr: string } } {
@@ -114,14 +117,15 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * Starts `src/server.ts` in its own process on a free loopback port against `database`, and waits
+ * Starts `src/server.ts` in its own process on a free loopback port (or `options.port`: a restart behind a proxy) against `database`, and waits
  * until `/readyz` answers 200 (throws with the server's stderr if it exits or never gets ready).
  */
 export async function startServer(
   database: { url: string; dataDir: string },
   env: Record<string, string> = {},
+  options: { port?: number } = {},
 ): Promise<ReturnType<typeof start> & { port: number }> {
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const server = start(
     ['--import', 'tsx', 'src/server.ts'],
     childEnv({
