@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { type AppError, describeError } from '../errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { refusedRedirectUri } from '../shared/redirect-uri-match.js';
-import { chooseLocale, directionOf, LOCALE_NAMES, LOCALES, Messages, type Locale, type Translate } from './i18n.js';
+import { chooseLocale, CONSOLE_LOCALES, directionOf, LOCALE_NAMES, LOCALES, Messages, type Locale, type Translate } from './i18n.js';
 
 /** Where templates, locale files and static assets live (beside the code, whatever the working directory). */
 export const VIEWS_DIR = join(PROJECT_ROOT, 'views');
@@ -56,6 +56,12 @@ export function localeOf(request: FastifyRequest): Locale {
     acceptLanguage: request.headers['accept-language'],
     appDefault: request.localeHints?.app,
   });
+}
+
+/** The console's language: the page's when it is one of CONSOLE_LOCALES, else English (the console is not translated further). */
+export function consoleLocaleOf(request: FastifyRequest): Locale {
+  const locale = localeOf(request);
+  return (CONSOLE_LOCALES as readonly Locale[]).includes(locale) ? locale : 'en';
 }
 
 /** The language switcher of every hosted page: a form that keeps the page (and its flow) and changes only the language. */
