@@ -53,11 +53,12 @@ describe.skipIf(!haveChromium)('hosted pages in Spanish and Arabic pass axe-core
         await walkTour(browser, tour, async (page, stop) => {
           if (!KEY_STOPS.includes(stop.name)) return;
           const { lang, dir, start } = await page.evaluate(() => {
-            const h1 = document.querySelector('h1')!;
-            const box = h1.getBoundingClientRect();
+            const text = document.createRange();
+            text.selectNodeContents(document.querySelector('h1')!);
+            const box = text.getBoundingClientRect();
             const card = document.querySelector('main')!.getBoundingClientRect();
-            // Which side of the card the heading starts on: right for right-to-left text.
-            return { lang: document.documentElement.lang, dir: document.documentElement.dir, start: box.right > card.right - 80 ? 'right' : 'left' };
+            // Which side of the card the heading's text hugs: the right one for right-to-left text.
+            return { lang: document.documentElement.lang, dir: document.documentElement.dir, start: box.left - card.left > card.right - box.right ? 'right' : 'left' };
           });
           seen.push(`${stop.name} ${lang} ${dir} ${start}`);
           for (const c of COMBINATIONS) {
