@@ -133,6 +133,16 @@ export function readCatalogue(localesDir: string, locale: string): Record<string
 export const compileMessage = (template: string, locale: Locale): IntlMessageFormat =>
   new IntlMessageFormat(template, locale, undefined, { ignoreTag: true });
 
+/**
+ * Text values set apart from right-to-left text (Unicode first-strong isolates, UAX #9), so an
+ * address, an email or an app name keeps its own order ("127.0.0.x", not "x.127.0.0").
+ */
+function isolated(params: Record<string, string | number>): Record<string, string | number> {
+  const out: Record<string, string | number> = {};
+  for (const [name, value] of Object.entries(params)) out[name] = typeof value === 'string' ? `\u2068${value}\u2069` : value;
+  return out;
+}
+
 export class Messages {
   private readonly catalogues = new Map<Locale, Record<string, string>>();
   private readonly compiled = new Map<string, IntlMessageFormat>();
@@ -145,6 +155,7 @@ export class Messages {
   translator(locale: Locale): Translate {
     const primary = this.catalogues.get(locale)!;
     const english = this.catalogues.get('en')!;
+    const isolate = directionOf(locale) === 'rtl';
     return (key, params) => {
       const own = primary[key];
       const template = own ?? english[key];
@@ -157,7 +168,7 @@ export class Messages {
         this.compiled.set(cacheKey, message);
       }
       try {
-        return String(message.format(params ?? {}));
+        return String(message.format(isolate && params ? isolated(params) : (params ?? {})));
       } catch {
         // An argument the caller did not pass shows as `{name}` rather than breaking the page.
         return template.replace(/\{(\w+)\}/g, (m, name: string) => (params && name in params ? String(params[name]) : m));
