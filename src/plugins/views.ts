@@ -73,10 +73,25 @@ export interface LanguageSwitcher {
   choices: Array<{ locale: Locale; name: string }>;
 }
 
+/**
+ * The page to come back to after switching: this path with the query values a page carries (client_id,
+ * ui_locales, tokens, a time). A value that looks like a URL is left out: a page never echoes an address
+ * someone put in its query (a `redirect_uri`, a `next=`), not even in a hidden field.
+ */
+export function switcherBack(url: string): string {
+  const parsed = new URL(url, 'http://page.invalid');
+  const kept = new URLSearchParams();
+  for (const [name, value] of parsed.searchParams) {
+    if (name === 'at' ? /^[0-9T:.Z+-]{1,40}$/.test(value) : !/[:/\\]/.test(value)) kept.append(name, value);
+  }
+  const query = kept.toString();
+  return `${parsed.pathname}${query ? `?${query}` : ''}`;
+}
+
 function languageSwitcher(request: FastifyRequest, locale: Locale, csrf: unknown): LanguageSwitcher {
   return {
     current: locale,
-    back: request.url,
+    back: switcherBack(request.url),
     csrf: typeof csrf === 'string' ? csrf : request.browserSession?.csrf_token,
     choices: LOCALES.map((l) => ({ locale: l, name: LOCALE_NAMES[l] })),
   };

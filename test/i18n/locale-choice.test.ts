@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { acceptedLanguages, chooseLocale, directionOf, matchLocale, type LocaleSources } from '../../src/plugins/i18n.js';
 import { backAfterSwitch } from '../../src/pages/language.js';
+import { switcherBack } from '../../src/plugins/views.js';
 
 /** The language rules of the hosted pages (docs/guides/hosted-pages.md, "Languages"). */
 
@@ -98,5 +99,18 @@ describe('backAfterSwitch: the switcher returns to a page of this site only', ()
     ['/a/../../b', '/b'],
   ] as Array<[string | undefined, string]>)('%s → %s', (back, expected) => {
     expect(backAfterSwitch(back, 'es', AUTH)).toBe(expected);
+  });
+});
+
+describe('switcherBack: the switcher never echoes an address from the query', () => {
+  it.each([
+    ['/login?client_id=app_1&ui_locales=fr', '/login?client_id=app_1&ui_locales=fr'],
+    ['/login?next=https%3A%2F%2Fevil.example%2F&client_id=app_1', '/login?client_id=app_1'],
+    ['/oauth/authorize?client_id=unknown&redirect_uri=https%3A%2F%2Fevil.example%2F&response_type=code', '/oauth/authorize?client_id=unknown&response_type=code'],
+    ['/oauth/logout?post_logout_redirect_uri=%2F%5Cevil.example', '/oauth/logout'],
+    ['/account/deletion/done?at=2026-12-07T10%3A00%3A00Z', '/account/deletion/done?at=2026-12-07T10%3A00%3A00Z'],
+    ['/password/reset?token=abc_DEF-123', '/password/reset?token=abc_DEF-123'],
+  ])('%s → %s', (url, expected) => {
+    expect(switcherBack(url)).toBe(expected);
   });
 });
