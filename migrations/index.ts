@@ -15,6 +15,7 @@ import * as webhooks from './2026-12-08T0100_webhooks.js';
 import * as sessions from './2026-12-08T0200_sessions.js';
 import * as accountDeletion from './2026-12-08T0300_account_deletion.js';
 import * as userImport from './2026-12-09T0100_user_import.js';
+import * as locales from './2026-12-09T0300_locales.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -39,6 +40,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-08T0200_sessions': { all: sessions },
   '2026-12-08T0300_account_deletion': { all: accountDeletion },
   '2026-12-09T0100_user_import': { all: userImport },
+  '2026-12-09T0300_locales': { all: locales },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -241,6 +241,7 @@ export class Accounts {
       created_at: now,
       updated_at: now,
       deletion_scheduled_at: null,
+      locale: null,
     };
     try {
       await this.db.transaction().execute(async (trx) => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyRequest } from 'fastify';
-import { localeOf, translatedErrorText } from '../plugins/views.js';
+import { consoleLocaleOf, translatedErrorText } from '../plugins/views.js';
 
 /**
  * Console forms are the developer API's bodies in form clothes: each form is turned into the API's
@@ -43,6 +43,7 @@ export function appInput(body: FormBody) {
     // An emptied branding field removes it (the API's null).
     logo_url: field(body, 'logo_url') || null,
     logo_url_dark: field(body, 'logo_url_dark') || null,
+    default_locale: field(body, 'default_locale') || null,
     accent_color: field(body, 'accent_color') || null,
   };
 }
@@ -59,7 +60,7 @@ export function check<S extends z.ZodType>(
   input: unknown,
   request: FastifyRequest,
 ): { ok: true; value: z.output<S> } | { ok: false; errors: FieldErrors } {
-  const locale = localeOf(request);
+  const locale = consoleLocaleOf(request);
   const t = request.server.messages.translator(locale);
   const result = schema.safeParse(input, locale === 'zh-CN' ? { error: ZH_CN_ISSUES } : undefined);
   if (result.success) return { ok: true, value: result.data };

@@ -28,8 +28,8 @@ import { AppError } from '../errors.js';
 import { DocTypeParams, listDocumentSummaries, MarkdownRenderer, PublishBody, PublishQuery, publishVersion } from '../legal/index.js';
 import { assertCsrf, documentPageIn } from '../pages/index.js';
 import { BrowserSessions } from '../plugins/browser-sessions.js';
-import { localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
-import { LOCALES } from '../plugins/i18n.js';
+import { consoleLocaleOf, localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
+import { LOCALE_NAMES, LOCALES } from '../plugins/i18n.js';
 import { parseAmr } from '../shared/acr.js';
 import { isLocalDevelopment } from '../shared/loopback.js';
 import { requestContext } from '../shared/request-context.js';
@@ -92,7 +92,7 @@ function listingQuery(query: unknown): Record<string, string> {
 }
 
 /** App form values as the page shows them (text areas one entry a line). */
-function appFormValues(view: Pick<AppView, 'name' | 'redirect_uris' | 'allowed_origins' | 'type' | 'features' | 'required_fields' | 'mfa' | 'logo_url' | 'logo_url_dark' | 'accent_color'>) {
+function appFormValues(view: Pick<AppView, 'name' | 'redirect_uris' | 'allowed_origins' | 'type' | 'features' | 'required_fields' | 'mfa' | 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale'>) {
   return {
     name: view.name,
     redirect_uris: view.redirect_uris.join('\n'),
@@ -103,6 +103,7 @@ function appFormValues(view: Pick<AppView, 'name' | 'redirect_uris' | 'allowed_o
     mfa: view.mfa,
     logo_url: view.logo_url ?? '',
     logo_url_dark: view.logo_url_dark ?? '',
+    default_locale: view.default_locale ?? '',
     accent_color: view.accent_color ?? '',
   };
 }
@@ -119,6 +120,7 @@ const NEW_APP_VALUES = appFormValues({
   logo_url: null,
   logo_url_dark: null,
   accent_color: null,
+  default_locale: null,
 });
 
 function postedAppValues(body: FormBody) {
@@ -132,6 +134,7 @@ function postedAppValues(body: FormBody) {
     mfa: field(body, 'mfa') || 'optional',
     logo_url: field(body, 'logo_url'),
     logo_url_dark: field(body, 'logo_url_dark'),
+    default_locale: field(body, 'default_locale'),
     accent_color: field(body, 'accent_color'),
   };
 }
@@ -163,7 +166,7 @@ export default async function consolePages(app: FastifyInstance) {
   app.get('/assets/console.js', async (_request, reply) => reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(script));
 
   async function render(request: FastifyRequest, reply: FastifyReply, name: string, locals: Record<string, unknown> & { titleKey: string; titleParams?: Record<string, string> }) {
-    const locale = localeOf(request);
+    const locale = consoleLocaleOf(request);
     const t = app.messages.translator(locale);
     setPageHeaders(reply, https);
     const errors = (locals.errors ?? {}) as FieldErrors;
@@ -172,6 +175,7 @@ export default async function consolePages(app: FastifyInstance) {
       developer: request.developer ?? null,
       ...locals,
       errors,
+      localeNames: Object.entries(LOCALE_NAMES),
       // A field's accessibility attributes: its hint, its error, and focus on the first field in error
       // (no script needed). Names and ids are the templates' own constants, so this is safe unescaped.
       fieldAttrs: (fieldName: string, hintId?: string) => {
@@ -611,7 +615,7 @@ export default async function consolePages(app: FastifyInstance) {
 
   async function legalPage(request: FastifyRequest, reply: FastifyReply, owned: Awaited<ReturnType<typeof ownedApp>>, extra: Record<string, unknown> = {}) {
     const [documents, views] = await Promise.all([listDocumentSummaries(db, config.authUrl, owned.id, undefined), listAppLegalViews(db, now(), owned.id, {})]);
-    const locale = localeOf(request);
+    const locale = consoleLocaleOf(request);
     const t = app.messages.translator(locale);
     const languageName = new Intl.DisplayNames([locale], { type: 'language' });
     // The common documents, and any other type this app has published through the API.

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LOCALES } from '../plugins/i18n.js';
 import { isValidOrigin } from '../shared/cors.js';
 import { validateRedirectUris } from './redirect-uris.js';
 
@@ -48,6 +49,9 @@ const AccentColor = z
 
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
+/** The app's default language: one of the hosted pages' locales (docs/guides/hosted-pages.md). */
+const DefaultLocale = z.enum(LOCALES).describe('One of the hosted pages\' locales: ' + LOCALES.join(', ') + '.');
+
 export const CreateAppBody = z.strictObject({
   name: AppName,
   redirect_uris: RedirectUris,
@@ -59,6 +63,7 @@ export const CreateAppBody = z.strictObject({
   logo_url: LogoUrl.nullable().default(null),
   logo_url_dark: LogoUrl.nullable().default(null),
   accent_color: AccentColor.nullable().default(null),
+  default_locale: DefaultLocale.nullable().default(null),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -73,6 +78,7 @@ export const UpdateAppBody = z.strictObject({
   logo_url: LogoUrl.nullable().optional(),
   logo_url_dark: LogoUrl.nullable().optional(),
   accent_color: AccentColor.nullable().optional(),
+  default_locale: DefaultLocale.nullable().optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -93,6 +99,7 @@ export const AppView = z
     logo_url: z.string().nullable().describe('Hosted-page logo (https URL), or null.'),
     logo_url_dark: z.string().nullable().describe('The logo for the dark colour scheme (https URL), or null for `logo_url` in both.'),
     accent_color: z.string().nullable().describe('Hosted-page accent colour `#rrggbb`, or null.'),
+    default_locale: z.enum(LOCALES).nullable().describe('The hosted pages\' and mails\' language when neither `ui_locales`, the person\'s own choice nor Accept-Language picks one; null for English.'),
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
+import { isLocale, type Locale } from '../plugins/i18n.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
@@ -11,7 +12,8 @@ import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
-export type NewAppInput = Omit<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color'> & Partial<Pick<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color'>>;
+export type NewAppInput = Omit<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale'> &
+  Partial<Pick<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale'>>;
 
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
 export interface AppView {
@@ -27,6 +29,7 @@ export interface AppView {
   logo_url: string | null;
   logo_url_dark: string | null;
   accent_color: string | null;
+  default_locale: Locale | null;
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -47,6 +50,7 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     logo_url: app.branding.logoUrl,
     logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
+    default_locale: isLocale(app.defaultLocale) ? app.defaultLocale : null,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -86,6 +90,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     requiredFields: input.required_fields,
     mfa: input.mfa,
     branding: { logoUrl: input.logo_url ?? null, logoUrlDark: input.logo_url_dark ?? null, accentColor: input.accent_color ?? null },
+    defaultLocale: input.default_locale ?? null,
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -119,6 +124,7 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
       logoUrlDark: patch.logo_url_dark === undefined ? app.branding.logoUrlDark : patch.logo_url_dark,
       accentColor: patch.accent_color === undefined ? app.branding.accentColor : patch.accent_color,
     },
+    defaultLocale: patch.default_locale === undefined ? app.defaultLocale : patch.default_locale,
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,
   };

@@ -1,6 +1,6 @@
 import { Eta } from 'eta';
 import { join } from 'node:path';
-import type { Locale, Translate } from '../plugins/i18n.js';
+import { directionOf, type Locale, type Translate } from '../plugins/i18n.js';
 
 /**
  * Renders a mail from `views/emails/<template>.text.eta` and `.html.eta` in the recipient's language
@@ -27,7 +27,7 @@ export class MailRenderer {
     if (!/^[a-z][a-z0-9_-]*$/.test(template)) throw new Error(`bad mail template name ${template}`);
     const subject = t(`mail.${template}.subject`, params);
     // The HTML `<title>` is the subject with its parameters filled in (a code, an app name).
-    const locals = { ...params, t, locale, params, subject };
+    const locals = { ...params, t, locale, dir: directionOf(locale), params, subject };
     return {
       subject,
       text: this.text.render(`./${template}.text.eta`, locals),

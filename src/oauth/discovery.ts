@@ -1,5 +1,6 @@
 import { ACR_VALUES_SUPPORTED } from '../shared/acr.js';
 import { SUPPORTED_SCOPES } from '../shared/scopes.js';
+import { LOCALES } from '../plugins/i18n.js';
 
 /**
  * Authorization-server metadata (RFC 8414) and OpenID Provider metadata (OIDC Discovery 1.0): one
@@ -36,7 +37,7 @@ export function discoveryDocument(baseUrl: string) {
     // Parameters come only from the request itself (OIDC Core §6): `request` / `request_uri` are refused.
     request_parameter_supported: false,
     request_uri_parameter_supported: false,
-    ui_locales_supported: ['en', 'zh-CN'],
+    ui_locales_supported: [...LOCALES],
     authorization_response_iss_parameter_supported: true,
   };
 }

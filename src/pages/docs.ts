@@ -36,6 +36,7 @@ const PAGES: Record<string, PageDoc> = {
   },
   'GET /favicon.svg': { operationId: 'getFavicon', summary: 'The favicon of the hosted pages', file: ['The icon.', 'image/svg+xml'] },
   'GET /favicon.ico': { operationId: 'getFaviconIco', summary: 'The favicon, where browsers look for it unasked', file: ['The icon (SVG).', 'image/svg+xml'] },
+  'POST /language': form('switchLanguage', 'Choose the language of the hosted pages', { 400: ['invalid_request'], 403: ['forbidden'] }, 'Fields `locale` (one of the hosted pages\' locales), `back` (the page to return to, a path on this site) and `csrf` when the browser has a session. Sets the `gh_locale` cookie and, for someone signed in, their saved locale; redirects (303) back with `ui_locales` rewritten.'),
   'GET /error': { operationId: 'errorPage', summary: 'The generic error page', errors: { 400: ['invalid_request'] } },
   'GET /login': { operationId: 'loginPage', summary: 'Sign-in page', description: 'Password, magic link, or "Continue with {IDP_NAME}". Carries the authorization request in its query.' },
   'POST /login': form('submitLogin', 'Sign in', signInForm, '`action`: `login`, `send_magic_link` or `idp`.'),

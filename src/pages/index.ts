@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError } from '../errors.js';
 import { safeEqual } from '../shared/ids.js';
+import { findUserById } from '../storage/repos/users.js';
 import accountPages from './account.js';
 import accountDeletionPages from './account-deletion.js';
 import authMailPages from './auth-mail.js';
@@ -16,6 +17,7 @@ import loginPages from './login.js';
 import mfaPages from './mfa.js';
 import logoutPages from './logout.js';
 import passkeyPages from './passkeys.js';
+import languagePages from './language.js';
 import registerPages from './register.js';
 import { localeOf, renderPage, VIEWS_DIR } from '../plugins/views.js';
 
@@ -75,7 +77,10 @@ export default async function hostedPages(app: FastifyInstance) {
 
   app.addHook('preHandler', async (request) => {
     request.browserSession = await app.browserSessions.load(request);
-    request.pageBrand = brandOf(await shownFlowApp(request));
+    const flowApp = await shownFlowApp(request);
+    request.pageBrand = brandOf(flowApp);
+    const userId = request.browserSession?.user_id;
+    request.localeHints = { user: userId ? ((await findUserById(app.db, userId))?.locale ?? null) : null, app: flowApp?.defaultLocale ?? null };
     const { csrf } = request.routeOptions.config;
     if (request.method !== 'POST' || !(typeof csrf === 'function' ? csrf(request) : csrf)) return;
     assertCsrf(request);
@@ -92,6 +97,7 @@ export default async function hostedPages(app: FastifyInstance) {
     const t = app.messages.translator(localeOf(request));
     return renderPage(request, reply, 'error', { titleKey: 'error.title', code: 'invalid_request', message: t('error.generic') });
   });
+  await app.register(languagePages);
   await app.register(loginPages);
   await app.register(registerPages);
   await app.register(consentPages);

@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { type AppError, describeError } from '../errors.js';
 import { PROJECT_ROOT } from '../shared/paths.js';
 import { refusedRedirectUri } from '../shared/redirect-uri-match.js';
-import { Messages, pickLocale, type Locale, type Translate } from './i18n.js';
+import { chooseLocale, CONSOLE_LOCALES, directionOf, LOCALE_NAMES, LOCALES, Messages, type Locale, type Translate } from './i18n.js';
 
 /** Where templates, locale files and static assets live (beside the code, whatever the working directory). */
 export const VIEWS_DIR = join(PROJECT_ROOT, 'views');
@@ -18,6 +18,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The app whose branding the page shows (set by the hosted-pages scope for the sign-in in flight). */
     pageBrand?: PageBrand;
+    /** What else may choose the page's language: the signed-in person's saved locale and the flow's app default. */
+    localeHints?: { user: string | null; app: string | null };
   }
 }
 
@@ -39,11 +41,60 @@ export interface PageLocals {
   [key: string]: unknown;
 }
 
+/** The cookie the language switcher sets: this browser's choice for someone not signed in. */
+export const LOCALE_COOKIE = 'gh_locale';
+
+/** The page's language, in the order of i18n.ts chooseLocale (docs/guides/hosted-pages.md). */
 export function localeOf(request: FastifyRequest): Locale {
   const query = (request.query ?? {}) as Record<string, unknown>;
   const body = (request.body ?? {}) as Record<string, unknown>;
   const ui = typeof query.ui_locales === 'string' ? query.ui_locales : typeof body.ui_locales === 'string' ? body.ui_locales : undefined;
-  return pickLocale(ui, request.headers['accept-language']);
+  return chooseLocale({
+    uiLocales: ui,
+    userLocale: request.localeHints?.user,
+    cookieLocale: request.cookies?.[LOCALE_COOKIE],
+    acceptLanguage: request.headers['accept-language'],
+    appDefault: request.localeHints?.app,
+  });
+}
+
+/** The console's language: the page's when it is one of CONSOLE_LOCALES, else English (the console is not translated further). */
+export function consoleLocaleOf(request: FastifyRequest): Locale {
+  const locale = localeOf(request);
+  return (CONSOLE_LOCALES as readonly Locale[]).includes(locale) ? locale : 'en';
+}
+
+/** The language switcher of every hosted page: a form that keeps the page (and its flow) and changes only the language. */
+export interface LanguageSwitcher {
+  current: Locale;
+  /** The page to come back to: this request's path and query. */
+  back: string;
+  csrf?: string;
+  choices: Array<{ locale: Locale; name: string }>;
+}
+
+/**
+ * The page to come back to after switching: this path with the query values a page carries (client_id,
+ * ui_locales, tokens, a time). A value that looks like a URL is left out: a page never echoes an address
+ * someone put in its query (a `redirect_uri`, a `next=`), not even in a hidden field.
+ */
+export function switcherBack(url: string): string {
+  const parsed = new URL(url, 'http://page.invalid');
+  const kept = new URLSearchParams();
+  for (const [name, value] of parsed.searchParams) {
+    if (name === 'at' ? /^[0-9T:.Z+-]{1,40}$/.test(value) : !/[:/\\]/.test(value)) kept.append(name, value);
+  }
+  const query = kept.toString();
+  return `${parsed.pathname}${query ? `?${query}` : ''}`;
+}
+
+function languageSwitcher(request: FastifyRequest, locale: Locale, csrf: unknown): LanguageSwitcher {
+  return {
+    current: locale,
+    back: switcherBack(request.url),
+    csrf: typeof csrf === 'string' ? csrf : request.browserSession?.csrf_token,
+    choices: LOCALES.map((l) => ({ locale: l, name: LOCALE_NAMES[l] })),
+  };
 }
 
 /** What a page may do beyond the hosted pages' policy. */
@@ -76,7 +127,15 @@ export async function renderPage(
   const locale = localeOf(request);
   const t = request.server.messages.translator(locale);
   setPageHeaders(reply, request.server.config.authUrl.startsWith('https://'), options);
-  const html = await reply.viewAsync(`pages/${name}`, { ...locals, title: t(locals.titleKey), t, locale, brand: request.pageBrand });
+  const html = await reply.viewAsync(`pages/${name}`, {
+    ...locals,
+    title: t(locals.titleKey),
+    t,
+    locale,
+    dir: directionOf(locale),
+    switcher: languageSwitcher(request, locale, locals.csrf),
+    brand: request.pageBrand,
+  });
   return reply.type('text/html; charset=utf-8').send(html);
 }
 
@@ -93,10 +152,14 @@ export function renderHtmlError(
   backTo?: { name: string; href: string },
 ): Promise<FastifyReply> {
   const production = request.server.config.production;
-  const t = request.server.messages.translator(localeOf(request));
-  // The exact reason outside production; otherwise the public message, in the page's language.
-  const message = translatedErrorText(t, describeError(error, { production, locale: localeOf(request) }));
-  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message, production, refused: refusedRedirectUri(error), backTo });
+  const locale = localeOf(request);
+  const t = request.server.messages.translator(locale);
+  // The exact reasons are written in English and Simplified Chinese: another language shows the public
+  // message translated, and outside production the English reason under it for the developer.
+  const reasonLocale = locale === 'zh-CN' || locale === 'en' ? locale : undefined;
+  const message = translatedErrorText(t, reasonLocale ? describeError(error, { production, locale: reasonLocale }) : error.publicMessage);
+  const developerReason = !reasonLocale && !production && error.reason ? describeError(error, { production, locale: 'en' }) : undefined;
+  return renderPage(request, reply, 'error', { titleKey: 'error.title', code: error.code, message, developerReason, production, refused: refusedRedirectUri(error), backTo });
 }
 
 /**

@@ -44,6 +44,8 @@ export interface AppsTable {
   logo_url: string | null;
   logo_url_dark: string | null;
   accent_color: string | null;
+  /** The hosted pages' language when nothing else chooses one (a supported locale; NULL = English). */
+  default_locale: string | null;
   disabled: number;
   created_at: number;
   updated_at: number;
@@ -63,6 +65,8 @@ export interface UsersTable {
   updated_at: number;
   /** When the account is purged (docs/account/deletion.md); NULL: no deletion scheduled. */
   deletion_scheduled_at: ColumnType<number | null, number | null | undefined, number | null>;
+  /** The person's language for hosted pages and mails, chosen with the language switcher (NULL = none). */
+  locale: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** A user created by a bulk import, with the id it had where it came from (docs/guides/migrating-users.md). */

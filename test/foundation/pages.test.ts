@@ -31,10 +31,12 @@ describe('pickLocale', () => {
   it.each([
     [undefined, undefined, 'en'],
     ['zh-CN', 'en', 'zh-CN'],
-    ['fr en', 'zh-CN', 'en'],
-    [undefined, 'fr;q=1, zh-Hans;q=0.8, en;q=0.5', 'zh-CN'],
+    ['fr en', 'zh-CN', 'fr'],
+    ['tlh en', 'zh-CN', 'en'],
+    [undefined, 'tlh;q=1, zh-Hans;q=0.8, en;q=0.5', 'zh-CN'],
     [undefined, 'en-GB,zh;q=0.9', 'en'],
-    [undefined, 'de, fr', 'en'],
+    [undefined, 'de, fr', 'de'],
+    [undefined, 'nl, sv', 'en'],
   ])('ui_locales=%s accept-language=%s → %s', (ui, accept, expected) => {
     expect(pickLocale(ui, accept)).toBe(expected);
   });

@@ -37,6 +37,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     requiredFields: [],
     mfa: 'optional',
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
+    defaultLocale: null,
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -64,6 +65,7 @@ export async function insertTestUser(db: Kysely<Database>, overrides: Partial<Us
     created_at: now,
     updated_at: now,
     deletion_scheduled_at: null,
+    locale: null,
     ...overrides,
   };
   await insertUser(db, user);

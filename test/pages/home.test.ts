@@ -28,7 +28,7 @@ describe('GET / outside production', () => {
     expect(res.body).toContain('Developer console');
 
     const zh = await t.app.inject({ url: '/', headers: { 'accept-language': 'zh-CN,zh;q=0.9' } });
-    expect(zh.body).toContain('<html lang="zh-CN">');
+    expect(zh.body).toContain('<html lang="zh-CN" dir="ltr">');
     expect(zh.body).toContain('开发者控制台');
     expect((await t.app.inject({ method: 'HEAD', url: '/' })).statusCode).toBe(200);
   });

@@ -260,7 +260,7 @@ describe('hosted pages: branding, favicon, languages, account, mailbox', () => {
     const res = await t.app.inject({ method: 'GET', url: '/consent', headers: { 'accept-language': 'zh-CN,zh;q=0.9' } });
     expect(res.statusCode).toBe(400);
     expect(res.body).toContain('此登录请求已过期。请返回应用重新开始。');
-    expect(res.body).toContain('<html lang="zh-CN">');
+    expect(res.body).toContain('<html lang="zh-CN" dir="ltr">');
     expect(res.body).toContain('<a class="button secondary" href="/account">前往你的账号</a>');
   });
 

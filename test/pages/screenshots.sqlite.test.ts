@@ -8,14 +8,15 @@ import { startTour, walkTour } from '../helpers/page-tour.js';
 
 /**
  * Screenshots of every hosted page (the tour of test/helpers/page-tour.ts) at desktop width and
- * 390 px, light and dark, in English and Simplified Chinese, written to SCREENSHOTS_DIR (default
+ * 390 px, light and dark, in English, Simplified Chinese, Spanish and Arabic (or the locales listed in
+ * SCREENSHOTS_LOCALES, comma-separated), written to SCREENSHOTS_DIR (default
  * `screenshots/`, git-ignored) as `<locale>/<stop>-<width>-<scheme>.png`. Only with SCREENSHOTS=1: it
  * is for people to look at, not a check, and costs a browser run. docs/guides/hosted-pages.md says how to produce them.
  */
 
 const enabled = process.env.SCREENSHOTS === '1';
 const DIR = process.env.SCREENSHOTS_DIR ?? 'screenshots';
-const LOCALES: Locale[] = ['en', 'zh-CN'];
+const LOCALES = (process.env.SCREENSHOTS_LOCALES ?? 'en,zh-CN,es,ar').split(',').map((l) => l.trim()).filter(Boolean) as Locale[];
 const SIZES = [
   { width: 1280, height: 800 },
   { width: 390, height: 844 },

@@ -22,6 +22,7 @@ const row = (i: number): AppRow => ({
   logo_url: null,
   logo_url_dark: null,
   accent_color: null,
+  default_locale: null,
   disabled: 0,
   created_at: i,
   updated_at: i,

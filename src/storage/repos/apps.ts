@@ -26,6 +26,8 @@ export interface App {
   mfa: MfaPolicy;
   /** Hosted-page branding (validated on write: https URL, `#rrggbb`). */
   branding: { logoUrl: string | null; logoUrlDark: string | null; accentColor: string | null };
+  /** The hosted pages' language when neither the request nor the person chooses one (NULL = English). */
+  defaultLocale: string | null;
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
@@ -58,6 +60,7 @@ export function toApp(row: AppRow): App {
     requiredFields: JSON.parse(row.required_fields) as RequiredField[],
     mfa: row.mfa,
     branding: { logoUrl: row.logo_url, logoUrlDark: row.logo_url_dark, accentColor: row.accent_color },
+    defaultLocale: row.default_locale,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -79,6 +82,7 @@ function toRow(app: App): AppsTable {
     logo_url: app.branding.logoUrl,
     logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
+    default_locale: app.defaultLocale,
     disabled: app.disabled ? 1 : 0,
     created_at: app.createdAt,
     updated_at: app.updatedAt,

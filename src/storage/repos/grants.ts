@@ -234,7 +234,7 @@ export interface RefreshFamily {
 const USER_COLUMNS = [
   'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
   'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
-  'u.created_at as u_created_at', 'u.updated_at as u_updated_at', 'u.deletion_scheduled_at as u_deletion_scheduled_at',
+  'u.created_at as u_created_at', 'u.updated_at as u_updated_at', 'u.deletion_scheduled_at as u_deletion_scheduled_at', 'u.locale as u_locale',
 ] as const;
 
 /** The columns of a refresh family (RefreshFamily), read from the token `t`, its grant `g` and the grant's user `u`. */
@@ -278,7 +278,7 @@ function toRefreshFamily(row: RefreshFamilyRow): RefreshFamily {
     user: {
       id: row.g_user_id, email: row.u_email, email_verified: row.u_email_verified, password_hash: row.u_password_hash, name: row.u_name,
       phone_number: row.u_phone_number, birthdate: row.u_birthdate, status: row.u_status, password_changed_at: row.u_password_changed_at,
-      created_at: row.u_created_at, updated_at: row.u_updated_at, deletion_scheduled_at: row.u_deletion_scheduled_at,
+      created_at: row.u_created_at, updated_at: row.u_updated_at, deletion_scheduled_at: row.u_deletion_scheduled_at, locale: row.u_locale,
     },
   };
 }
@@ -519,7 +519,7 @@ function toCodeRedemption(row: RedemptionRow): CodeRedemption {
       : {
           id: row.u_id, email: row.u_email!, email_verified: row.u_email_verified!, password_hash: row.u_password_hash, name: row.u_name,
           phone_number: row.u_phone_number, birthdate: row.u_birthdate, status: row.u_status!, password_changed_at: row.u_password_changed_at,
-          created_at: row.u_created_at!, updated_at: row.u_updated_at!, deletion_scheduled_at: row.u_deletion_scheduled_at,
+          created_at: row.u_created_at!, updated_at: row.u_updated_at!, deletion_scheduled_at: row.u_deletion_scheduled_at, locale: row.u_locale,
         };
   return { code, user, membership: row.m_status === null ? undefined : { status: row.m_status }, consentedScope: row.k_scope ?? '' };
 }

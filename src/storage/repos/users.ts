@@ -103,3 +103,8 @@ export async function searchUsers(db: Kysely<Database>, search: UserSearch): Pro
 export async function isIdpBound(db: Kysely<Database>, userId: string): Promise<boolean> {
   return (await db.selectFrom('provider_identities').select('id').where('user_id', '=', userId).limit(1).executeTakeFirst()) !== undefined;
 }
+
+/** The person's own language for hosted pages (the language switcher); null forgets it. */
+export async function setUserLocale(db: Kysely<Database>, id: string, locale: string | null): Promise<void> {
+  await db.updateTable('users').set({ locale }).where('id', '=', id).execute();
+}
