@@ -47,6 +47,10 @@ export interface AppsTable {
   disabled: number;
   created_at: number;
   updated_at: number;
+  /** 1: every token request and sign-in of this app must carry a DPoP proof (RFC 9449 §5.2). */
+  dpop_bound_access_tokens: number;
+  /** 1: authorization requests only by reference to a pushed one (RFC 9126 §6). */
+  require_pushed_authorization_requests: number;
 }
 
 export interface UsersTable {
@@ -145,6 +149,8 @@ export interface GrantsTable {
   user_agent: string | null;
   /** The coarse area of the address it was created from (shared/ip-area.ts), never the full address. */
   ip_area: string | null;
+  /** The DPoP key thumbprint its refresh tokens are bound to (public clients, RFC 9449 §5); null = bearer. */
+  dpop_jkt: string | null;
 }
 
 export interface AuthorizationCodesTable {
@@ -166,6 +172,8 @@ export interface AuthorizationCodesTable {
   user_agent: string | null;
   /** The coarse area of the address it was created from (shared/ip-area.ts), never the full address. */
   ip_area: string | null;
+  /** The DPoP key thumbprint the redemption must prove (`dpop_jkt` at authorize, RFC 9449 §10); null = any. */
+  dpop_jkt: string | null;
 }
 
 export interface RefreshTokensTable {
@@ -380,6 +388,22 @@ export interface WebhookDeliveriesTable {
   delivered_at: number | null;
 }
 
+/** Keys seen once, until they expire (DPoP proof `jti`s when Redis is not configured). */
+export interface SeenOnceTable {
+  key: string;
+  expires_at: number;
+}
+
+/** A pushed authorization request (RFC 9126): its parameters as JSON, by the SHA-256 of its `request_uri`. */
+export interface PushedAuthorizationRequestsTable {
+  uri_hash: string;
+  app_id: string;
+  params: string;
+  created_at: number;
+  expires_at: number;
+  consumed_at: number | null;
+}
+
 export interface Database {
   developers: DevelopersTable;
   developer_api_keys: DeveloperApiKeysTable;
@@ -403,6 +427,8 @@ export interface Database {
   outbox: OutboxTable;
   signing_keys: SigningKeysTable;
   throttle_counters: ThrottleCountersTable;
+  seen_once: SeenOnceTable;
+  pushed_authorization_requests: PushedAuthorizationRequestsTable;
   settings: SettingsTable;
   totp_factors: TotpFactorsTable;
   recovery_codes: RecoveryCodesTable;

@@ -30,6 +30,8 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   one_time_tokens: 'created_at',
   browser_sessions: 'created_at',
   throttle_counters: 'updated_at',
+  seen_once: 'expires_at',
+  pushed_authorization_requests: 'created_at',
   outbox: 'created_at',
   webhook_deliveries: 'created_at',
   events: 'at',
