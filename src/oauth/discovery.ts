@@ -1,5 +1,6 @@
 import { ACR_VALUES_SUPPORTED } from '../shared/acr.js';
 import { SUPPORTED_SCOPES } from '../shared/scopes.js';
+import { DPOP_SIGNING_ALGS } from '../tokens/index.js';
 
 /**
  * Authorization-server metadata (RFC 8414) and OpenID Provider metadata (OIDC Discovery 1.0): one
@@ -38,5 +39,10 @@ export function discoveryDocument(baseUrl: string) {
     request_uri_parameter_supported: false,
     ui_locales_supported: ['en', 'zh-CN'],
     authorization_response_iss_parameter_supported: true,
+    // RFC 9449 §5.1: proofs are accepted with these (asymmetric) algorithms.
+    dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
+    // RFC 9126 §5: pushed authorization requests; an app may require them (require_pushed_authorization_requests).
+    pushed_authorization_request_endpoint: endpoint('/oauth/par'),
+    require_pushed_authorization_requests: false,
   };
 }

@@ -96,6 +96,21 @@ export class Dpop {
     return result.jkt;
   }
 
+  /**
+   * At a door that issues tokens (token endpoint, REST sign-in): the key of the request's proof, checked;
+   * required when the app has `dpop_bound_access_tokens` (RFC 9449 §5.2).
+   */
+  async issuingKey(request: FastifyRequest, reply: FastifyReply, client: { oauth: { dpopBoundAccessTokens: boolean } }, path: string): Promise<string | undefined> {
+    const jkt = await this.proofKey(request, reply, { path, site: 'token' });
+    this.assertRequired(client, jkt);
+    return jkt;
+  }
+
+  /** `invalid_dpop_proof` when the app has `dpop_bound_access_tokens` and the request came without a proof. */
+  assertRequired(client: { oauth: { dpopBoundAccessTokens: boolean } }, jkt: string | undefined): void {
+    if (jkt === undefined && client.oauth.dpopBoundAccessTokens) throw this.refuse('token', 'invalid_dpop_proof', 'the app requires DPoP');
+  }
+
   /** A proof refused because the token or code it came with is bound to another key (or needs one). */
   keyMismatch(site: ProofSite, reason: string): AppError {
     return this.refuse(site, 'invalid_dpop_proof', reason);
