@@ -14,7 +14,7 @@ import * as darkLogo from './2026-12-07T1600_dark_logo.js';
 import * as webhooks from './2026-12-08T0100_webhooks.js';
 import * as sessions from './2026-12-08T0200_sessions.js';
 import * as accountDeletion from './2026-12-08T0300_account_deletion.js';
-import * as dpopPar from './2026-12-09T0400_dpop_par.js';
+import * as dpop from './2026-12-09T0400_dpop.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -38,7 +38,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-08T0100_webhooks': { all: webhooks },
   '2026-12-08T0200_sessions': { all: sessions },
   '2026-12-08T0300_account_deletion': { all: accountDeletion },
-  '2026-12-09T0400_dpop_par': { all: dpopPar },
+  '2026-12-09T0400_dpop': { all: dpop },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -49,9 +49,6 @@ const AccentColor = z
 const DpopBound = z
   .boolean()
   .describe('true: every token request and sign-in of this app must carry a DPoP proof (RFC 9449), so its access tokens are always sender-constrained (docs/reference/oauth.md).');
-const RequirePar = z
-  .boolean()
-  .describe('true: `/oauth/authorize` accepts only a `request_uri` from `POST /oauth/par` (RFC 9126) for this app.');
 
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
@@ -67,7 +64,6 @@ export const CreateAppBody = z.strictObject({
   logo_url_dark: LogoUrl.nullable().default(null),
   accent_color: AccentColor.nullable().default(null),
   dpop_bound_access_tokens: DpopBound.default(false),
-  require_pushed_authorization_requests: RequirePar.default(false),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -83,7 +79,6 @@ export const UpdateAppBody = z.strictObject({
   logo_url_dark: LogoUrl.nullable().optional(),
   accent_color: AccentColor.nullable().optional(),
   dpop_bound_access_tokens: DpopBound.optional(),
-  require_pushed_authorization_requests: RequirePar.optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -105,7 +100,6 @@ export const AppView = z
     logo_url_dark: z.string().nullable().describe('The logo for the dark colour scheme (https URL), or null for `logo_url` in both.'),
     accent_color: z.string().nullable().describe('Hosted-page accent colour `#rrggbb`, or null.'),
     dpop_bound_access_tokens: DpopBound,
-    require_pushed_authorization_requests: RequirePar,
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

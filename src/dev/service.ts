@@ -11,7 +11,7 @@ import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
-type OptionalOnCreate = 'logo_url' | 'logo_url_dark' | 'accent_color' | 'dpop_bound_access_tokens' | 'require_pushed_authorization_requests';
+type OptionalOnCreate = 'logo_url' | 'logo_url_dark' | 'accent_color' | 'dpop_bound_access_tokens';
 export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>>;
 
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
@@ -29,7 +29,6 @@ export interface AppView {
   logo_url_dark: string | null;
   accent_color: string | null;
   dpop_bound_access_tokens: boolean;
-  require_pushed_authorization_requests: boolean;
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -51,7 +50,6 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
     dpop_bound_access_tokens: app.oauth.dpopBoundAccessTokens,
-    require_pushed_authorization_requests: app.oauth.requirePushedAuthorizationRequests,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -94,7 +92,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     disabled: false,
     createdAt: now,
     updatedAt: now,
-    oauth: { dpopBoundAccessTokens: input.dpop_bound_access_tokens ?? false, requirePushedAuthorizationRequests: input.require_pushed_authorization_requests ?? false },
+    oauth: { dpopBoundAccessTokens: input.dpop_bound_access_tokens ?? false },
   };
   await inTransaction(db, async (trx) => {
     if ((await countAppsOfDeveloper(trx, developerId)) >= MAX_APPS_PER_DEVELOPER) {
@@ -127,7 +125,6 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
     },
     oauth: {
       dpopBoundAccessTokens: patch.dpop_bound_access_tokens ?? app.oauth.dpopBoundAccessTokens,
-      requirePushedAuthorizationRequests: patch.require_pushed_authorization_requests ?? app.oauth.requirePushedAuthorizationRequests,
     },
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,

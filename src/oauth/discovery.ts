@@ -41,8 +41,5 @@ export function discoveryDocument(baseUrl: string) {
     authorization_response_iss_parameter_supported: true,
     // RFC 9449 §5.1: proofs are accepted with these (asymmetric) algorithms.
     dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
-    // RFC 9126 §5: pushed authorization requests; an app may require them (require_pushed_authorization_requests).
-    pushed_authorization_request_endpoint: endpoint('/oauth/par'),
-    require_pushed_authorization_requests: false,
   };
 }

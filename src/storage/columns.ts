@@ -22,7 +22,7 @@ export function qualified<A extends string, C extends string>(alias: A, columns:
 export const COLUMNS = {
   developers: everyColumn<'developers'>()(['id', 'email', 'name', 'api_key_hash', 'created_at', 'user_id']),
   developer_api_keys: everyColumn<'developer_api_keys'>()(['id', 'developer_id', 'name', 'key_hash', 'created_at', 'revoked_at']),
-  apps: everyColumn<'apps'>()(['id', 'developer_id', 'name', 'type', 'client_secret_hash', 'redirect_uris', 'allowed_origins', 'feature_auth', 'feature_profile', 'required_fields', 'mfa', 'logo_url', 'accent_color', 'logo_url_dark', 'disabled', 'created_at', 'updated_at', 'dpop_bound_access_tokens', 'require_pushed_authorization_requests']),
+  apps: everyColumn<'apps'>()(['id', 'developer_id', 'name', 'type', 'client_secret_hash', 'redirect_uris', 'allowed_origins', 'feature_auth', 'feature_profile', 'required_fields', 'mfa', 'logo_url', 'accent_color', 'logo_url_dark', 'disabled', 'created_at', 'updated_at', 'dpop_bound_access_tokens']),
   users: everyColumn<'users'>()(['id', 'email', 'email_verified', 'password_hash', 'name', 'phone_number', 'birthdate', 'status', 'password_changed_at', 'created_at', 'updated_at', 'deletion_scheduled_at']),
   provider_identities: everyColumn<'provider_identities'>()(['id', 'user_id', 'issuer', 'subject', 'email', 'created_at']),
   app_users: everyColumn<'app_users'>()(['app_id', 'user_id', 'status', 'created_at', 'last_login_at', 'email', 'name', 'user_status', 'list_status']),

@@ -49,8 +49,6 @@ export interface AppsTable {
   updated_at: number;
   /** 1: every token request and sign-in of this app must carry a DPoP proof (RFC 9449 §5.2). */
   dpop_bound_access_tokens: number;
-  /** 1: authorization requests only by reference to a pushed one (RFC 9126 §6). */
-  require_pushed_authorization_requests: number;
 }
 
 export interface UsersTable {
@@ -394,16 +392,6 @@ export interface SeenOnceTable {
   expires_at: number;
 }
 
-/** A pushed authorization request (RFC 9126): its parameters as JSON, by the SHA-256 of its `request_uri`. */
-export interface PushedAuthorizationRequestsTable {
-  uri_hash: string;
-  app_id: string;
-  params: string;
-  created_at: number;
-  expires_at: number;
-  consumed_at: number | null;
-}
-
 export interface Database {
   developers: DevelopersTable;
   developer_api_keys: DeveloperApiKeysTable;
@@ -428,7 +416,6 @@ export interface Database {
   signing_keys: SigningKeysTable;
   throttle_counters: ThrottleCountersTable;
   seen_once: SeenOnceTable;
-  pushed_authorization_requests: PushedAuthorizationRequestsTable;
   settings: SettingsTable;
   totp_factors: TotpFactorsTable;
   recovery_codes: RecoveryCodesTable;

@@ -37,7 +37,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     requiredFields: [],
     mfa: 'optional',
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
-    oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: false },
+    oauth: { dpopBoundAccessTokens: false },
     disabled: false,
     createdAt: now,
     updatedAt: now,

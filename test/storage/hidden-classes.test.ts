@@ -26,7 +26,6 @@ const row = (i: number): AppRow => ({
   created_at: i,
   updated_at: i,
   dpop_bound_access_tokens: 0,
-  require_pushed_authorization_requests: 0,
 });
 
 describe('objects built on hot paths', () => {

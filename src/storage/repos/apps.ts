@@ -30,7 +30,7 @@ export interface App {
   createdAt: number;
   updatedAt: number;
   /** Sender-constrained tokens (docs/reference/oauth.md): DPoP required, pushed authorization requests required. */
-  oauth: { dpopBoundAccessTokens: boolean; requirePushedAuthorizationRequests: boolean };
+  oauth: { dpopBoundAccessTokens: boolean };
 }
 
 /** What a bearer check needs of the token's app: who it is, and whether it may still serve the token. */
@@ -62,7 +62,7 @@ export function toApp(row: AppRow): App {
     branding: { logoUrl: row.logo_url, logoUrlDark: row.logo_url_dark, accentColor: row.accent_color },
     createdAt: row.created_at,
     updatedAt: row.updated_at,
-    oauth: { dpopBoundAccessTokens: row.dpop_bound_access_tokens === 1, requirePushedAuthorizationRequests: row.require_pushed_authorization_requests === 1 },
+    oauth: { dpopBoundAccessTokens: row.dpop_bound_access_tokens === 1 },
   };
 }
 
@@ -86,7 +86,6 @@ function toRow(app: App): AppsTable {
     created_at: app.createdAt,
     updated_at: app.updatedAt,
     dpop_bound_access_tokens: app.oauth.dpopBoundAccessTokens ? 1 : 0,
-    require_pushed_authorization_requests: app.oauth.requirePushedAuthorizationRequests ? 1 : 0,
   };
 }
 
