@@ -16,6 +16,7 @@ import * as sessions from './2026-12-08T0200_sessions.js';
 import * as accountDeletion from './2026-12-08T0300_account_deletion.js';
 import * as userImport from './2026-12-09T0100_user_import.js';
 import * as locales from './2026-12-09T0300_locales.js';
+import * as dpop from './2026-12-09T0400_dpop.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -41,6 +42,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-08T0300_account_deletion': { all: accountDeletion },
   '2026-12-09T0100_user_import': { all: userImport },
   '2026-12-09T0300_locales': { all: locales },
+  '2026-12-09T0400_dpop': { all: dpop },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

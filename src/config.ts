@@ -79,6 +79,8 @@ export const envSchema = z.object({
   OUTBOX_RETENTION_DAYS: z.coerce.number().int().min(1).default(7),
   ACCOUNT_DELETION_GRACE_DAYS: z.coerce.number().int().min(0).max(365).default(7),
   WEBHOOK_ALLOW_PRIVATE: z.enum(['0', '1']).optional(),
+  DPOP_NONCES: z.enum(['0', '1']).default('1'),
+  DPOP_NONCE_WINDOW: z.coerce.number().int().min(10).max(3600).default(300),
 });
 
 export interface IdpEnvConfig {
@@ -165,6 +167,11 @@ export interface Config {
    * signing in meanwhile offers to keep it. 0: purged at once.
    */
   accountDeletionGraceDays: number;
+  /**
+   * DPoP (docs/reference/oauth.md): whether proofs must carry a server nonce, and how long one nonce
+   * window lasts (a nonce is accepted in its window and the next).
+   */
+  dpop: { nonces: boolean; nonceWindowSeconds: number };
   /**
    * Prometheus metrics (METRICS=1), served apart from the API: on their own port, on a loopback address
    * unless told otherwise, and behind `Authorization: Bearer <token>` when a token is set (required off
@@ -284,6 +291,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       outboxRetentionDays: e.OUTBOX_RETENTION_DAYS,
     },
     accountDeletionGraceDays: e.ACCOUNT_DELETION_GRACE_DAYS,
+    dpop: { nonces: e.DPOP_NONCES === '1', nonceWindowSeconds: e.DPOP_NONCE_WINDOW },
     metrics: e.METRICS === '1' ? { port: e.METRICS_PORT, host: e.METRICS_HOST, token: e.METRICS_TOKEN } : undefined,
     logLevel: e.LOG_LEVEL,
     bodyLimit: 64 * 1024,

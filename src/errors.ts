@@ -53,6 +53,8 @@ export const ERROR_CATALOGUE = {
   request_not_supported: [400, 'Request objects (the request parameter) are not supported.'],
   request_uri_not_supported: [400, 'Request objects by reference (the request_uri parameter) are not supported.'],
   insufficient_scope: [403, 'The token lacks the required scope.'],
+  invalid_dpop_proof: [400, 'The DPoP proof is missing, invalid, replayed, or made with another key than the token or code is bound to.'],
+  use_dpop_nonce: [400, 'The DPoP proof must carry the nonce from the DPoP-Nonce response header.'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

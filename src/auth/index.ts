@@ -89,7 +89,8 @@ export default async function authRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       const body = request.body;
       const client = await resolveApp(app, request, body, issuing);
-      const ctx = { ...requestContext(request), appId: client.id };
+      const dpopJkt = await app.tokens.dpop.issuingKey(request, reply, client, '/v1/auth/register');
+      const ctx = { ...requestContext(request), appId: client.id, dpopJkt };
       const user = await app.accounts.register(
         { email: body.email, password: body.password, name: body.name, acceptLegal: body.accept_terms === true, locale: mailLocale(request) },
         ctx,
@@ -132,7 +133,8 @@ export default async function authRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       const body = request.body;
       const client = await resolveApp(app, request, body, issuing);
-      const ctx = { ...requestContext(request), appId: client.id };
+      const dpopJkt = await app.tokens.dpop.issuingKey(request, reply, client, '/v1/auth/login');
+      const ctx = { ...requestContext(request), appId: client.id, dpopJkt };
       let user = await app.accounts.verifyLogin({ email: body.email, password: body.password }, ctx);
       if (user.deletion_scheduled_at !== null) {
         // docs/account/deletion.md: the right password may keep the account, only when asked to.
@@ -186,7 +188,8 @@ export default async function authRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       const body = request.body;
       const client = await resolveApp(app, request, body, issuing);
-      const ctx = { ...requestContext(request), appId: client.id };
+      const dpopJkt = await app.tokens.dpop.issuingKey(request, reply, client, '/v1/auth/magic-link/verify');
+      const ctx = { ...requestContext(request), appId: client.id, dpopJkt };
       const user = body.token !== undefined ? await app.accounts.consumeMagicToken(body.token, ctx) : await app.accounts.consumeMagicCode({ email: body.email!, code: body.code! }, ctx);
       const result = await app.signIn.completeDirect(client, user, ctx, FIRST_FACTOR.magicLink);
       return noStore(reply).send(result);
@@ -271,7 +274,8 @@ export default async function authRoutes(scope: FastifyInstance) {
       const namesClient = namedClientId(request, body) !== undefined || request.headers.authorization !== undefined;
       if (tokenApp === undefined && !namesClient) throw new AppError('invalid_grant', { reason: 'refresh_token_unknown' });
       const client = await resolveApp(app, request, body, { authenticate: true, fallbackClientId: tokenApp });
-      const json = await app.tokens.refresh({ family, client, scope: body.scope }, requestContext(request));
+      const dpopJkt = await app.tokens.dpop.issuingKey(request, reply, client, '/v1/auth/refresh');
+      const json = await app.tokens.refresh({ family, client, scope: body.scope, dpopJkt }, requestContext(request));
       return noStore(reply).type('application/json; charset=utf-8').send(json);
     },
   );

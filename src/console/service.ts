@@ -65,6 +65,7 @@ export async function ensureConsoleApp(db: Kysely<Database>, config: ResolvedCon
     disabled: false,
     createdAt: now,
     updatedAt: now,
+    oauth: { dpopBoundAccessTokens: false },
   };
   try {
     await insertApp(db, app);

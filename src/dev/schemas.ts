@@ -47,6 +47,10 @@ const AccentColor = z
   .transform((value) => value.toLowerCase())
   .describe("The hosted pages' button colour for this app, `#rrggbb` (the text on it is chosen to keep WCAG AA contrast); null restores the default.");
 
+const DpopBound = z
+  .boolean()
+  .describe('true: every token request and sign-in of this app must carry a DPoP proof (RFC 9449), so its access tokens are always sender-constrained (docs/reference/oauth.md).');
+
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
 /** The app's default language: one of the hosted pages' locales (docs/guides/hosted-pages.md). */
@@ -64,6 +68,7 @@ export const CreateAppBody = z.strictObject({
   logo_url_dark: LogoUrl.nullable().default(null),
   accent_color: AccentColor.nullable().default(null),
   default_locale: DefaultLocale.nullable().default(null),
+  dpop_bound_access_tokens: DpopBound.default(false),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -79,6 +84,7 @@ export const UpdateAppBody = z.strictObject({
   logo_url_dark: LogoUrl.nullable().optional(),
   accent_color: AccentColor.nullable().optional(),
   default_locale: DefaultLocale.nullable().optional(),
+  dpop_bound_access_tokens: DpopBound.optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -100,6 +106,7 @@ export const AppView = z
     logo_url_dark: z.string().nullable().describe('The logo for the dark colour scheme (https URL), or null for `logo_url` in both.'),
     accent_color: z.string().nullable().describe('Hosted-page accent colour `#rrggbb`, or null.'),
     default_locale: z.enum(LOCALES).nullable().describe('The hosted pages\' and mails\' language when neither `ui_locales`, the person\'s own choice nor Accept-Language picks one; null for English.'),
+    dpop_bound_access_tokens: DpopBound,
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

@@ -12,8 +12,8 @@ import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
-export type NewAppInput = Omit<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale'> &
-  Partial<Pick<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale'>>;
+type OptionalOnCreate = 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale' | 'dpop_bound_access_tokens';
+export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>>;
 
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
 export interface AppView {
@@ -30,6 +30,7 @@ export interface AppView {
   logo_url_dark: string | null;
   accent_color: string | null;
   default_locale: Locale | null;
+  dpop_bound_access_tokens: boolean;
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -51,6 +52,7 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
     default_locale: isLocale(app.defaultLocale) ? app.defaultLocale : null,
+    dpop_bound_access_tokens: app.oauth.dpopBoundAccessTokens,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -94,6 +96,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     disabled: false,
     createdAt: now,
     updatedAt: now,
+    oauth: { dpopBoundAccessTokens: input.dpop_bound_access_tokens ?? false },
   };
   await inTransaction(db, async (trx) => {
     if ((await countAppsOfDeveloper(trx, developerId)) >= MAX_APPS_PER_DEVELOPER) {
@@ -125,6 +128,9 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
       accentColor: patch.accent_color === undefined ? app.branding.accentColor : patch.accent_color,
     },
     defaultLocale: patch.default_locale === undefined ? app.defaultLocale : patch.default_locale,
+    oauth: {
+      dpopBoundAccessTokens: patch.dpop_bound_access_tokens ?? app.oauth.dpopBoundAccessTokens,
+    },
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,
   };

@@ -39,6 +39,8 @@ export interface AuthorizeRequest {
   loginHint?: string;
   uiLocales?: string;
   session?: string;
+  /** RFC 9449 §10: the thumbprint of the DPoP key that must redeem the code. */
+  dpopJkt?: string;
   params: Params;
 }
 
@@ -120,6 +122,15 @@ function checkPrompt(params: Params): Set<string> {
   return prompt;
 }
 
+/** A SHA-256 JWK thumbprint, base64url (RFC 7638): 43 characters. */
+const JKT = /^[A-Za-z0-9_-]{43}$/;
+
+function checkDpopJkt(params: Params): string | undefined {
+  if (params.dpop_jkt === undefined) return undefined;
+  if (!JKT.test(params.dpop_jkt)) throw new AppError('invalid_request', { message: 'dpop_jkt must be a SHA-256 JWK thumbprint (base64url).' });
+  return params.dpop_jkt;
+}
+
 function checkMaxAge(params: Params): number | undefined {
   if (params.max_age === undefined) return undefined;
   if (!/^\d{1,9}$/.test(params.max_age)) throw new AppError('invalid_request', { message: 'max_age must be a whole number of seconds.' });
@@ -144,6 +155,7 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
   const scope = checkScope(params);
   const prompt = checkPrompt(params);
   const maxAge = checkMaxAge(params);
+  const dpopJkt = checkDpopJkt(params);
   return {
     app: client,
     redirectUri,
@@ -156,6 +168,7 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
     loginHint: params.login_hint || undefined,
     uiLocales: params.ui_locales || undefined,
     session: params.session || undefined,
+    dpopJkt,
     params,
   };
 }
@@ -163,7 +176,7 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
 /** The parameters an authorization request may carry that Gatehouse reads; others are ignored (RFC 6749 §3.1) and never stored. */
 const KNOWN_PARAMS = new Set([
   'response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'response_mode', 'nonce', 'code_challenge',
-  'code_challenge_method', 'prompt', 'max_age', 'login_hint', 'ui_locales', 'session', 'consent',
+  'code_challenge_method', 'prompt', 'max_age', 'login_hint', 'ui_locales', 'session', 'consent', 'dpop_jkt',
 ]);
 
 /** The authorize query to come back to, minus what must not repeat (a forced login or consent once done). */
@@ -299,6 +312,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
       authTime: who.authTime,
       amr: who.amr,
       device: deviceOf(requestContext(request)),
+      dpopJkt: req.dpopJkt,
     }),
   );
   if (request.browserSession) {

@@ -1,6 +1,7 @@
 import { ACR_VALUES_SUPPORTED } from '../shared/acr.js';
 import { SUPPORTED_SCOPES } from '../shared/scopes.js';
 import { LOCALES } from '../plugins/i18n.js';
+import { DPOP_SIGNING_ALGS } from '../tokens/index.js';
 
 /**
  * Authorization-server metadata (RFC 8414) and OpenID Provider metadata (OIDC Discovery 1.0): one
@@ -39,5 +40,7 @@ export function discoveryDocument(baseUrl: string) {
     request_uri_parameter_supported: false,
     ui_locales_supported: [...LOCALES],
     authorization_response_iss_parameter_supported: true,
+    // RFC 9449 §5.1: proofs are accepted with these (asymmetric) algorithms.
+    dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
   };
 }

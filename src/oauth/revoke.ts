@@ -68,7 +68,8 @@ export async function introspect(app: FastifyInstance, request: FastifyRequest, 
   const payload = decodeJwt(token);
   return reply.send({
     active: true,
-    token_type: 'Bearer',
+    token_type: claims.jkt === undefined ? 'Bearer' : 'DPoP',
+    ...(claims.jkt === undefined ? {} : { cnf: { jkt: claims.jkt } }),
     client_id: claims.clientId,
     scope: claims.scope,
     sub: claims.sub,

@@ -27,7 +27,8 @@ export const IntrospectParams = ParamsBody.describe('`token`, optional `token_ty
 export const Introspection = z
   .object({
     active: z.boolean(),
-    token_type: z.enum(['Bearer', 'refresh_token']).optional(),
+    token_type: z.enum(['Bearer', 'DPoP', 'refresh_token']).optional(),
+    cnf: z.object({ jkt: z.string() }).optional().describe('The DPoP key a bound access token needs (RFC 9449 §6.2).'),
     client_id: z.string().optional(),
     scope: z.string().optional(),
     sub: z.string().optional(),

@@ -20,7 +20,8 @@ export const MAX_FAILED_GRANTS_PER_MINUTE = 100;
  */
 export type ClientAuthenticator = <A extends App = App>(readApp?: AppReader<A>) => Promise<A>;
 
-type GrantHandler = (app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator) => Promise<object | string>;
+/** `dpopJkt`: the key of the request's DPoP proof, checked (undefined without one). */
+type GrantHandler = (app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator, dpopJkt: string | undefined) => Promise<object | string>;
 
 const GRANTS: Record<string, GrantHandler> = {
   authorization_code: authorizationCodeGrant,
@@ -38,13 +39,16 @@ export async function token(app: FastifyInstance, request: FastifyRequest, reply
   if (!grantType) throw new AppError('invalid_request', { message: 'The grant_type parameter is required.' });
   const handler = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;
   if (!handler) throw new AppError('unsupported_grant_type');
+  // RFC 9449 §5: the proof is checked before anything else; the grant decides what its key binds.
+  const dpopJkt = await app.tokens.dpop.proofKey(request, reply, { path: '/oauth/token', site: 'token' });
   const credentials = { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip };
   const authenticate: ClientAuthenticator = async (readApp) => {
     const { app: client } = await authenticateClient(app, credentials, readApp);
     request.corsAppId = client.id;
+    app.tokens.dpop.assertRequired(client, dpopJkt);
     return client;
   };
-  const result = await handler(app, request, params, authenticate).catch(async (error: unknown) => {
+  const result = await handler(app, request, params, authenticate, dpopJkt).catch(async (error: unknown) => {
     if (error instanceof AppError && error.code === 'invalid_grant') {
       await app.throttle.hitKey(`token-grant-failure:${request.ip}`, MAX_FAILED_GRANTS_PER_MINUTE, 60);
     }

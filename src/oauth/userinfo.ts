@@ -12,7 +12,7 @@ import { noStore } from './token.js';
  */
 export async function userinfo(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
-  const identity = await app.tokens.authenticate(request, { allowFormBody: true });
+  const identity = await app.tokens.authenticate(request, { allowFormBody: true, reply });
   request.corsAppId = identity.appId;
   if (!hasScope(identity.scope, 'openid')) {
     throw new AppError('insufficient_scope', {

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { requestContext } from '../shared/request-context.js';
 import { answerPreflight, corsOnSend, headerClientId } from '../plugins/cors.js';
@@ -60,16 +60,16 @@ function admitCaller(request: FastifyRequest, identity: BearerIdentity): void {
   request.corsAppId = app.id;
 }
 
-async function checkCaller(request: FastifyRequest): Promise<void> {
-  admitCaller(request, await request.server.tokens.authenticate(request));
+async function checkCaller(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  admitCaller(request, await request.server.tokens.authenticate(request, { reply }));
 }
 
 /**
  * checkCaller for a read: the caller's document comes in the same statement as the grant's liveness (one
  * statement a read). It is the grant user's, and admitCaller has checked that this is the `userId` asked for.
  */
-async function checkReader(request: FastifyRequest): Promise<void> {
-  const identity = await request.server.tokens.authenticate(request, { readGrant: liveGrantsWithProfile });
+async function checkReader(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const identity = await request.server.tokens.authenticate(request, { readGrant: liveGrantsWithProfile, reply });
   admitCaller(request, identity);
   request.profileRead = identity.grant.profile;
 }

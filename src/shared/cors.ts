@@ -8,9 +8,9 @@ import { isHttpsOrLoopback } from './loopback.js';
  */
 
 export const CORS_ALLOWED_METHODS = 'GET, POST, PUT, DELETE';
-export const CORS_ALLOWED_HEADERS = 'Authorization, Content-Type, X-Client-Id, If-Match';
-/** Response headers a script may read: profile ETags, throttling and bearer-error details. */
-export const CORS_EXPOSED_HEADERS = 'ETag, Retry-After, WWW-Authenticate';
+export const CORS_ALLOWED_HEADERS = 'Authorization, Content-Type, X-Client-Id, If-Match, DPoP';
+/** Response headers a script may read: profile ETags, throttling, bearer-error details and DPoP nonces. */
+export const CORS_EXPOSED_HEADERS = 'ETag, Retry-After, WWW-Authenticate, DPoP-Nonce';
 const PREFLIGHT_MAX_AGE_SECONDS = '600';
 
 /** The fields of an app that decide its CORS origins. */

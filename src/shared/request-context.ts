@@ -9,6 +9,8 @@ export interface RequestContext {
    * still waiting for its turn (argon2) is skipped. Asked, not listened for: no listener to remove.
    */
   clientGone?: () => boolean;
+  /** The key of the request's DPoP proof, once checked (tokens/dpop.ts): tokens issued for the request are bound to it. */
+  dpopJkt?: string;
 }
 
 export const requestContext = (request: FastifyRequest): RequestContext => ({

@@ -33,7 +33,7 @@ export const PublicUser = z
 
 const tokenFields = {
   access_token: z.string().describe('A JWT (RFC 9068), `ACCESS_TOKEN_TTL` seconds.'),
-  token_type: z.literal('Bearer'),
+  token_type: z.enum(['Bearer', 'DPoP']).describe('`DPoP` when the request carried a DPoP proof: the access token is bound to its key (`cnf.jkt`, docs/reference/oauth.md).'),
   expires_in: z.number().int().describe('Seconds until the access token expires.'),
   refresh_token: z.string().describe('Opaque (`rt_…`); rotated on every use.'),
   scope: z.string(),

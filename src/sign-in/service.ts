@@ -14,7 +14,7 @@ import { findSignInBasis, type SignInBasis } from '../storage/repos/sign-in-basi
 import { type PublicUser, toPublicUser, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 import { inTransaction } from '../storage/transaction.js';
-import type { TokenResponse, TokenService } from '../tokens/service.js';
+import { bindRefreshTo, type TokenResponse, type TokenService } from '../tokens/service.js';
 import {
   type CodeBasisProblem,
   codeBasisProblem,
@@ -268,7 +268,7 @@ export class SignIn {
   /** Issues an authorization code and records the app sign-in (call inside the door's transaction). */
   async issueCode(
     trx: Kysely<Database>,
-    input: { app: App; user: UserRow; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number; amr: readonly Amr[]; device?: Device },
+    input: { app: App; user: UserRow; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number; amr: readonly Amr[]; device?: Device; dpopJkt?: string },
   ): Promise<string> {
     await recordAppSignIn(trx, input.app.id, input.user.id, this.deps.clock.now());
     return this.deps.tokens.issueAuthorizationCode(trx, {
@@ -281,6 +281,7 @@ export class SignIn {
       authTime: input.authTime,
       amr: input.amr,
       device: input.device,
+      dpopJkt: input.dpopJkt,
     });
   }
 
@@ -312,6 +313,7 @@ export class SignIn {
         amr: factor.amr,
         awaiting: step === 'mfa' ? AWAITING.secondFactor : AWAITING.restSignIn,
         device: deviceOf(ctx),
+        dpopJkt: bindRefreshTo(app, ctx.dpopJkt),
       });
       return this.pendingResult(app, user, grantId, step, factor.amr);
     }
@@ -419,7 +421,7 @@ export class SignIn {
         await this.grantConsent(trx, { appId: app.id, userId: user.id, scope: DEFAULT_SCOPE, via: 'sign_in' }, ctx);
       }
       await this.recordLogin(trx, { userId: user.id, appId: app.id, method: options.method, amr: options.amr }, ctx);
-      const issued = await this.deps.tokens.issueTokens(trx, { app, user, scope: DEFAULT_SCOPE, authTime: options.authTime, amr: options.amr, grantId: options.pendingGrantId, device: deviceOf(ctx) });
+      const issued = await this.deps.tokens.issueTokens(trx, { app, user, scope: DEFAULT_SCOPE, authTime: options.authTime, amr: options.amr, grantId: options.pendingGrantId, device: deviceOf(ctx), dpopJkt: ctx.dpopJkt });
       return issued.response;
     });
     return { status: 'ok', user: toPublicUser(user), ...response };

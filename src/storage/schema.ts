@@ -49,6 +49,8 @@ export interface AppsTable {
   disabled: number;
   created_at: number;
   updated_at: number;
+  /** 1: every token request and sign-in of this app must carry a DPoP proof (RFC 9449 §5.2). */
+  dpop_bound_access_tokens: number;
 }
 
 export interface UsersTable {
@@ -157,6 +159,8 @@ export interface GrantsTable {
   user_agent: string | null;
   /** The coarse area of the address it was created from (shared/ip-area.ts), never the full address. */
   ip_area: string | null;
+  /** The DPoP key thumbprint its refresh tokens are bound to (public clients, RFC 9449 §5); null = bearer. */
+  dpop_jkt: string | null;
 }
 
 export interface AuthorizationCodesTable {
@@ -178,6 +182,8 @@ export interface AuthorizationCodesTable {
   user_agent: string | null;
   /** The coarse area of the address it was created from (shared/ip-area.ts), never the full address. */
   ip_area: string | null;
+  /** The DPoP key thumbprint the redemption must prove (`dpop_jkt` at authorize, RFC 9449 §10); null = any. */
+  dpop_jkt: string | null;
 }
 
 export interface RefreshTokensTable {
@@ -392,6 +398,12 @@ export interface WebhookDeliveriesTable {
   delivered_at: number | null;
 }
 
+/** Keys seen once, until they expire (DPoP proof `jti`s when Redis is not configured). */
+export interface SeenOnceTable {
+  key: string;
+  expires_at: number;
+}
+
 export interface Database {
   developers: DevelopersTable;
   developer_api_keys: DeveloperApiKeysTable;
@@ -416,6 +428,7 @@ export interface Database {
   outbox: OutboxTable;
   signing_keys: SigningKeysTable;
   throttle_counters: ThrottleCountersTable;
+  seen_once: SeenOnceTable;
   settings: SettingsTable;
   totp_factors: TotpFactorsTable;
   recovery_codes: RecoveryCodesTable;

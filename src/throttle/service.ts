@@ -6,6 +6,7 @@ import { AppError } from '../errors.js';
 import type { Clock } from '../shared/time.js';
 import { deleteCounter, findCounter, lockCounterAtCount, releaseCounterSlot, reserveCounterSlot, saveCounter } from '../storage/repos/throttle.js';
 import { normalizeEmail } from '../storage/repos/users.js';
+import { recordFirstSighting } from '../storage/repos/seen-once.js';
 import { decideInRedis, MemoryWindows, type WindowDecision, type WindowRequest } from './sliding-window.js';
 import type { Database } from '../storage/schema.js';
 
@@ -94,6 +95,24 @@ export class Throttle {
       }
     }
     return this.memory.decide(request);
+  }
+
+  /**
+   * Records `key` for `ttlSeconds`; true only the first time, across every process (DPoP proof `jti`s):
+   * in Redis (SET NX) when configured, otherwise, or while Redis is unreachable, in the database. Never
+   * in process memory: a replay sent to another process must be seen.
+   */
+  async firstSighting(key: string, ttlSeconds: number): Promise<boolean> {
+    if (this.redis) {
+      try {
+        return (await this.redis.set(`seen:${key}`, '1', 'EX', ttlSeconds, 'NX')) === 'OK';
+      } catch (error) {
+        if (!this.redisWarned) this.log.warn({ err: error }, 'redis unavailable: replay checks fall back to the database');
+        this.redisWarned = true;
+      }
+    }
+    const now = this.clock.now();
+    return recordFirstSighting(this.db, key, now, now + ttlSeconds);
   }
 
   // Account lockout --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decodeProtectedHeader, errors as joseErrors } from 'jose';
 import type { Kysely } from 'kysely';
 import type { ResolvedConfig } from '../config.js';
@@ -44,6 +44,7 @@ import type { KeyStore } from '../plugins/keys.js';
 import type { Storage } from '../storage/connect.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { Coalescer } from '../shared/coalescer.js';
+import type { Dpop } from './dpop.js';
 import type { Device } from '../shared/ip-area.js';
 
 /**
@@ -54,7 +55,8 @@ import type { Device } from '../shared/ip-area.js';
 
 export interface TokenResponse {
   access_token: string;
-  token_type: 'Bearer';
+  /** `DPoP` when the access token is bound to the key of a DPoP proof (`cnf.jkt`, RFC 9449 §5). */
+  token_type: 'Bearer' | 'DPoP';
   expires_in: number;
   refresh_token: string;
   scope: string;
@@ -68,6 +70,8 @@ export interface AccessTokenClaims<G extends LiveGrant = LiveGrant> {
   grantId: string;
   jti: string;
   exp: number;
+  /** The thumbprint of the DPoP key the token is bound to (`cnf.jkt`), if it is. */
+  jkt?: string;
   /** The live grant, with the token's app (its client), as the liveness reader read it. */
   grant: G;
 }
@@ -105,6 +109,8 @@ export interface MintInput {
   /** How the user authenticated (ID token `amr`, and `acr` from it). */
   amr: readonly Amr[];
   nonce: string | null;
+  /** The DPoP key the access token is bound to (`cnf.jkt`); a public client's refresh tokens are bound through the grant. */
+  dpopJkt?: string;
 }
 
 /** What a new grant records (TokenService.createGrant). */
@@ -119,7 +125,15 @@ export interface GrantInput {
   expiresAt?: number;
   /** Where the person signed in from (the sessions list shows it); unknown when the request came from the app's server. */
   device?: Device;
+  /** The DPoP key the grant's refresh tokens are bound to (public clients only: bindRefreshTo). */
+  dpopJkt?: string | null;
 }
+
+/**
+ * Which key a new grant's refresh tokens are bound to (RFC 9449 §5): a public client's are bound to the
+ * key of its proof; a confidential client's are already bound to its secret, so stay unbound.
+ */
+export const bindRefreshTo = (app: Pick<App, 'type'>, jkt: string | undefined): string | null => (app.type === 'public' && jkt !== undefined ? jkt : null);
 
 /**
  * A token response being signed, and the refresh-token row that must be committed before it is sent: the
@@ -136,11 +150,20 @@ export interface PreparedTokens {
   refreshRow: Insertable<RefreshTokensTable>;
 }
 
-/** `Authorization: Bearer <b64token>` (RFC 6750 §2.1); the scheme is case-insensitive (RFC 9110 §11.1). */
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
+/**
+ * `Authorization: Bearer <b64token>` (RFC 6750 §2.1) or `DPoP <b64token>` (RFC 9449 §7.1); the scheme is
+ * case-insensitive (RFC 9110 §11.1).
+ */
+const AUTHORIZATION = /^(Bearer|DPoP) +([A-Za-z0-9\-._~+/]+=*)$/i;
 
-/** The bearer token of a request: the Authorization header, or (where allowed) the form body; never both (RFC 6750 §2). */
-function bearerToken(request: FastifyRequest, allowFormBody: boolean): string {
+interface PresentedToken {
+  token: string;
+  /** `dpop` for the DPoP scheme; a form-body token is a bearer token. */
+  scheme: 'bearer' | 'dpop';
+}
+
+/** The token of a request: the Authorization header, or (where allowed) the form body; never both (RFC 6750 §2). */
+function presentedToken(request: FastifyRequest, allowFormBody: boolean): PresentedToken {
   const header = request.headers.authorization;
   const isForm = (request.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded');
   const fromBody = allowFormBody && request.method === 'POST' && isForm ? (request.body as Record<string, unknown> | undefined)?.access_token : undefined;
@@ -151,11 +174,11 @@ function bearerToken(request: FastifyRequest, allowFormBody: boolean): string {
       detail: 'bearer token in header and body',
     });
   }
-  if (typeof fromBody === 'string') return fromBody;
+  if (typeof fromBody === 'string') return { token: fromBody, scheme: 'bearer' };
   if (!header) throw new AppError('unauthorized', { headers: { 'www-authenticate': 'Bearer realm="gatehouse"' }, detail: 'no bearer credential' });
-  const match = BEARER.exec(header);
+  const match = AUTHORIZATION.exec(header);
   if (!match) throw new AppError('unauthorized', { detail: 'malformed Authorization header' });
-  return match[1]!;
+  return { token: match[2]!, scheme: match[1]!.toLowerCase() === 'dpop' ? 'dpop' : 'bearer' };
 }
 
 /** The most calls one coalesced statement carries (PostgreSQL); more go in the next. */
@@ -192,6 +215,8 @@ export class TokenService {
     private readonly keys: KeyStore,
     private readonly config: ResolvedConfig,
     private readonly clock: Clock,
+    /** DPoP proofs, nonces and the replay cache (tokens/dpop.ts). */
+    readonly dpop: Dpop,
   ) {
     this.box = new SecretBox(config.secretKey, 'refresh-replay');
     if (storage.dialect === 'postgres') {
@@ -265,6 +290,7 @@ export class TokenService {
       awaiting_completion: input.awaiting ?? AWAITING.nothing,
       user_agent: input.device?.userAgent ?? null,
       ip_area: input.device?.ipArea ?? null,
+      dpop_jkt: input.dpopJkt ?? null,
     };
   }
 
@@ -274,7 +300,7 @@ export class TokenService {
    */
   async issueTokens(
     db: Kysely<Database>,
-    input: { app: App; user: UserRow; scope: string; authTime: number; amr: readonly Amr[]; nonce?: string | null; grantId?: string; device?: Device },
+    input: { app: App; user: UserRow; scope: string; authTime: number; amr: readonly Amr[]; nonce?: string | null; grantId?: string; device?: Device; dpopJkt?: string },
   ): Promise<{ response: TokenResponse; grantId: string }> {
     if (input.grantId === undefined) {
       const { response, grantRow, refreshRow } = this.prepareGrantTokens(input);
@@ -294,6 +320,7 @@ export class TokenService {
       authTime: input.authTime,
       amr: input.amr,
       nonce: input.nonce ?? null,
+      dpopJkt: input.dpopJkt,
     });
     return { response, grantId: grant.id };
   }
@@ -310,8 +337,13 @@ export class TokenService {
     amr: readonly Amr[];
     nonce?: string | null;
     device?: Device;
+    /** The key of the request's DPoP proof: binds the access token, and a public client's refresh tokens. */
+    dpopJkt?: string;
   }): PreparedTokens & { grantRow: Insertable<GrantsTable> } {
-    const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, device: input.device });
+    const grantRow = this.grantRow({
+      appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, device: input.device,
+      dpopJkt: bindRefreshTo(input.app, input.dpopJkt),
+    });
     const prepared = this.prepareTokens({
       app: input.app,
       user: input.user,
@@ -322,6 +354,7 @@ export class TokenService {
       authTime: input.authTime,
       amr: input.amr,
       nonce: input.nonce ?? null,
+      dpopJkt: input.dpopJkt,
     });
     return Object.assign(prepared, { grantRow });
   }
@@ -353,7 +386,10 @@ export class TokenService {
       successor_hash: null,
     };
     const accessToken = this.keys.signing(
-      { sub: input.user.id, aud: input.app.id, client_id: input.app.id, scope: input.scope, jti: newId('at'), sid: input.grantId },
+      {
+        sub: input.user.id, aud: input.app.id, client_id: input.app.id, scope: input.scope, jti: newId('at'), sid: input.grantId,
+        ...(input.dpopJkt !== undefined ? { cnf: { jkt: input.dpopJkt } } : {}),
+      },
       { alg: 'ES256', typ: 'at+jwt', expiresIn: ttl.accessToken },
     );
     const idToken = hasScope(input.scope, 'openid')
@@ -372,7 +408,7 @@ export class TokenService {
         )
       : undefined;
     const withTokens = (access: string, id: string | undefined): TokenResponse => {
-      const tokens: TokenResponse = { access_token: access, token_type: 'Bearer', expires_in: ttl.accessToken, refresh_token: refreshToken, scope: input.scope };
+      const tokens: TokenResponse = { access_token: access, token_type: input.dpopJkt !== undefined ? 'DPoP' : 'Bearer', expires_in: ttl.accessToken, refresh_token: refreshToken, scope: input.scope };
       if (id !== undefined) tokens.id_token = id;
       return tokens;
     };
@@ -401,13 +437,17 @@ export class TokenService {
    * JSON text); after the window, or once the successor itself was used, it revokes the family.
    * The caller reads the presented token's family (findRefreshFamily, or with its client in one statement).
    */
-  async refresh(input: { family: RefreshFamily | undefined; client: App; scope?: string }, ctx: RequestContext): Promise<string> {
+  async refresh(input: { family: RefreshFamily | undefined; client: App; scope?: string; dpopJkt?: string }, ctx: RequestContext): Promise<string> {
     const now = this.clock.now();
     const { family } = input;
     if (!family) throw new AppError('invalid_grant', { reason: 'refresh_token_unknown' });
     const { token: row, grant, user } = family;
     const hash = row.token_hash;
     if (row.app_id !== input.client.id) throw new AppError('invalid_grant', { reason: 'refresh_token_other_client' });
+    // Before reuse detection: whoever lacks the key of a bound family can neither use nor revoke it.
+    if (grant.dpop_jkt !== null && grant.dpop_jkt !== input.dpopJkt) {
+      throw this.dpop.keyMismatch('token', input.dpopJkt === undefined ? 'refresh token bound to a DPoP key, no proof' : 'refresh token bound to another DPoP key');
+    }
     if (input.scope !== undefined && !isSubsetScope(input.scope, row.scope)) throw new AppError('invalid_scope', { detail: 'scope wider than granted' });
 
     if (row.consumed_at === null) {
@@ -426,6 +466,7 @@ export class TokenService {
         authTime: grant.auth_time,
         amr: parseAmr(grant.amr),
         nonce: null,
+        dpopJkt: input.dpopJkt,
       });
       const sealedResponse = this.box.seal(await prepared.replayText());
       const [won, response] = await Promise.all([this.rotations.submit({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
@@ -484,6 +525,8 @@ export class TokenService {
       amr: readonly Amr[];
       /** The browser that asked for the code: its redemption's grant records it. */
       device?: Device;
+      /** `dpop_jkt` of the authorization request: the redemption must prove this key (RFC 9449 §10). */
+      dpopJkt?: string;
     },
   ): Promise<string> {
     const now = this.clock.now();
@@ -504,6 +547,7 @@ export class TokenService {
       grant_id: null,
       user_agent: input.device?.userAgent ?? null,
       ip_area: input.device?.ipArea ?? null,
+      dpop_jkt: input.dpopJkt ?? null,
     });
     return code;
   }
@@ -587,12 +631,33 @@ export class TokenService {
       if (error instanceof joseErrors.JOSEError) return null;
       throw error;
     }
-    const { sub, client_id: clientId, scope, sid, jti, aud } = payload as Record<string, unknown>;
+    const { sub, client_id: clientId, scope, sid, jti, aud, cnf } = payload as Record<string, unknown>;
     if (typeof sub !== 'string' || typeof clientId !== 'string' || typeof scope !== 'string' || typeof sid !== 'string' || typeof jti !== 'string') return null;
     if (aud !== clientId) return null;
+    let jkt: string | undefined;
+    if (cnf !== undefined) {
+      jkt = (cnf as { jkt?: unknown } | null)?.jkt as string | undefined;
+      if (typeof jkt !== 'string') return null;
+    }
     const grant = await this.readLiveGrant(readGrant, sid);
     if (!grant || grant.app.id !== clientId) return null;
-    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, grant };
+    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, jkt, grant };
+  }
+
+  /**
+   * RFC 9449 §7: a DPoP-bound access token only with the DPoP scheme and a proof by its key naming it in
+   * `ath`; an unbound one only as a bearer token. The proof's `htu` is this endpoint under BASE_URL.
+   */
+  private async checkSenderConstraint(request: FastifyRequest, reply: FastifyReply | undefined, token: string, scheme: PresentedToken['scheme'], jkt: string | undefined): Promise<void> {
+    if (jkt === undefined) {
+      if (scheme === 'dpop') throw new AppError('unauthorized', { headers: { 'www-authenticate': this.dpop.challenge('invalid_token') }, detail: 'unbound token with the DPoP scheme' });
+      return;
+    }
+    if (scheme !== 'dpop') throw new AppError('unauthorized', { headers: { 'www-authenticate': this.dpop.challenge('invalid_token') }, detail: 'DPoP-bound token presented as Bearer' });
+    const path = request.url.split('?', 1)[0]!;
+    const proven = await this.dpop.proofKey(request, reply, { path, site: 'resource', accessToken: token });
+    if (proven === undefined) throw this.dpop.keyMismatch('resource', 'DPoP scheme without a proof');
+    if (proven !== jkt) throw this.dpop.keyMismatch('resource', 'proof made with another key than the token is bound to');
   }
 
   /**
@@ -603,17 +668,17 @@ export class TokenService {
    */
   async authenticate<G extends LiveGrant = LiveGrant>(
     request: FastifyRequest,
-    options: { allowSession?: boolean; allowFormBody?: boolean; readGrant?: LiveGrantReader<G> } = {},
+    options: { allowSession?: boolean; allowFormBody?: boolean; readGrant?: LiveGrantReader<G>; reply?: FastifyReply } = {},
   ): Promise<BearerIdentity<G>> {
     const readGrant = options.readGrant ?? (liveGrants as LiveGrantReader<G>);
-    const token = bearerToken(request, options.allowFormBody === true);
+    const { token, scheme } = presentedToken(request, options.allowFormBody === true);
     let typ: unknown;
     try {
       typ = decodeProtectedHeader(token).typ;
     } catch {
       throw new AppError('unauthorized', { detail: 'not a JWT' });
     }
-    if (options.allowSession && typeof typ === 'string' && typ.toLowerCase() === 'session+jwt') {
+    if (options.allowSession && scheme === 'bearer' && typeof typ === 'string' && typ.toLowerCase() === 'session+jwt') {
       const session = await this.checkSession(token);
       if (!session) throw new AppError('unauthorized', { detail: 'session JWT rejected' });
       const grant = await this.readLiveGrant(readGrant, session.grantId);
@@ -624,6 +689,7 @@ export class TokenService {
     }
     const claims = await this.checkAccessToken(token, readGrant);
     if (!claims) throw new AppError('unauthorized', { detail: 'access token rejected' });
+    await this.checkSenderConstraint(request, options.reply, token, scheme, claims.jkt);
     return { kind: 'access', userId: claims.sub, appId: claims.clientId, scope: claims.scope, grantId: claims.grantId, grant: claims.grant };
   }
 }

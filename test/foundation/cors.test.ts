@@ -40,13 +40,13 @@ describe('CORS origin rules (src/shared/cors.ts)', () => {
     expect(corsHeadersFor('https://a.example', allowed)).toEqual({
       vary: 'Origin',
       'access-control-allow-origin': 'https://a.example',
-      'access-control-expose-headers': 'ETag, Retry-After, WWW-Authenticate',
+      'access-control-expose-headers': 'ETag, Retry-After, WWW-Authenticate, DPoP-Nonce',
     });
     expect(corsHeadersFor('https://a.example', ['https://a.example'], 'preflight')).toEqual({
       vary: 'Origin',
       'access-control-allow-origin': 'https://a.example',
       'access-control-allow-methods': 'GET, POST, PUT, DELETE',
-      'access-control-allow-headers': 'Authorization, Content-Type, X-Client-Id, If-Match',
+      'access-control-allow-headers': 'Authorization, Content-Type, X-Client-Id, If-Match, DPoP',
       'access-control-max-age': '600',
     });
     expect(corsHeadersFor('https://evil.example', allowed)).toEqual({ vary: 'Origin' });

@@ -96,7 +96,7 @@ describe('discovery and JWKS (docs/reference/oauth.md#endpoints)', () => {
       expect(allowed.statusCode).toBe(204);
       expect(allowed.headers['access-control-allow-origin']).toBe('https://spa.example');
       expect(allowed.headers['access-control-allow-methods']).toBe('GET, POST, PUT, DELETE');
-      expect(allowed.headers['access-control-allow-headers']).toBe('Authorization, Content-Type, X-Client-Id, If-Match');
+      expect(allowed.headers['access-control-allow-headers']).toBe('Authorization, Content-Type, X-Client-Id, If-Match, DPoP');
 
       const denied = await t.app.inject({
         method: 'OPTIONS',

@@ -38,6 +38,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     mfa: 'optional',
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
     defaultLocale: null,
+    oauth: { dpopBoundAccessTokens: false },
     disabled: false,
     createdAt: now,
     updatedAt: now,

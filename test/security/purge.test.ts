@@ -30,6 +30,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   one_time_tokens: 'created_at',
   browser_sessions: 'created_at',
   throttle_counters: 'updated_at',
+  seen_once: 'expires_at',
   outbox: 'created_at',
   webhook_deliveries: 'created_at',
   events: 'at',
@@ -116,6 +117,7 @@ describe('purge: every table that accumulates rows', () => {
     // A lock still in force outlives every window: its counter is kept.
     await saveCounter(t.db, { key: lockedKey, count: 5, windowStart: t0, lockedUntil: t0 + 30 * DAY, updatedAt: t0 });
     const keysBefore = await countAll(t.db, 'signing_keys');
+    expect(await t.app.throttle.firstSighting('dpop-jti:old', 181)).toBe(true); // a DPoP proof's jti, long expired by the purge
 
     await t.app.webhookDeliverer.drain();
     t.clock.advance(8 * DAY); // past every expiry + the 1-day grace, and the 7-day outbox retention
@@ -129,6 +131,7 @@ describe('purge: every table that accumulates rows', () => {
     const d = await restRegister(t, client);
     expect((await post(t, '/v1/auth/login', { email: d.email, password: 'not the password', client_id: client.app.id })).statusCode).toBe(401);
     await requestMagicLinks(t, client, [d.email]);
+    expect(await t.app.throttle.firstSighting('dpop-jti:recent', 181)).toBe(true);
     await t.app.webhookDeliverer.drain();
     await receiver.close();
 
@@ -150,6 +153,7 @@ describe('purge: every table that accumulates rows', () => {
       one_time_tokens: { old: 0, recent: before.one_time_tokens.recent },
       browser_sessions: { old: 0, recent: before.browser_sessions.recent },
       throttle_counters: { old: 1, recent: before.throttle_counters.recent },
+      seen_once: { old: 0, recent: before.seen_once.recent },
       outbox: { old: 0, recent: before.outbox.recent },
       webhook_deliveries: { old: 0, recent: before.webhook_deliveries.recent },
       events: { old: before.events.old, recent: before.events.recent },
@@ -160,7 +164,7 @@ describe('purge: every table that accumulates rows', () => {
     expect(await countAll(t.db, 'signing_keys')).toBe(keysBefore);
     // The answer counts exactly the rows that went, per table.
     expect(counts).toEqual(Object.fromEntries(TABLES.map((table) => [table, before[table].old - after[table].old])));
-    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'outbox', 'webhook_deliveries'] as const) {
+    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'seen_once', 'outbox', 'webhook_deliveries'] as const) {
       expect(counts![table], table).toBeGreaterThan(0);
     }
 

@@ -26,6 +26,7 @@ const row = (i: number): AppRow => ({
   disabled: 0,
   created_at: i,
   updated_at: i,
+  dpop_bound_access_tokens: 0,
 });
 
 describe('objects built on hot paths', () => {

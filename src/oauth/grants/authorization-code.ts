@@ -47,7 +47,7 @@ function codeCheckFailure(row: Pick<AuthorizationCodeRow, 'expires_at' | 'redire
  * is judged again: should the basis have changed in between, the grant just stored is revoked before
  * anything is answered. Two round trips on PostgreSQL instead of a transaction's five.
  */
-export async function authorizationCodeGrant(app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator): Promise<TokenResponse> {
+export async function authorizationCodeGrant(app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator, dpopJkt: string | undefined): Promise<TokenResponse> {
   const presented = params.code;
   const codeHash = presented !== undefined && presented !== '' && presented.length <= MAX_CODE_LENGTH ? hashSecret(presented) : undefined;
   // The client and the presented code with its redemption basis, in one statement (on PostgreSQL, shared
@@ -65,6 +65,9 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   if (!found) throw new AppError('invalid_grant', { reason: 'code_unknown' });
   const row = found.code;
   if (row.app_id !== client.id) throw new AppError('invalid_grant', { reason: 'code_other_client' });
+  // RFC 9449 §10: a code bound with `dpop_jkt` redeems only with a proof by that key; it is not burned
+  // otherwise, so an attacker holding the code but not the key cannot spoil it for the client.
+  if (row.dpop_jkt !== null && row.dpop_jkt !== dpopJkt) throw app.tokens.dpop.keyMismatch('token', 'code bound to another DPoP key');
 
   const now = app.clock.now();
   /** Why this request cannot redeem the code on `redemption` (null when it can): the code row, then its basis. */
@@ -82,7 +85,7 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   } else {
     // The tokens are signed while the redemption runs (its rows need no signature): the redemption
     // decides whether they are stored, and they are answered only once it has committed.
-    const prepared = app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce, device: { userAgent: row.user_agent, ipArea: row.ip_area } });
+    const prepared = app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce, device: { userAgent: row.user_agent, ipArea: row.ip_area }, dpopJkt });
     const [redemption, response] = await Promise.all([app.tokens.redeemCode({ codeHash, at: now, grant: prepared.grantRow, refreshToken: prepared.refreshRow }), prepared.response]);
     if (redemption) {
       const changed = problem(redemption);

@@ -14,7 +14,7 @@ const MAX_REFRESH_TOKEN_LENGTH = 512;
  * family revocation on reuse all live in `app.tokens.refresh`, shared with `/v1/auth/refresh`. The
  * answer is its exact JSON text, so concurrent refreshes get byte-identical bodies. Scope may only narrow.
  */
-export async function refreshTokenGrant(app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator): Promise<string> {
+export async function refreshTokenGrant(app: FastifyInstance, request: FastifyRequest, params: Params, authenticate: ClientAuthenticator, dpopJkt: string | undefined): Promise<string> {
   const presented = params.refresh_token;
   if (presented === undefined || presented === '' || presented.length > MAX_REFRESH_TOKEN_LENGTH) {
     await authenticate();
@@ -27,5 +27,5 @@ export async function refreshTokenGrant(app: FastifyInstance, request: FastifyRe
   const client = await authenticate((_db, clientId) => app.tokens.findAppWithRefreshFamily(clientId, tokenHash));
   const scope = params.scope === undefined || params.scope.trim() === '' ? undefined : params.scope;
   if (scope !== undefined && unknownScopes(scope).length) throw new AppError('invalid_scope');
-  return app.tokens.refresh({ family: client.refreshFamily, client, scope }, requestContext(request));
+  return app.tokens.refresh({ family: client.refreshFamily, client, scope, dpopJkt }, requestContext(request));
 }

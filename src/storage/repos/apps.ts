@@ -31,6 +31,8 @@ export interface App {
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
+  /** Sender-constrained tokens (docs/reference/oauth.md): DPoP required, pushed authorization requests required. */
+  oauth: { dpopBoundAccessTokens: boolean };
 }
 
 /** What a bearer check needs of the token's app: who it is, and whether it may still serve the token. */
@@ -63,6 +65,7 @@ export function toApp(row: AppRow): App {
     defaultLocale: row.default_locale,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+    oauth: { dpopBoundAccessTokens: row.dpop_bound_access_tokens === 1 },
   };
 }
 
@@ -86,6 +89,7 @@ function toRow(app: App): AppsTable {
     disabled: app.disabled ? 1 : 0,
     created_at: app.createdAt,
     updated_at: app.updatedAt,
+    dpop_bound_access_tokens: app.oauth.dpopBoundAccessTokens ? 1 : 0,
   };
 }
 

@@ -19,6 +19,7 @@ export type PurgeTable =
   | 'one_time_tokens'
   | 'browser_sessions'
   | 'throttle_counters'
+  | 'seen_once'
   | 'outbox'
   | 'webhook_deliveries'
   | 'events';
@@ -101,6 +102,7 @@ export const PURGE_STEPS: readonly PurgeStep[] = [
   rule('throttle_counters', 'key', 'untouched for longer than every window, and not locked', (eb, cut) =>
     eb.and([eb('updated_at', '<', cut.throttle), unlocked(eb, cut)]),
   ),
+  rule('seen_once', 'key', 'expired before the grace', dead('expires_at')),
   rule('outbox', 'id', 'delivered before the retention', (eb, cut) => eb('sent_at', '<', cut.outbox)),
   // The sender gives up on a mail 24 h after it was created; the retention is at least a day.
   rule('outbox', 'id', 'never delivered, created before the retention (abandoned)', (eb, cut) =>
