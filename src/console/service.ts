@@ -61,6 +61,7 @@ export async function ensureConsoleApp(db: Kysely<Database>, config: ResolvedCon
     requiredFields: [],
     mfa: 'optional',
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
+    backchannelLogout: { uri: null, sessionRequired: false },
     disabled: false,
     createdAt: now,
     updatedAt: now,

@@ -86,6 +86,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     requiredFields: input.required_fields,
     mfa: input.mfa,
     branding: { logoUrl: input.logo_url ?? null, logoUrlDark: input.logo_url_dark ?? null, accentColor: input.accent_color ?? null },
+    backchannelLogout: { uri: null, sessionRequired: false },
     disabled: false,
     createdAt: now,
     updatedAt: now,

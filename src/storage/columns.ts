@@ -22,13 +22,13 @@ export function qualified<A extends string, C extends string>(alias: A, columns:
 export const COLUMNS = {
   developers: everyColumn<'developers'>()(['id', 'email', 'name', 'api_key_hash', 'created_at', 'user_id']),
   developer_api_keys: everyColumn<'developer_api_keys'>()(['id', 'developer_id', 'name', 'key_hash', 'created_at', 'revoked_at']),
-  apps: everyColumn<'apps'>()(['id', 'developer_id', 'name', 'type', 'client_secret_hash', 'redirect_uris', 'allowed_origins', 'feature_auth', 'feature_profile', 'required_fields', 'mfa', 'logo_url', 'accent_color', 'logo_url_dark', 'disabled', 'created_at', 'updated_at']),
+  apps: everyColumn<'apps'>()(['id', 'developer_id', 'name', 'type', 'client_secret_hash', 'redirect_uris', 'allowed_origins', 'feature_auth', 'feature_profile', 'required_fields', 'mfa', 'logo_url', 'accent_color', 'logo_url_dark', 'backchannel_logout_uri', 'backchannel_logout_session_required', 'disabled', 'created_at', 'updated_at']),
   users: everyColumn<'users'>()(['id', 'email', 'email_verified', 'password_hash', 'name', 'phone_number', 'birthdate', 'status', 'password_changed_at', 'created_at', 'updated_at', 'deletion_scheduled_at']),
   provider_identities: everyColumn<'provider_identities'>()(['id', 'user_id', 'issuer', 'subject', 'email', 'created_at']),
   app_users: everyColumn<'app_users'>()(['app_id', 'user_id', 'status', 'created_at', 'last_login_at', 'email', 'name', 'user_status', 'list_status']),
-  browser_sessions: everyColumn<'browser_sessions'>()(['id_hash', 'user_id', 'csrf_token', 'auth_time', 'amr', 'data', 'created_at', 'last_seen_at', 'expires_at', 'revoked_at', 'user_agent', 'ip_area']),
-  grants: everyColumn<'grants'>()(['id', 'app_id', 'user_id', 'scope', 'auth_time', 'amr', 'nonce', 'created_at', 'expires_at', 'revoked_at', 'revoked_reason', 'awaiting_completion', 'user_agent', 'ip_area']),
-  authorization_codes: everyColumn<'authorization_codes'>()(['code_hash', 'app_id', 'user_id', 'redirect_uri', 'scope', 'code_challenge', 'nonce', 'auth_time', 'amr', 'created_at', 'expires_at', 'consumed_at', 'grant_id', 'user_agent', 'ip_area']),
+  browser_sessions: everyColumn<'browser_sessions'>()(['id_hash', 'user_id', 'csrf_token', 'auth_time', 'amr', 'data', 'created_at', 'last_seen_at', 'expires_at', 'revoked_at', 'user_agent', 'ip_area', 'sid']),
+  grants: everyColumn<'grants'>()(['id', 'app_id', 'user_id', 'scope', 'auth_time', 'amr', 'nonce', 'created_at', 'expires_at', 'revoked_at', 'revoked_reason', 'awaiting_completion', 'user_agent', 'ip_area', 'sid']),
+  authorization_codes: everyColumn<'authorization_codes'>()(['code_hash', 'app_id', 'user_id', 'redirect_uri', 'scope', 'code_challenge', 'nonce', 'auth_time', 'amr', 'created_at', 'expires_at', 'consumed_at', 'grant_id', 'user_agent', 'ip_area', 'sid']),
   refresh_tokens: everyColumn<'refresh_tokens'>()(['token_hash', 'grant_id', 'app_id', 'scope', 'created_at', 'expires_at', 'consumed_at', 'successor_response', 'successor_hash']),
   one_time_tokens: everyColumn<'one_time_tokens'>()(['id', 'kind', 'token_hash', 'code_hash', 'user_id', 'email', 'app_id', 'data', 'attempts', 'created_at', 'expires_at', 'consumed_at']),
   profiles: everyColumn<'profiles'>()(['app_id', 'user_id', 'data', 'version', 'created_at', 'updated_at']),
@@ -43,4 +43,5 @@ export const COLUMNS = {
   passkeys: everyColumn<'passkeys'>()(['id', 'credential_id', 'user_id', 'public_key', 'counter', 'transports', 'device_type', 'backed_up', 'name', 'app_id', 'created_at', 'last_used_at']),
   webhook_endpoints: everyColumn<'webhook_endpoints'>()(['id', 'app_id', 'url', 'description', 'event_types', 'enabled', 'secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at', 'failing_since', 'disabled_reason', 'disabled_at', 'created_at', 'updated_at']),
   webhook_deliveries: everyColumn<'webhook_deliveries'>()(['id', 'endpoint_id', 'app_id', 'event_id', 'user_id', 'type', 'payload', 'status', 'attempts', 'created_at', 'next_attempt_at', 'locked_until', 'last_attempt_at', 'last_status_code', 'last_error', 'last_response', 'delivered_at']),
+  logout_deliveries: everyColumn<'logout_deliveries'>()(['id', 'app_id', 'user_id', 'sid', 'status', 'attempts', 'created_at', 'next_attempt_at', 'locked_until', 'last_attempt_at', 'last_status_code', 'last_error', 'delivered_at']),
 };

@@ -105,6 +105,8 @@ export interface MintInput {
   /** How the user authenticated (ID token `amr`, and `acr` from it). */
   amr: readonly Amr[];
   nonce: string | null;
+  /** The grant's `sid` (ID tokens carry it; null for a grant stored before it had one). */
+  sid: string | null;
 }
 
 /** What a new grant records (TokenService.createGrant). */
@@ -119,6 +121,8 @@ export interface GrantInput {
   expiresAt?: number;
   /** Where the person signed in from (the sessions list shows it); unknown when the request came from the app's server. */
   device?: Device;
+  /** The browser session's public `sid` (docs/guides/back-channel-logout.md); absent: a sid of the grant's own. */
+  sid?: string | null;
 }
 
 /**
@@ -265,6 +269,8 @@ export class TokenService {
       awaiting_completion: input.awaiting ?? AWAITING.nothing,
       user_agent: input.device?.userAgent ?? null,
       ip_area: input.device?.ipArea ?? null,
+      // One browser session's sign-ins share its sid; a sign-in without one (REST, a provider's server) is a session of its own.
+      sid: input.sid ?? newId('sid'),
     };
   }
 
@@ -294,6 +300,7 @@ export class TokenService {
       authTime: input.authTime,
       amr: input.amr,
       nonce: input.nonce ?? null,
+      sid: grant.sid,
     });
     return { response, grantId: grant.id };
   }
@@ -310,8 +317,9 @@ export class TokenService {
     amr: readonly Amr[];
     nonce?: string | null;
     device?: Device;
+    sid?: string | null;
   }): PreparedTokens & { grantRow: Insertable<GrantsTable> } {
-    const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, device: input.device });
+    const grantRow = this.grantRow({ appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, device: input.device, sid: input.sid });
     const prepared = this.prepareTokens({
       app: input.app,
       user: input.user,
@@ -322,6 +330,7 @@ export class TokenService {
       authTime: input.authTime,
       amr: input.amr,
       nonce: input.nonce ?? null,
+      sid: grantRow.sid ?? null,
     });
     return Object.assign(prepared, { grantRow });
   }
@@ -365,6 +374,8 @@ export class TokenService {
             acr: acrOf(input.amr),
             ...(input.amr.length > 0 ? { amr: input.amr } : {}),
             ...(input.nonce ? { nonce: input.nonce } : {}),
+            // The session a back-channel logout token names (docs/guides/back-channel-logout.md).
+            ...(input.sid ? { sid: input.sid } : {}),
             ...(hasScope(input.scope, 'email') ? { email: input.user.email, email_verified: input.user.email_verified === 1 } : {}),
             ...(hasScope(input.scope, 'profile') ? { name: input.user.name ?? undefined } : {}),
           },
@@ -426,6 +437,7 @@ export class TokenService {
         authTime: grant.auth_time,
         amr: parseAmr(grant.amr),
         nonce: null,
+        sid: grant.sid,
       });
       const sealedResponse = this.box.seal(await prepared.replayText());
       const [won, response] = await Promise.all([this.rotations.submit({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
@@ -484,6 +496,8 @@ export class TokenService {
       amr: readonly Amr[];
       /** The browser that asked for the code: its redemption's grant records it. */
       device?: Device;
+      /** That browser session's public `sid`, which the grant and its ID tokens take over. */
+      sid?: string | null;
     },
   ): Promise<string> {
     const now = this.clock.now();
@@ -504,6 +518,7 @@ export class TokenService {
       grant_id: null,
       user_agent: input.device?.userAgent ?? null,
       ip_area: input.device?.ipArea ?? null,
+      sid: input.sid ?? null,
     });
     return code;
   }

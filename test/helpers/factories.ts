@@ -37,6 +37,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     requiredFields: [],
     mfa: 'optional',
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
+    backchannelLogout: { uri: null, sessionRequired: false },
     disabled: false,
     createdAt: now,
     updatedAt: now,

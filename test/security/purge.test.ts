@@ -32,6 +32,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   throttle_counters: 'updated_at',
   outbox: 'created_at',
   webhook_deliveries: 'created_at',
+  logout_deliveries: 'created_at',
   events: 'at',
 };
 const TABLES = Object.keys(WRITTEN_AT) as PurgeTable[];

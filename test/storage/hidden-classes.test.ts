@@ -22,6 +22,8 @@ const row = (i: number): AppRow => ({
   logo_url: null,
   logo_url_dark: null,
   accent_color: null,
+  backchannel_logout_uri: null,
+  backchannel_logout_session_required: 0,
   disabled: 0,
   created_at: i,
   updated_at: i,
