@@ -48,6 +48,13 @@ const AccentColor = z
 
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
+/**
+ * OpenID Connect Back-Channel Logout URI (docs/guides/back-channel-logout.md): an absolute URL without a
+ * fragment; where it may point (https and a public address in production) is checked with the webhooks'
+ * target policy by the routes (`backchannelUriProblem`), which depends on the deployment.
+ */
+const BackchannelLogoutUri = z.string().max(2000).describe('https URL (in production: a public address) that receives logout tokens.');
+
 export const CreateAppBody = z.strictObject({
   name: AppName,
   redirect_uris: RedirectUris,
@@ -59,6 +66,8 @@ export const CreateAppBody = z.strictObject({
   logo_url: LogoUrl.nullable().default(null),
   logo_url_dark: LogoUrl.nullable().default(null),
   accent_color: AccentColor.nullable().default(null),
+  backchannel_logout_uri: BackchannelLogoutUri.nullable().default(null),
+  backchannel_logout_session_required: z.boolean().default(false),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -73,6 +82,8 @@ export const UpdateAppBody = z.strictObject({
   logo_url: LogoUrl.nullable().optional(),
   logo_url_dark: LogoUrl.nullable().optional(),
   accent_color: AccentColor.nullable().optional(),
+  backchannel_logout_uri: BackchannelLogoutUri.nullable().optional(),
+  backchannel_logout_session_required: z.boolean().optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -93,6 +104,8 @@ export const AppView = z
     logo_url: z.string().nullable().describe('Hosted-page logo (https URL), or null.'),
     logo_url_dark: z.string().nullable().describe('The logo for the dark colour scheme (https URL), or null for `logo_url` in both.'),
     accent_color: z.string().nullable().describe('Hosted-page accent colour `#rrggbb`, or null.'),
+    backchannel_logout_uri: z.string().nullable().describe('Where OpenID Connect Back-Channel Logout tokens are POSTed (docs/guides/back-channel-logout.md), or null for none.'),
+    backchannel_logout_session_required: z.boolean().describe('Whether the app needs `sid` in logout tokens.'),
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

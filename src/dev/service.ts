@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
+import { urlProblem, type TargetPolicy } from '../shared/targets.js';
 import { isoTime } from '../shared/time.js';
 import { type App, countAppsOfDeveloper, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
 import { appendEvent, type EventType } from '../storage/repos/events.js';
@@ -11,7 +12,8 @@ import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
-export type NewAppInput = Omit<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color'> & Partial<Pick<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color'>>;
+type Optional = 'logo_url' | 'logo_url_dark' | 'accent_color' | 'backchannel_logout_uri' | 'backchannel_logout_session_required';
+export type NewAppInput = Omit<CreateAppInput, Optional> & Partial<Pick<CreateAppInput, Optional>>;
 
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
 export interface AppView {
@@ -27,10 +29,22 @@ export interface AppView {
   logo_url: string | null;
   logo_url_dark: string | null;
   accent_color: string | null;
+  backchannel_logout_uri: string | null;
+  backchannel_logout_session_required: boolean;
   disabled: boolean;
   created_at: string;
   updated_at: string;
   client_secret?: string;
+}
+
+/**
+ * Refuses a back-channel logout URI the webhooks' target policy refuses (shared/targets.ts: https and
+ * a public address in production, no credentials or fragment): 400 `invalid_request` naming the field.
+ */
+export function checkBackchannelUri(value: string | null | undefined, policy: TargetPolicy): void {
+  if (value === null || value === undefined) return;
+  const problem = urlProblem(value, policy);
+  if (problem) throw new AppError('invalid_request', { details: [{ path: 'body.backchannel_logout_uri', message: problem }], detail: `backchannel_logout_uri refused: ${problem}` });
 }
 
 export function toAppView(app: App, clientSecret?: string): AppView {
@@ -47,6 +61,8 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     logo_url: app.branding.logoUrl,
     logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
+    backchannel_logout_uri: app.backchannelLogout.uri,
+    backchannel_logout_session_required: app.backchannelLogout.sessionRequired,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -86,7 +102,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     requiredFields: input.required_fields,
     mfa: input.mfa,
     branding: { logoUrl: input.logo_url ?? null, logoUrlDark: input.logo_url_dark ?? null, accentColor: input.accent_color ?? null },
-    backchannelLogout: { uri: null, sessionRequired: false },
+    backchannelLogout: { uri: input.backchannel_logout_uri ?? null, sessionRequired: input.backchannel_logout_session_required ?? false },
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -119,6 +135,10 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
       logoUrl: patch.logo_url === undefined ? app.branding.logoUrl : patch.logo_url,
       logoUrlDark: patch.logo_url_dark === undefined ? app.branding.logoUrlDark : patch.logo_url_dark,
       accentColor: patch.accent_color === undefined ? app.branding.accentColor : patch.accent_color,
+    },
+    backchannelLogout: {
+      uri: patch.backchannel_logout_uri === undefined ? app.backchannelLogout.uri : patch.backchannel_logout_uri,
+      sessionRequired: patch.backchannel_logout_session_required ?? app.backchannelLogout.sessionRequired,
     },
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,

@@ -208,7 +208,7 @@ export async function revokeGrantsOfUser(db: Kysely<Database>, userId: string, a
  * Revokes the grants a browser session signed in (those carrying its `sid`) and its codes not yet
  * redeemed: signing out of the browser signs out of the apps signed in through it (single logout).
  */
-export async function revokeGrantsOfSession(db: Kysely<Database>, userId: string, sid: string, at: number, reason: string): Promise<void> {
+export async function revokeGrantsOfSession(db: Kysely<Database>, userId: string, sid: string, at: number, reason: string): Promise<EndedSignIn[]> {
   const ended = await db
     .updateTable('grants')
     .set({ revoked_at: at, revoked_reason: reason })
@@ -219,6 +219,7 @@ export async function revokeGrantsOfSession(db: Kysely<Database>, userId: string
     .execute();
   await db.updateTable('authorization_codes').set({ expires_at: at }).where('user_id', '=', userId).where('sid', '=', sid).where('consumed_at', 'is', null).where('expires_at', '>', at).execute();
   await afterRevocation(db, at, reason, ended);
+  return ended;
 }
 
 /** Moves a grant waiting for `from` on to `set`, once: exactly one concurrent caller wins. */
