@@ -103,6 +103,8 @@ describe('purge: every table that accumulates rows', () => {
     // Sign-ins become webhooks to this endpoint; their delivered rows are the log the purge trims.
     const receiver = await startReceiver();
     await t.app.webhooks.create(client.app.id, { url: receiver.url, event_types: [], description: null, enabled: true }, {});
+    // Sign-outs become back-channel logout tokens to the same receiver (docs/guides/back-channel-logout.md).
+    await t.db.updateTable('apps').set({ backchannel_logout_uri: receiver.url }).where('id', '=', client.app.id).execute();
 
     // --- Old rows (8 days before the purge) -------------------------------------------------------
     const a = await hostedSignIn(t, client); // a session, a redeemed code, a grant that stays live
@@ -119,6 +121,7 @@ describe('purge: every table that accumulates rows', () => {
     const keysBefore = await countAll(t.db, 'signing_keys');
 
     await t.app.webhookDeliverer.drain();
+    await t.app.logoutDeliverer.drain();
     t.clock.advance(8 * DAY); // past every expiry + the 1-day grace, and the 7-day outbox retention
     const boundary = t.clock.now();
 
@@ -130,7 +133,10 @@ describe('purge: every table that accumulates rows', () => {
     const d = await restRegister(t, client);
     expect((await post(t, '/v1/auth/login', { email: d.email, password: 'not the password', client_id: client.app.id })).statusCode).toBe(401);
     await requestMagicLinks(t, client, [d.email]);
+    const e = await restRegister(t, client);
+    expect((await post(t, '/v1/auth/logout', { refresh_token: e.refreshToken })).statusCode).toBe(204); // revoked within the grace
     await t.app.webhookDeliverer.drain();
+    await t.app.logoutDeliverer.drain();
     await receiver.close();
 
     const before = await split(t, boundary);
@@ -153,6 +159,7 @@ describe('purge: every table that accumulates rows', () => {
       throttle_counters: { old: 1, recent: before.throttle_counters.recent },
       outbox: { old: 0, recent: before.outbox.recent },
       webhook_deliveries: { old: 0, recent: before.webhook_deliveries.recent },
+      logout_deliveries: { old: 0, recent: before.logout_deliveries.recent },
       events: { old: before.events.old, recent: before.events.recent },
     });
     expect(await grantsOf(t, a.user.email)).toEqual(grantsOfA);
@@ -161,7 +168,7 @@ describe('purge: every table that accumulates rows', () => {
     expect(await countAll(t.db, 'signing_keys')).toBe(keysBefore);
     // The answer counts exactly the rows that went, per table.
     expect(counts).toEqual(Object.fromEntries(TABLES.map((table) => [table, before[table].old - after[table].old])));
-    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'outbox', 'webhook_deliveries'] as const) {
+    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'outbox', 'webhook_deliveries', 'logout_deliveries'] as const) {
       expect(counts![table], table).toBeGreaterThan(0);
     }
 
