@@ -76,10 +76,18 @@ async function signedIn(app: App, email = uniqueEmail('bcl')): Promise<{ user: U
   return { user, refresh: tokens.refresh_token, access: tokens.access_token, idToken: tokens.id_token! };
 }
 
-/** Drains the outbox and returns what the receiver got at `path` since the call started. */
+/**
+ * Drains the outbox and returns what the receiver got at `path` since the call started; the background
+ * deliverer may hold a due row's lease meanwhile, so it also waits for the rows it leased to settle.
+ */
 async function deliver(path: string): Promise<Received[]> {
   const before = received.length;
   await t.app.logoutDeliverer.drain();
+  for (let i = 0; i < 100; i++) {
+    const leased = await t.db.selectFrom('logout_deliveries').select('id').where('status', '=', 'pending').where('locked_until', '>', t.clock.now()).execute();
+    if (leased.length === 0) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
   return received.slice(before).filter((r) => r.path === path);
 }
 
