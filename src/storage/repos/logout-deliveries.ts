@@ -101,7 +101,3 @@ export async function markLogoutAttempt(db: Kysely<Database>, id: string, outcom
 export async function failLogoutUnsent(db: Kysely<Database>, id: string, now: number, error: string): Promise<void> {
   await db.updateTable('logout_deliveries').set({ status: 'failed', locked_until: null, last_error: error.slice(0, 500), next_attempt_at: now }).where('id', '=', id).execute();
 }
-
-export async function listLogoutsOfApp(db: Kysely<Database>, appId: string, limit: number): Promise<LogoutDeliveryRow[]> {
-  return db.selectFrom('logout_deliveries').select(COLUMNS.logout_deliveries).where('app_id', '=', appId).orderBy('id', 'desc').limit(limit).execute();
-}
