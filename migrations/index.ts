@@ -17,6 +17,7 @@ import * as accountDeletion from './2026-12-08T0300_account_deletion.js';
 import * as userImport from './2026-12-09T0100_user_import.js';
 import * as locales from './2026-12-09T0300_locales.js';
 import * as dpop from './2026-12-09T0400_dpop.js';
+import * as backchannelLogout from './2026-12-09T0200_backchannel_logout.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -43,6 +44,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-09T0100_user_import': { all: userImport },
   '2026-12-09T0300_locales': { all: locales },
   '2026-12-09T0400_dpop': { all: dpop },
+  '2026-12-09T0200_backchannel_logout': { all: backchannelLogout },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

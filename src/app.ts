@@ -56,6 +56,7 @@ import emailChangeRoutes, { emailChangePlugin } from './email-change/index.js';
 import sessionsRoutes, { sessionsPlugin } from './sessions/index.js';
 import accountDeletionRoutes, { accountDeletionPlugin } from './account-deletion/index.js';
 import webhookDevRoutes, { webhooksServicePlugin } from './webhooks/index.js';
+import { backchannelLogoutServicePlugin } from './backchannel-logout/index.js';
 
 export interface BuildOptions {
   /** An already-open storage (tests); otherwise DATABASE_URL is opened and closed with the app. */
@@ -165,6 +166,7 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
   await app.register(signInPlugin);
   await app.register(mailerPlugin);
   await app.register(webhooksServicePlugin);
+  await app.register(backchannelLogoutServicePlugin);
   await app.register(accountsPlugin);
   await app.register(emailChangePlugin);
   await app.register(sessionsPlugin);

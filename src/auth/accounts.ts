@@ -50,6 +50,7 @@ import { passwordHashFormat } from '../sign-in/password-hashes.js';
 import type { Database } from '../storage/schema.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { mayAuthenticate, refusalError } from '../sign-in/policy.js';
+import { cancelUserDeletion } from '../storage/repos/account-deletion.js';
 import type { Throttle } from '../throttle/service.js';
 
 /**
@@ -471,7 +472,8 @@ export class Accounts {
   private async finishMagic(row: OneTimeTokenRow, ctx: AccountContext): Promise<UserRow> {
     const user = row.user_id ? await findUserById(this.db, row.user_id) : undefined;
     if (!user || user.email !== row.email) throw new AppError('invalid_token', { detail: 'magic link user gone or email changed' });
-    const refusal = mayAuthenticate(user);
+    // An account about to be claimed is not refused for a deletion its registrant scheduled: the claim cancels it.
+    const refusal = mayAuthenticate(user.email_verified === 1 ? user : { ...user, deletion_scheduled_at: null });
     if (refusal) throw refusalError(refusal, 'api');
     return this.db.transaction().execute(async (trx) => {
       await this.afterSignIn(trx, user);
@@ -505,6 +507,11 @@ export class Accounts {
     await revokeBrowserSessionsOfUser(trx, user.id, now);
     await revokeConsentsOfUser(trx, user.id);
     await voidOneTimeTokensOfUserOfKinds(trx, CLAIM_VOIDS, user.id, now);
+    // A deletion scheduled by whoever registered the address is theirs to ask, not the owner's (docs/account/deletion.md).
+    const deletionCancelled = await cancelUserDeletion(trx, user.id, now);
+    if (deletionCancelled) {
+      await appendEvent(trx, now, { type: 'user.deletion_cancelled', appId: ctx.appId ?? null, userId: user.id, ip: ctx.ip, userAgent: ctx.userAgent, data: { via: 'claim' } });
+    }
     await appendEvent(trx, now, {
       type: 'user.claimed',
       appId: ctx.appId ?? null,
@@ -516,6 +523,7 @@ export class Accounts {
         password_cleared: user.password_hash !== null,
         identities_removed: identities.length,
         factors_removed: { totp: factors.totp, passkeys: factors.passkeys, recovery_codes: factors.recoveryCodes },
+        deletion_cancelled: deletionCancelled,
       },
     });
   }

@@ -62,6 +62,7 @@ export async function ensureConsoleApp(db: Kysely<Database>, config: ResolvedCon
     mfa: 'optional',
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
     defaultLocale: null,
+    backchannelLogout: { uri: null, sessionRequired: false },
     disabled: false,
     createdAt: now,
     updatedAt: now,

@@ -4,7 +4,7 @@ import { EXAMPLE } from '../shared/examples.js';
 import { requestContext } from '../shared/request-context.js';
 import { json, noBody, shareRouteDocs } from '../shared/responses.js';
 import { AppList, AppParams, AppView, CreateAppBody, NoQuery, UpdateAppBody } from './schemas.js';
-import { createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
+import { checkBackchannelUri, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 // The module's public face: what other modules may use (docs/architecture/modules.md).
@@ -13,7 +13,7 @@ export { requireOwnedApp } from './auth.js';
 export { EventsQuery, listAppEventPage, listUserEventsOfApp } from './events.js';
 export { listAppLegalViews } from './legal.js';
 export { CreateAppBody, UpdateAppBody } from './schemas.js';
-export { type AppView, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
+export { type AppView, checkBackchannelUri, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 
 /**
  * The developer API (`/v1/dev`, docs/reference/rest-api.md#developers). Every route in this scope is authenticated by a developer
@@ -41,6 +41,8 @@ async function appsRoutes(scope: FastifyInstance) {
     logo_url: null,
     logo_url_dark: null,
     accent_color: null,
+    backchannel_logout_uri: null,
+    backchannel_logout_session_required: false,
     disabled: false,
     created_at: EXAMPLE.time,
     updated_at: EXAMPLE.time,
@@ -73,6 +75,7 @@ async function appsRoutes(scope: FastifyInstance) {
       },
     },
     async (request, reply) => {
+      checkBackchannelUri(request.body.backchannel_logout_uri, { publicOnly: app.config.webhooks.publicOnly });
       reply.code(201);
       return createApp(app.db, now(), request.developer.id, request.body, requestContext(request));
     },
@@ -122,8 +125,11 @@ async function appsRoutes(scope: FastifyInstance) {
         examples: { rename: { summary: 'Rename', ...owned, body: { name: 'Example app' }, status: 200, response: example } },
       },
     },
-    async (request) =>
-    updateApp(app.db, now(), await app.requireOwnedApp(request, request.params.id), request.body, requestContext(request)),
+    async (request) => {
+      const owned = await app.requireOwnedApp(request, request.params.id);
+      checkBackchannelUri(request.body.backchannel_logout_uri, { publicOnly: app.config.webhooks.publicOnly });
+      return updateApp(app.db, now(), owned, request.body, requestContext(request));
+    },
   );
 
   app.delete(

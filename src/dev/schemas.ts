@@ -55,6 +55,12 @@ const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
 /** The app's default language: one of the hosted pages' locales (docs/guides/hosted-pages.md). */
 const DefaultLocale = z.enum(LOCALES).describe('One of the hosted pages\' locales: ' + LOCALES.join(', ') + '.');
+/**
+ * OpenID Connect Back-Channel Logout URI (docs/guides/back-channel-logout.md): an absolute URL without a
+ * fragment; where it may point (https and a public address in production) is checked with the webhooks'
+ * target policy by the routes (`backchannelUriProblem`), which depends on the deployment.
+ */
+const BackchannelLogoutUri = z.string().max(2000).describe('https URL (in production: a public address) that receives logout tokens.');
 
 export const CreateAppBody = z.strictObject({
   name: AppName,
@@ -69,6 +75,8 @@ export const CreateAppBody = z.strictObject({
   accent_color: AccentColor.nullable().default(null),
   default_locale: DefaultLocale.nullable().default(null),
   dpop_bound_access_tokens: DpopBound.default(false),
+  backchannel_logout_uri: BackchannelLogoutUri.nullable().default(null),
+  backchannel_logout_session_required: z.boolean().default(false),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -85,6 +93,8 @@ export const UpdateAppBody = z.strictObject({
   accent_color: AccentColor.nullable().optional(),
   default_locale: DefaultLocale.nullable().optional(),
   dpop_bound_access_tokens: DpopBound.optional(),
+  backchannel_logout_uri: BackchannelLogoutUri.nullable().optional(),
+  backchannel_logout_session_required: z.boolean().optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -107,6 +117,8 @@ export const AppView = z
     accent_color: z.string().nullable().describe('Hosted-page accent colour `#rrggbb`, or null.'),
     default_locale: z.enum(LOCALES).nullable().describe('The hosted pages\' and mails\' language when neither `ui_locales`, the person\'s own choice nor Accept-Language picks one; null for English.'),
     dpop_bound_access_tokens: DpopBound,
+    backchannel_logout_uri: z.string().nullable().describe('Where OpenID Connect Back-Channel Logout tokens are POSTed (docs/guides/back-channel-logout.md), or null for none.'),
+    backchannel_logout_session_required: z.boolean().describe('Whether the app needs `sid` in logout tokens.'),
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

@@ -3,6 +3,7 @@ import { AppError } from '../errors.js';
 import { isLocale, type Locale } from '../plugins/i18n.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
+import { urlProblem, type TargetPolicy } from '../shared/targets.js';
 import { isoTime } from '../shared/time.js';
 import { type App, countAppsOfDeveloper, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
 import { appendEvent, type EventType } from '../storage/repos/events.js';
@@ -12,7 +13,7 @@ import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
-type OptionalOnCreate = 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale' | 'dpop_bound_access_tokens';
+type OptionalOnCreate = 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale' | 'dpop_bound_access_tokens' | 'backchannel_logout_uri' | 'backchannel_logout_session_required';
 export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>>;
 
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
@@ -31,10 +32,22 @@ export interface AppView {
   accent_color: string | null;
   default_locale: Locale | null;
   dpop_bound_access_tokens: boolean;
+  backchannel_logout_uri: string | null;
+  backchannel_logout_session_required: boolean;
   disabled: boolean;
   created_at: string;
   updated_at: string;
   client_secret?: string;
+}
+
+/**
+ * Refuses a back-channel logout URI the webhooks' target policy refuses (shared/targets.ts: https and
+ * a public address in production, no credentials or fragment): 400 `invalid_request` naming the field.
+ */
+export function checkBackchannelUri(value: string | null | undefined, policy: TargetPolicy): void {
+  if (value === null || value === undefined) return;
+  const problem = urlProblem(value, policy);
+  if (problem) throw new AppError('invalid_request', { details: [{ path: 'body.backchannel_logout_uri', message: problem }], detail: `backchannel_logout_uri refused: ${problem}` });
 }
 
 export function toAppView(app: App, clientSecret?: string): AppView {
@@ -53,6 +66,8 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     accent_color: app.branding.accentColor,
     default_locale: isLocale(app.defaultLocale) ? app.defaultLocale : null,
     dpop_bound_access_tokens: app.oauth.dpopBoundAccessTokens,
+    backchannel_logout_uri: app.backchannelLogout.uri,
+    backchannel_logout_session_required: app.backchannelLogout.sessionRequired,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -93,6 +108,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     mfa: input.mfa,
     branding: { logoUrl: input.logo_url ?? null, logoUrlDark: input.logo_url_dark ?? null, accentColor: input.accent_color ?? null },
     defaultLocale: input.default_locale ?? null,
+    backchannelLogout: { uri: input.backchannel_logout_uri ?? null, sessionRequired: input.backchannel_logout_session_required ?? false },
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -130,6 +146,10 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
     defaultLocale: patch.default_locale === undefined ? app.defaultLocale : patch.default_locale,
     oauth: {
       dpopBoundAccessTokens: patch.dpop_bound_access_tokens ?? app.oauth.dpopBoundAccessTokens,
+    },
+    backchannelLogout: {
+      uri: patch.backchannel_logout_uri === undefined ? app.backchannelLogout.uri : patch.backchannel_logout_uri,
+      sessionRequired: patch.backchannel_logout_session_required ?? app.backchannelLogout.sessionRequired,
     },
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,

@@ -422,6 +422,7 @@ export class IdpService {
           authTime: now,
           amr: factor.amr,
           device: deviceOf(ctx),
+          sid: request.browserSession?.sid ?? null,
         }),
       );
       return appendQuery(appRequest.redirectUri, { code, state: appRequest.state, iss: this.deps.config.baseUrl });

@@ -313,6 +313,8 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
       amr: who.amr,
       device: deviceOf(requestContext(request)),
       dpopJkt: req.dpopJkt,
+      // The browser session's sid when it is this user's (a session JWT's sign-in has none of its own).
+      sid: request.browserSession?.user_id === user.id ? request.browserSession.sid : null,
     }),
   );
   if (request.browserSession) {

@@ -28,7 +28,7 @@ export function discoveryDocument(baseUrl: string) {
     // Introspection is for confidential apps only.
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     scopes_supported: [...SUPPORTED_SCOPES],
-    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'acr', 'amr', 'nonce', 'email', 'email_verified', 'name'],
+    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'acr', 'amr', 'nonce', 'sid', 'email', 'email_verified', 'name'],
     // Claims follow the scopes; the `claims` request parameter is ignored (OIDC Core §5.5 lets an OP say so).
     claims_parameter_supported: false,
     acr_values_supported: ACR_VALUES_SUPPORTED,
@@ -42,5 +42,8 @@ export function discoveryDocument(baseUrl: string) {
     authorization_response_iss_parameter_supported: true,
     // RFC 9449 §5.1: proofs are accepted with these (asymmetric) algorithms.
     dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
+    // OpenID Connect Back-Channel Logout 1.0 (docs/guides/back-channel-logout.md); ID tokens carry `sid`.
+    backchannel_logout_supported: true,
+    backchannel_logout_session_supported: true,
   };
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import { appendQuery } from '../shared/url.js';
+import { requestContext } from '../shared/request-context.js';
 import { type App, findApp } from '../storage/repos/apps.js';
 import { appHome, field } from './flow.js';
 import { renderPage } from '../plugins/views.js';
@@ -88,6 +89,9 @@ export default async function logoutPages(app: FastifyInstance) {
     }
     const target = await checkTarget(app, { client_id: body.client_id, post_logout_redirect_uri: body.post_logout_redirect_uri, state: body.state, ui_locales: body.ui_locales });
     if (field(body, 'action') === 'cancel') return reply.redirect('/account', 303);
+    const session = request.browserSession;
+    // The session and the apps' sign-ins through it end together, with `user.signed_out` and back-channel logouts.
+    if (session?.user_id) await app.accountSessions.signOutBrowser(session.user_id, session.id_hash, { ...requestContext(request), viaApp: target.app?.id ?? null });
     await app.browserSessions.signOut(request, reply);
     return finish(app, request, reply, target, 303);
   });

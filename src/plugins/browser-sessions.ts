@@ -8,7 +8,7 @@ import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import { type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import { SecretBox } from '../shared/crypto.js';
-import { hashSecret, newSecret } from '../shared/ids.js';
+import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import { type Device, ipArea, storedUserAgent } from '../shared/ip-area.js';
 import type { Clock } from '../shared/time.js';
 import {
@@ -150,7 +150,9 @@ export class BrowserSessions {
     if (previous && !this.unsaved.has(previous)) await revokeBrowserSession(this.db, previous.id_hash, this.clock.now());
     this.clearFlow(request, reply);
     const device = { userAgent: storedUserAgent(request.headers['user-agent']), ipArea: ipArea(request.ip) };
-    return (request.browserSession = await this.create(reply, userId, { time: this.clock.now(), amr }, previous?.data ?? '{}', device));
+    // The public `sid` of ID and logout tokens stays with the person across re-authentication in this browser.
+    const sid = previous?.user_id === userId && previous.sid ? previous.sid : newId('sid');
+    return (request.browserSession = await this.create(reply, userId, { time: this.clock.now(), amr }, previous?.data ?? '{}', device, sid));
   }
 
   async signOut(request: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -239,7 +241,7 @@ export class BrowserSessions {
     return { path: '/', httpOnly: true, secure: this.secure, sameSite: 'lax' as const, ...(maxAge === undefined ? {} : { maxAge }) };
   }
 
-  private newRow(value: string, userId: string | null, auth: { time: number; amr: readonly Amr[] } | null, data: string, now: number, device?: Device): BrowserSessionRow {
+  private newRow(value: string, userId: string | null, auth: { time: number; amr: readonly Amr[] } | null, data: string, now: number, device?: Device, sid: string | null = null): BrowserSessionRow {
     return {
       id_hash: hashSecret(value),
       user_id: userId,
@@ -255,6 +257,7 @@ export class BrowserSessions {
       // Where it was signed in from, for the sessions list (docs/account/sessions.md): never the full address.
       user_agent: device?.userAgent ?? null,
       ip_area: device?.ipArea ?? null,
+      sid,
     };
   }
 
@@ -263,9 +266,9 @@ export class BrowserSessions {
   }
 
   /** A signed-in session: always a row (the account page lists them, sign-outs revoke them). */
-  private async create(reply: FastifyReply, userId: string, auth: { time: number; amr: readonly Amr[] }, data: string, device: Device): Promise<BrowserSessionRow> {
+  private async create(reply: FastifyReply, userId: string, auth: { time: number; amr: readonly Amr[] }, data: string, device: Device, sid: string): Promise<BrowserSessionRow> {
     const value = newSecret('bs');
-    const row = this.newRow(value, userId, auth, data, this.clock.now(), device);
+    const row = this.newRow(value, userId, auth, data, this.clock.now(), device, sid);
     await insertBrowserSession(this.db, row);
     this.setCookie(reply, value);
     return row;

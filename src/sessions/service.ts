@@ -4,9 +4,9 @@ import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { AppError } from '../errors.js';
 import type { RequestContext } from '../shared/request-context.js';
 import type { Clock } from '../shared/time.js';
-import { revokeBrowserSession, revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
+import { findBrowserSession, revokeBrowserSession, revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import { appendEvent } from '../storage/repos/events.js';
-import { revokeGrant, revokeGrantsOfUser } from '../storage/repos/grants.js';
+import { revokeGrant, revokeGrantsOfSession, revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { listSignedInBrowsers, listSignedInGrants } from '../storage/repos/signed-in.js';
 import type { Database } from '../storage/schema.js';
 
@@ -126,7 +126,7 @@ export class Sessions {
     if (!row) throw new AppError('not_found', { message: 'No such session.', detail: 'session id not among the caller\'s view' });
     const now = this.clock.now();
     await this.db.transaction().execute(async (trx) => {
-      if (row.kind === 'browser') await revokeBrowserSession(trx, row.key, now);
+      if (row.kind === 'browser') await this.endBrowser(trx, userId, row.key, now, 'session_revoked');
       else await revokeGrant(trx, row.key, now, 'signed_out');
       await this.recordRevoked(trx, userId, row, ctx, now);
     });
@@ -148,6 +148,31 @@ export class Sessions {
       for (const row of rows) await this.recordRevoked(trx, userId, row, ctx, now);
     });
     return rows.length;
+  }
+
+  /**
+   * Signs out of the hosted pages in one browser (docs/guides/back-channel-logout.md): the session ends,
+   * and so do the apps' sign-ins made through it (their grants carry its `sid`), each app listening
+   * getting a logout token. Records `user.signed_out` for every such app and for `viaApp`, the app that
+   * asked (RP-Initiated Logout); once with no app when there is neither.
+   */
+  async signOutBrowser(userId: string, idHash: string, ctx: RevokeContext): Promise<void> {
+    const now = this.clock.now();
+    await this.db.transaction().execute(async (trx) => {
+      const ended = await this.endBrowser(trx, userId, idHash, now, 'signed_out');
+      const apps = [...new Set([...ended.map((e) => e.app_id), ...(ctx.viaApp ? [ctx.viaApp] : [])])];
+      for (const appId of apps.length > 0 ? apps : [null]) {
+        await appendEvent(trx, now, { type: 'user.signed_out', appId, userId, ip: ctx.ip, userAgent: ctx.userAgent, data: { via: 'hosted_logout' } });
+      }
+    });
+  }
+
+  /** Ends a browser session and the grants it signed in (with their back-channel logouts). */
+  private async endBrowser(trx: Kysely<Database>, userId: string, idHash: string, now: number, reason: string) {
+    const session = await findBrowserSession(trx, idHash);
+    await revokeBrowserSession(trx, idHash, now);
+    if (!session || session.user_id !== userId || !session.sid) return [];
+    return revokeGrantsOfSession(trx, userId, session.sid, now, reason);
   }
 
   private recordRevoked(trx: Kysely<Database>, userId: string, row: Row, ctx: RevokeContext, now: number) {

@@ -46,6 +46,10 @@ export interface AppsTable {
   accent_color: string | null;
   /** The hosted pages' language when nothing else chooses one (a supported locale; NULL = English). */
   default_locale: string | null;
+  /** OpenID Connect Back-Channel Logout: where logout tokens go (docs/guides/back-channel-logout.md); NULL: none sent. */
+  backchannel_logout_uri: string | null;
+  /** 1: the app needs `sid` in logout tokens (and ID tokens carry it either way). */
+  backchannel_logout_session_required: ColumnType<number, number | undefined, number>;
   disabled: number;
   created_at: number;
   updated_at: number;
@@ -137,6 +141,8 @@ export interface BrowserSessionsTable {
   user_agent: string | null;
   /** The coarse area of the address it was created from (shared/ip-area.ts), never the full address. */
   ip_area: string | null;
+  /** The public session id (`sid`) of ID and logout tokens (docs/guides/back-channel-logout.md); null before 2026-12-09T0200_backchannel_logout. */
+  sid: string | null;
 }
 
 /** A grant (`sid`): one sign-in of a user to an app; refresh-token families and session JWTs hang off it. */
@@ -161,6 +167,8 @@ export interface GrantsTable {
   ip_area: string | null;
   /** The DPoP key thumbprint its refresh tokens are bound to (public clients, RFC 9449 §5); null = bearer. */
   dpop_jkt: string | null;
+  /** The public session id (`sid`) of ID and logout tokens (docs/guides/back-channel-logout.md); null before 2026-12-09T0200_backchannel_logout. */
+  sid: string | null;
 }
 
 export interface AuthorizationCodesTable {
@@ -184,6 +192,8 @@ export interface AuthorizationCodesTable {
   ip_area: string | null;
   /** The DPoP key thumbprint the redemption must prove (`dpop_jkt` at authorize, RFC 9449 §10); null = any. */
   dpop_jkt: string | null;
+  /** The public session id (`sid`) of ID and logout tokens (docs/guides/back-channel-logout.md); null before 2026-12-09T0200_backchannel_logout. */
+  sid: string | null;
 }
 
 export interface RefreshTokensTable {
@@ -404,6 +414,24 @@ export interface SeenOnceTable {
   expires_at: number;
 }
 
+/** One logout token to send to one app (docs/guides/back-channel-logout.md): its `id` is the token's `jti`. */
+export interface LogoutDeliveriesTable {
+  id: string;
+  app_id: string;
+  user_id: string;
+  /** The session the token names; NULL: every session of the user at the app. */
+  sid: string | null;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: ColumnType<number, number | undefined, number>;
+  created_at: number;
+  next_attempt_at: number;
+  locked_until: ColumnType<number | null, number | null | undefined, number | null>;
+  last_attempt_at: ColumnType<number | null, number | null | undefined, number | null>;
+  last_status_code: ColumnType<number | null, number | null | undefined, number | null>;
+  last_error: ColumnType<string | null, string | null | undefined, string | null>;
+  delivered_at: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
 export interface Database {
   developers: DevelopersTable;
   developer_api_keys: DeveloperApiKeysTable;
@@ -435,6 +463,7 @@ export interface Database {
   passkeys: PasskeysTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  logout_deliveries: LogoutDeliveriesTable;
 }
 
 export type AppRow = Selectable<AppsTable>;
@@ -453,3 +482,4 @@ export type OutboxRow = Selectable<OutboxTable>;
 export type SigningKeyRow = Selectable<SigningKeysTable>;
 export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type LogoutDeliveryRow = Selectable<LogoutDeliveriesTable>;

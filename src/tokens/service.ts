@@ -111,6 +111,8 @@ export interface MintInput {
   nonce: string | null;
   /** The DPoP key the access token is bound to (`cnf.jkt`); a public client's refresh tokens are bound through the grant. */
   dpopJkt?: string;
+  /** The grant's `sid` (ID tokens carry it; null for a grant stored before it had one). */
+  sid: string | null;
 }
 
 /** What a new grant records (TokenService.createGrant). */
@@ -127,6 +129,8 @@ export interface GrantInput {
   device?: Device;
   /** The DPoP key the grant's refresh tokens are bound to (public clients only: bindRefreshTo). */
   dpopJkt?: string | null;
+  /** The browser session's public `sid` (docs/guides/back-channel-logout.md); absent: a sid of the grant's own. */
+  sid?: string | null;
 }
 
 /**
@@ -291,6 +295,8 @@ export class TokenService {
       user_agent: input.device?.userAgent ?? null,
       ip_area: input.device?.ipArea ?? null,
       dpop_jkt: input.dpopJkt ?? null,
+      // One browser session's sign-ins share its sid; a sign-in without one (REST, a provider's server) is a session of its own.
+      sid: input.sid ?? newId('sid'),
     };
   }
 
@@ -321,6 +327,7 @@ export class TokenService {
       amr: input.amr,
       nonce: input.nonce ?? null,
       dpopJkt: input.dpopJkt,
+      sid: grant.sid,
     });
     return { response, grantId: grant.id };
   }
@@ -339,10 +346,13 @@ export class TokenService {
     device?: Device;
     /** The key of the request's DPoP proof: binds the access token, and a public client's refresh tokens. */
     dpopJkt?: string;
+    /** The browser session's public `sid` (docs/guides/back-channel-logout.md); absent: a sid of the grant's own. */
+    sid?: string | null;
   }): PreparedTokens & { grantRow: Insertable<GrantsTable> } {
     const grantRow = this.grantRow({
       appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, device: input.device,
       dpopJkt: bindRefreshTo(input.app, input.dpopJkt),
+      sid: input.sid,
     });
     const prepared = this.prepareTokens({
       app: input.app,
@@ -355,6 +365,7 @@ export class TokenService {
       amr: input.amr,
       nonce: input.nonce ?? null,
       dpopJkt: input.dpopJkt,
+      sid: grantRow.sid ?? null,
     });
     return Object.assign(prepared, { grantRow });
   }
@@ -401,6 +412,8 @@ export class TokenService {
             acr: acrOf(input.amr),
             ...(input.amr.length > 0 ? { amr: input.amr } : {}),
             ...(input.nonce ? { nonce: input.nonce } : {}),
+            // The session a back-channel logout token names (docs/guides/back-channel-logout.md).
+            ...(input.sid ? { sid: input.sid } : {}),
             ...(hasScope(input.scope, 'email') ? { email: input.user.email, email_verified: input.user.email_verified === 1 } : {}),
             ...(hasScope(input.scope, 'profile') ? { name: input.user.name ?? undefined } : {}),
           },
@@ -467,6 +480,7 @@ export class TokenService {
         amr: parseAmr(grant.amr),
         nonce: null,
         dpopJkt: input.dpopJkt,
+        sid: grant.sid,
       });
       const sealedResponse = this.box.seal(await prepared.replayText());
       const [won, response] = await Promise.all([this.rotations.submit({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
@@ -527,6 +541,8 @@ export class TokenService {
       device?: Device;
       /** `dpop_jkt` of the authorization request: the redemption must prove this key (RFC 9449 §10). */
       dpopJkt?: string;
+      /** That browser session's public `sid`, which the grant and its ID tokens take over. */
+      sid?: string | null;
     },
   ): Promise<string> {
     const now = this.clock.now();
@@ -548,6 +564,7 @@ export class TokenService {
       user_agent: input.device?.userAgent ?? null,
       ip_area: input.device?.ipArea ?? null,
       dpop_jkt: input.dpopJkt ?? null,
+      sid: input.sid ?? null,
     });
     return code;
   }

@@ -1,6 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import { randomInt } from 'node:crypto';
 import type { SecretBox } from '../shared/crypto.js';
 import type { Clock } from '../shared/time.js';
 import { appendEvent } from '../storage/repos/events.js';
@@ -18,9 +17,10 @@ import {
   type WebhookEndpointRow,
 } from '../storage/repos/webhooks.js';
 import type { Database } from '../storage/schema.js';
-import { send, TIMEOUT_MS } from './sender.js';
+import { send, TIMEOUT_MS } from '../shared/outbound-post.js';
+import { drainDue, retryDelay } from '../shared/outbox-drain.js';
 import { signatureHeader } from './signing.js';
-import type { TargetPolicy } from './targets.js';
+import type { TargetPolicy } from '../shared/targets.js';
 import { BackgroundPasses } from '../shared/background-passes.js';
 
 /**
@@ -39,11 +39,6 @@ export const DISABLE_AFTER = 3 * 24 * 3600;
 const PARALLEL = 20;
 const PER_ENDPOINT = 10;
 
-/** Seconds before the next attempt after `attempts` failed ones: 5 s doubling to at most 1 h, ±20 % jitter. */
-export function retryDelay(attempts: number): number {
-  const base = Math.min(5 * 2 ** Math.max(0, attempts - 1), 3600);
-  return Math.max(1, Math.round(base * (0.8 + randomInt(0, 401) / 1000)));
-}
 
 export interface DelivererDeps {
   db: Kysely<Database>;
@@ -66,38 +61,21 @@ export class WebhookDeliverer {
     this.passes.nudge();
   }
 
-  /**
-   * Attempts every due delivery once (exposed for tests). Up to PARALLEL attempts run at once, at most
-   * PER_ENDPOINT of them to one endpoint, and a finished one makes room for the next: an endpoint that
-   * answers slowly (or not at all, for 10 s) holds a few slots, never the others' deliveries.
-   */
+  /** Attempts every due delivery once (exposed for tests): up to PARALLEL at once, PER_ENDPOINT per endpoint (shared/outbox-drain.ts). */
   async drain(): Promise<void> {
-    const inFlight = new Set<Promise<void>>();
-    const perEndpoint = new Map<string, number>();
-    for (;;) {
-      const now = this.deps.clock.now();
-      // Rows claimed here have a lease, so the due list never returns them while they are in flight.
-      // Once stopped (shutdown), the attempts in hand finish and nothing new is claimed.
-      const due = inFlight.size < PARALLEL && !this.passes.isStopped ? await listDueWebhookDeliveries(this.deps.db, now, PARALLEL * PER_ENDPOINT) : [];
-      let started = 0;
-      for (const row of due) {
-        if (inFlight.size >= PARALLEL) break;
-        if ((perEndpoint.get(row.endpoint_id) ?? 0) >= PER_ENDPOINT) continue;
-        if (!(await claimWebhookDelivery(this.deps.db, row.id, now, now + LEASE_SECONDS))) continue;
-        started++;
-        perEndpoint.set(row.endpoint_id, (perEndpoint.get(row.endpoint_id) ?? 0) + 1);
-        const attempt: Promise<void> = this.attempt(row)
-          .catch((error) => this.deps.log.error({ err: error, webhook_id: row.id }, 'webhook attempt failed unexpectedly'))
-          .finally(() => {
-            inFlight.delete(attempt);
-            perEndpoint.set(row.endpoint_id, (perEndpoint.get(row.endpoint_id) ?? 1) - 1);
-          });
-        inFlight.add(attempt);
-      }
-      if (inFlight.size === 0) return;
-      // Nothing new could start (all due rows busy or held elsewhere): wait for one attempt to end.
-      if (started === 0 || inFlight.size >= PARALLEL) await Promise.race(inFlight);
-    }
+    const { db, log } = this.deps;
+    await drainDue(
+      this.deps.clock,
+      {
+        listDue: (now, limit) => listDueWebhookDeliveries(db, now, limit),
+        claim: (row, now, lockedUntil) => claimWebhookDelivery(db, row.id, now, lockedUntil),
+        attempt: (row) => this.attempt(row),
+        keyOf: (row) => row.endpoint_id,
+        stopped: () => this.passes.isStopped,
+        onError: (error, row) => log.error({ err: error, webhook_id: row.id }, 'webhook attempt failed unexpectedly'),
+      },
+      { parallel: PARALLEL, perKey: PER_ENDPOINT, leaseSeconds: LEASE_SECONDS },
+    );
   }
 
   private async attempt(row: WebhookDeliveryRow): Promise<void> {

@@ -25,7 +25,7 @@ import type { Database } from '../storage/schema.js';
 import type { CreateWebhookBody, DeliveriesQuery, RotateSecretBody, UpdateWebhookBody } from './schemas.js';
 import { MAX_ENDPOINTS_PER_APP } from './schemas.js';
 import { newSigningSecret } from './signing.js';
-import { urlProblem, type TargetPolicy } from './targets.js';
+import { urlProblem, type TargetPolicy } from '../shared/targets.js';
 
 /**
  * Webhook endpoints of an app and their delivery log (docs/webhooks.md): what the developer API and the

@@ -39,6 +39,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
     defaultLocale: null,
     oauth: { dpopBoundAccessTokens: false },
+    backchannelLogout: { uri: null, sessionRequired: false },
     disabled: false,
     createdAt: now,
     updatedAt: now,

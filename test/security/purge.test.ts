@@ -33,6 +33,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   seen_once: 'expires_at',
   outbox: 'created_at',
   webhook_deliveries: 'created_at',
+  logout_deliveries: 'created_at',
   events: 'at',
 };
 const TABLES = Object.keys(WRITTEN_AT) as PurgeTable[];
@@ -103,6 +104,8 @@ describe('purge: every table that accumulates rows', () => {
     // Sign-ins become webhooks to this endpoint; their delivered rows are the log the purge trims.
     const receiver = await startReceiver();
     await t.app.webhooks.create(client.app.id, { url: receiver.url, event_types: [], description: null, enabled: true }, {});
+    // Sign-outs become back-channel logout tokens to the same receiver (docs/guides/back-channel-logout.md).
+    await t.db.updateTable('apps').set({ backchannel_logout_uri: receiver.url }).where('id', '=', client.app.id).execute();
 
     // --- Old rows (8 days before the purge) -------------------------------------------------------
     const a = await hostedSignIn(t, client); // a session, a redeemed code, a grant that stays live
@@ -120,6 +123,7 @@ describe('purge: every table that accumulates rows', () => {
     expect(await t.app.throttle.firstSighting('dpop-jti:old', 181)).toBe(true); // a DPoP proof's jti, long expired by the purge
 
     await t.app.webhookDeliverer.drain();
+    await t.app.logoutDeliverer.drain();
     t.clock.advance(8 * DAY); // past every expiry + the 1-day grace, and the 7-day outbox retention
     const boundary = t.clock.now();
 
@@ -132,7 +136,10 @@ describe('purge: every table that accumulates rows', () => {
     expect((await post(t, '/v1/auth/login', { email: d.email, password: 'not the password', client_id: client.app.id })).statusCode).toBe(401);
     await requestMagicLinks(t, client, [d.email]);
     expect(await t.app.throttle.firstSighting('dpop-jti:recent', 181)).toBe(true);
+    const e = await restRegister(t, client);
+    expect((await post(t, '/v1/auth/logout', { refresh_token: e.refreshToken })).statusCode).toBe(204); // revoked within the grace
     await t.app.webhookDeliverer.drain();
+    await t.app.logoutDeliverer.drain();
     await receiver.close();
 
     const before = await split(t, boundary);
@@ -156,6 +163,7 @@ describe('purge: every table that accumulates rows', () => {
       seen_once: { old: 0, recent: before.seen_once.recent },
       outbox: { old: 0, recent: before.outbox.recent },
       webhook_deliveries: { old: 0, recent: before.webhook_deliveries.recent },
+      logout_deliveries: { old: 0, recent: before.logout_deliveries.recent },
       events: { old: before.events.old, recent: before.events.recent },
     });
     expect(await grantsOf(t, a.user.email)).toEqual(grantsOfA);
@@ -164,7 +172,7 @@ describe('purge: every table that accumulates rows', () => {
     expect(await countAll(t.db, 'signing_keys')).toBe(keysBefore);
     // The answer counts exactly the rows that went, per table.
     expect(counts).toEqual(Object.fromEntries(TABLES.map((table) => [table, before[table].old - after[table].old])));
-    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'seen_once', 'outbox', 'webhook_deliveries'] as const) {
+    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'seen_once', 'outbox', 'webhook_deliveries', 'logout_deliveries'] as const) {
       expect(counts![table], table).toBeGreaterThan(0);
     }
 

@@ -23,6 +23,8 @@ const row = (i: number): AppRow => ({
   logo_url_dark: null,
   accent_color: null,
   default_locale: null,
+  backchannel_logout_uri: null,
+  backchannel_logout_session_required: 0,
   disabled: 0,
   created_at: i,
   updated_at: i,

@@ -85,7 +85,7 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   } else {
     // The tokens are signed while the redemption runs (its rows need no signature): the redemption
     // decides whether they are stored, and they are answered only once it has committed.
-    const prepared = app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce, device: { userAgent: row.user_agent, ipArea: row.ip_area }, dpopJkt });
+    const prepared = app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce, device: { userAgent: row.user_agent, ipArea: row.ip_area }, dpopJkt, sid: row.sid });
     const [redemption, response] = await Promise.all([app.tokens.redeemCode({ codeHash, at: now, grant: prepared.grantRow, refreshToken: prepared.refreshRow }), prepared.response]);
     if (redemption) {
       const changed = problem(redemption);

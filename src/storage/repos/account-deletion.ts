@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Database } from '../schema.js';
 import { appendEvent } from './events.js';
 import { deleteWebhookDeliveriesOfUser } from './webhooks.js';
+import { revokeGrantsOfUser } from './grants.js';
 
 /**
  * The statements of account deletion (docs/account/deletion.md): scheduling and cancelling it on the
@@ -75,6 +76,8 @@ export async function purgeDeletedAccount(trx: Kysely<Database>, userId: string,
   const user = await trx.selectFrom('users').select(['id', 'email']).where('id', '=', userId).executeTakeFirstOrThrow();
   const memberships = await trx.selectFrom('app_users').select('app_id').where('user_id', '=', userId).orderBy('app_id').execute();
 
+  // Apps still signed in (a grace of 0 scheduled and purges at once) get their back-channel logout first.
+  await revokeGrantsOfUser(trx, userId, now, 'deleted');
   // Sign-in state: tokens, codes, grants, sessions, single-use secrets (also those mailed to the address).
   await trx.deleteFrom('refresh_tokens').where('grant_id', 'in', trx.selectFrom('grants').select('id').where('user_id', '=', userId)).execute();
   await trx.deleteFrom('authorization_codes').where('user_id', '=', userId).execute();

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Insertable, Kysely } from 'kysely';
 import { newId } from '../../shared/ids.js';
 import { precompiled } from '../precompiled.js';
 import { getSetting, putSetting } from './settings.js';
@@ -28,6 +28,8 @@ export interface App {
   branding: { logoUrl: string | null; logoUrlDark: string | null; accentColor: string | null };
   /** The hosted pages' language when neither the request nor the person chooses one (NULL = English). */
   defaultLocale: string | null;
+  /** OpenID Connect Back-Channel Logout (docs/guides/back-channel-logout.md): `uri` null = no logout tokens. */
+  backchannelLogout: { uri: string | null; sessionRequired: boolean };
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
@@ -63,13 +65,14 @@ export function toApp(row: AppRow): App {
     mfa: row.mfa,
     branding: { logoUrl: row.logo_url, logoUrlDark: row.logo_url_dark, accentColor: row.accent_color },
     defaultLocale: row.default_locale,
+    backchannelLogout: { uri: row.backchannel_logout_uri, sessionRequired: row.backchannel_logout_session_required === 1 },
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     oauth: { dpopBoundAccessTokens: row.dpop_bound_access_tokens === 1 },
   };
 }
 
-function toRow(app: App): AppsTable {
+function toRow(app: App): Insertable<AppsTable> {
   return {
     id: app.id,
     developer_id: app.developerId,
@@ -86,6 +89,8 @@ function toRow(app: App): AppsTable {
     logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
     default_locale: app.defaultLocale,
+    backchannel_logout_uri: app.backchannelLogout.uri,
+    backchannel_logout_session_required: app.backchannelLogout.sessionRequired ? 1 : 0,
     disabled: app.disabled ? 1 : 0,
     created_at: app.createdAt,
     updated_at: app.updatedAt,

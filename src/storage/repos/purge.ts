@@ -22,6 +22,7 @@ export type PurgeTable =
   | 'seen_once'
   | 'outbox'
   | 'webhook_deliveries'
+  | 'logout_deliveries'
   | 'events';
 
 /** The instants (epoch seconds) one purge run deletes against; rows must be dead strictly before them. */
@@ -110,6 +111,9 @@ export const PURGE_STEPS: readonly PurgeStep[] = [
   ),
   // Settled webhook deliveries (their log) go with the mail: `next_attempt_at` is the last attempt's time.
   rule('webhook_deliveries', 'id', 'delivered or failed, last tried before the retention', (eb, cut) =>
+    eb.and([eb('status', 'in', ['delivered', 'failed']), eb('next_attempt_at', '<', cut.outbox)]),
+  ),
+  rule('logout_deliveries', 'id', 'delivered or failed, last tried before the retention', (eb, cut) =>
     eb.and([eb('status', 'in', ['delivered', 'failed']), eb('next_attempt_at', '<', cut.outbox)]),
   ),
   rule('events', 'id', 'older than the retention', (eb, cut) => eb('at', '<', cut.events ?? 0), (cut) => cut.events === null),

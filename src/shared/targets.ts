@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 /**
- * Where a webhook may be sent (docs/webhooks.md, "SSRF"). With `publicOnly` (always in production): only
+ * Where a webhook may be sent (docs/webhooks.md, "SSRF"; the same rules hold for back-channel logout URIs, docs/guides/back-channel-logout.md). With `publicOnly` (always in production): only
  * https URLs, and only to public unicast addresses — never loopback, private, link-local (the cloud
  * metadata address 169.254.169.254 among them), unique-local, carrier-grade NAT, multicast, unspecified,
  * reserved or documentation ranges, nor an IPv6 address that embeds an IPv4 one (mapped, 6to4, NAT64,

@@ -4,9 +4,10 @@ import { isIP } from 'node:net';
 import { publicOnlyLookup, TargetRefused, urlProblem, isPublicAddress, type TargetPolicy } from './targets.js';
 
 /**
- * One HTTP attempt of one webhook (docs/webhooks.md): a POST with the Standard Webhooks headers, no
- * redirect followed (a 3xx is a failed attempt), at most RESPONSE_LIMIT bytes of the answer read, and
- * the whole exchange cut off after TIMEOUT_MS.
+ * One outgoing POST to an address a developer registered — a webhook (docs/webhooks.md) or a
+ * back-channel logout token (docs/guides/back-channel-logout.md): only where the target policy allows,
+ * no redirect followed (a 3xx is a failed attempt), at most RESPONSE_LIMIT bytes of the answer read,
+ * and the whole exchange cut off after TIMEOUT_MS.
  */
 
 export const TIMEOUT_MS = 10_000;
@@ -18,6 +19,10 @@ export interface Attempt {
   url: string;
   headers: Record<string, string>;
   body: string;
+  /** Default `application/json` (a webhook). */
+  contentType?: string;
+  /** Default `Gatehouse-Webhooks/1`. */
+  userAgent?: string;
 }
 
 export interface AttemptResult {
@@ -48,7 +53,12 @@ export function send(attempt: Attempt, policy: TargetPolicy, timeoutMs = TIMEOUT
       url,
       {
         method: 'POST',
-        headers: { ...attempt.headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(attempt.body)), 'user-agent': 'Gatehouse-Webhooks/1' },
+        headers: {
+          ...attempt.headers,
+          'content-type': attempt.contentType ?? 'application/json',
+          'content-length': String(Buffer.byteLength(attempt.body)),
+          'user-agent': attempt.userAgent ?? 'Gatehouse-Webhooks/1',
+        },
         // A fresh connection per attempt, checked when it is made (no pooled socket to another address).
         agent: false,
         ...(policy.publicOnly ? { lookup: publicOnlyLookup } : {}),
