@@ -14,6 +14,7 @@ import * as darkLogo from './2026-12-07T1600_dark_logo.js';
 import * as webhooks from './2026-12-08T0100_webhooks.js';
 import * as sessions from './2026-12-08T0200_sessions.js';
 import * as accountDeletion from './2026-12-08T0300_account_deletion.js';
+import * as passwordPolicyAndMail from './2026-12-09T0500_password_policy_and_mail.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -37,6 +38,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-08T0100_webhooks': { all: webhooks },
   '2026-12-08T0200_sessions': { all: sessions },
   '2026-12-08T0300_account_deletion': { all: accountDeletion },
+  '2026-12-09T0500_password_policy_and_mail': { all: passwordPolicyAndMail },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
-import { type App, countAppsOfDeveloper, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
+import { type App, type AppPasswordPolicy, countAppsOfDeveloper, defaultAppSettings, type MailOverrides, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
 import { appendEvent, type EventType } from '../storage/repos/events.js';
 import { deleteWebhooksOfApp } from '../storage/repos/webhooks.js';
 import type { Database } from '../storage/schema.js';
@@ -11,7 +11,18 @@ import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
-export type NewAppInput = Omit<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color'> & Partial<Pick<CreateAppInput, 'logo_url' | 'logo_url_dark' | 'accent_color'>>;
+type OptionalOnCreate = 'logo_url' | 'logo_url_dark' | 'accent_color' | 'password_policy' | 'mail';
+export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>>;
+
+type PasswordPolicyView = { min_length: number; character_classes: number; max_age_days: number | null; history_count: number };
+type MailView = { reply_to: string | null; overrides: MailOverrides };
+
+const toPolicy = (view: PasswordPolicyView): AppPasswordPolicy => ({
+  minLength: view.min_length,
+  characterClasses: view.character_classes,
+  maxAgeDays: view.max_age_days,
+  historyCount: view.history_count,
+});
 
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
 export interface AppView {
@@ -27,6 +38,8 @@ export interface AppView {
   logo_url: string | null;
   logo_url_dark: string | null;
   accent_color: string | null;
+  password_policy: PasswordPolicyView;
+  mail: MailView;
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -47,6 +60,13 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     logo_url: app.branding.logoUrl,
     logo_url_dark: app.branding.logoUrlDark,
     accent_color: app.branding.accentColor,
+    password_policy: {
+      min_length: app.passwordPolicy.minLength,
+      character_classes: app.passwordPolicy.characterClasses,
+      max_age_days: app.passwordPolicy.maxAgeDays,
+      history_count: app.passwordPolicy.historyCount,
+    },
+    mail: { reply_to: app.mail.replyTo, overrides: app.mail.overrides },
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -86,6 +106,8 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     requiredFields: input.required_fields,
     mfa: input.mfa,
     branding: { logoUrl: input.logo_url ?? null, logoUrlDark: input.logo_url_dark ?? null, accentColor: input.accent_color ?? null },
+    passwordPolicy: input.password_policy ? toPolicy(input.password_policy) : defaultAppSettings().passwordPolicy,
+    mail: input.mail ? { replyTo: input.mail.reply_to, overrides: input.mail.overrides as MailOverrides } : defaultAppSettings().mail,
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -118,6 +140,11 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
       logoUrl: patch.logo_url === undefined ? app.branding.logoUrl : patch.logo_url,
       logoUrlDark: patch.logo_url_dark === undefined ? app.branding.logoUrlDark : patch.logo_url_dark,
       accentColor: patch.accent_color === undefined ? app.branding.accentColor : patch.accent_color,
+    },
+    passwordPolicy: patch.password_policy ? toPolicy({ ...toAppView(app).password_policy, ...patch.password_policy }) : app.passwordPolicy,
+    mail: {
+      replyTo: patch.mail?.reply_to === undefined ? app.mail.replyTo : patch.mail.reply_to,
+      overrides: patch.mail?.overrides === undefined ? app.mail.overrides : (patch.mail.overrides as MailOverrides),
     },
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,

@@ -44,6 +44,14 @@ export interface AppsTable {
   logo_url: string | null;
   logo_url_dark: string | null;
   accent_color: string | null;
+  /** Password policy (docs/guides/password-policy.md); the rule that reads it is sign-in/password-policy.ts. */
+  password_min_length: Generated<number>;
+  password_character_classes: Generated<number>;
+  password_max_age_days: number | null;
+  password_history_count: Generated<number>;
+  /** Per-app mail (docs/guides/app-mail.md): a Reply-To address, and JSON text overrides per kind and locale. */
+  mail_reply_to: string | null;
+  mail_overrides: Generated<string>;
   disabled: number;
   created_at: number;
   updated_at: number;
@@ -273,6 +281,16 @@ export interface OutboxTable {
   locked_until: number | null;
   sent_at: number | null;
   last_error: string | null;
+  /** The app's Reply-To address, when the mail was caused through an app that set one. */
+  reply_to: string | null;
+}
+
+/** A person's previous password hashes (argon2id PHC strings), for the reuse rule; bounded per user. */
+export interface PasswordHistoryTable {
+  id: string;
+  user_id: string;
+  password_hash: string;
+  created_at: number;
 }
 
 export interface SigningKeysTable {
@@ -409,6 +427,7 @@ export interface Database {
   passkeys: PasskeysTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  password_history: PasswordHistoryTable;
 }
 
 export type AppRow = Selectable<AppsTable>;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/shared/ids.js';
-import { insertApp } from '../../src/storage/repos/apps.js';
+import { defaultAppSettings, insertApp } from '../../src/storage/repos/apps.js';
 import { MAX_APPS_PER_DEVELOPER } from '../../src/dev/service.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { appBody, createDeveloperViaApi } from '../helpers/dev-api.js';
@@ -25,7 +25,7 @@ describe('anonymous requests do not read every app', () => {
       await insertApp(t.db, {
         id: newId('app'), developerId: developers[i % 15]!.id, name: `App ${i}`, type: 'public', clientSecretHash: null,
         redirectUris: [`https://a${i}.example/cb`], allowedOrigins: Array.from({ length: 20 }, (_, j) => `https://o${j}.a${i}.example`),
-        features: { auth: true, profile: false }, requiredFields: [], mfa: 'optional', branding: { logoUrl: null, logoUrlDark: null, accentColor: null }, disabled: false, createdAt: now, updatedAt: now,
+        features: { auth: true, profile: false }, requiredFields: [], mfa: 'optional', branding: { logoUrl: null, logoUrlDark: null, accentColor: null }, ...defaultAppSettings(), disabled: false, createdAt: now, updatedAt: now,
       });
     }
   });
