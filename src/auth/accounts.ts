@@ -26,8 +26,7 @@ import type { Clock } from '../shared/time.js';
 import { TurnSkipped, type TurnTerms } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 import { findAppUser } from '../storage/repos/app-users.js';
-import { type App, findApp } from '../storage/repos/apps.js';
-import { brandPalette } from '../shared/brand-colours.js';
+import { findApp } from '../storage/repos/apps.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import { revokeConsentsOfUser } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
@@ -77,19 +76,6 @@ const KIND = { magic: 'magic_link', reset: 'password_reset', verify: 'email_veri
  * claimed account to their own address).
  */
 const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind', 'passkey_registration', 'passkey_authentication', 'totp_enrolment', 'email_change'];
-
-/** The app a mail is requested through (`/v1/auth` names one): named in the mail; a link to its redirect URI is bound to it. */
-/**
- * What a mail shows of the app it is sent for: its logo, and its accent on the button with text chosen
- * for contrast. Only for an app the person belongs to or just registered through (never a drive-by
- * flow's), as on the hosted pages.
- */
-function mailBrand(app: App | undefined): { logo?: string; accent?: string; accentContrast?: string } {
-  if (!app || app.disabled) return {};
-  const { logoUrl, accentColor } = app.branding;
-  const palette = accentColor ? brandPalette(accentColor).light : undefined;
-  return { ...(logoUrl ? { logo: logoUrl } : {}), ...(palette ? { accent: palette.accent, accentContrast: palette.accentContrast } : {}) };
-}
 
 export interface MailingApp {
   id: string;
@@ -363,6 +349,7 @@ export class Accounts {
         locale: options.locale,
         template: 'password_changed',
         params: { link: `${this.config.authUrl}/password/forgot` },
+        app: ctx.appId ? await findApp(trx, ctx.appId) : undefined,
       });
       return true;
     });
@@ -446,9 +433,9 @@ export class Accounts {
         minutes: link.ttl / 60,
         app: input.app?.name ?? '',
         host: linkDestination(url),
-        ...mailBrand(target.boundTo ? mailingApp : undefined),
       },
       discard: !target.user,
+      app: target.boundTo ? mailingApp : undefined,
     });
     return target;
   }
@@ -641,8 +628,8 @@ export class Accounts {
       consumed_at: null,
     });
     const url = `${this.config.authUrl}/verify-email?${new URLSearchParams({ token: link })}`;
-    const params = { code, minutes: VERIFY_CODE_TTL / 60, link: url, host: linkDestination(url), app: app?.name ?? '', ...mailBrand(app) };
-    await this.mailer.enqueue(trx, { kind: 'verify', to: user.email, locale, template: 'verify_code', params });
+    const params = { code, minutes: VERIFY_CODE_TTL / 60, link: url, host: linkDestination(url), app: app?.name ?? '' };
+    await this.mailer.enqueue(trx, { kind: 'verify', to: user.email, locale, template: 'verify_code', params, app });
   }
 
   /** Mails a new 6-digit verification code (10 min; voids the previous one). Mail limit `verify`. Returns its lifetime. */
