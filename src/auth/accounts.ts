@@ -172,7 +172,10 @@ export class Accounts {
    * answers the right password with 403 password_expired; the same request with `newPassword` sets a
    * new one under the app's policy (never the current one again) and signs in with it.
    */
-  async verifyLogin(input: { email: string; password: string; newPassword?: string; locale?: Locale }, ctx: AccountContext): Promise<UserRow> {
+  async verifyLogin(
+    input: { email: string; password: string; newPassword?: string; locale?: Locale; passwordPolicy?: PasswordPolicy },
+    ctx: AccountContext,
+  ): Promise<UserRow> {
     const email = normalizeEmail(input.email);
     // The attempt is reserved in the database before any hashing (429 when the address is locked or
     // its LOGIN_MAX_FAILURES slots are taken, by earlier failures or by attempts still running), so
@@ -207,7 +210,8 @@ export class Accounts {
       await this.throttle.clearLoginFailures(this.db, email);
       throw refusalError(refusal, 'api');
     }
-    const policy = await this.passwordPolicyOf(ctx.appId);
+    // The door usually holds the app already: no second read of it on the login path.
+    const policy = input.passwordPolicy ?? (await this.passwordPolicyOf(ctx.appId));
     if (passwordExpired(user.password_changed_at, policy, now)) {
       if (input.newPassword === undefined) {
         await this.throttle.clearLoginFailures(this.db, email);

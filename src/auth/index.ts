@@ -133,7 +133,7 @@ export default async function authRoutes(scope: FastifyInstance) {
       const body = request.body;
       const client = await resolveApp(app, request, body, issuing);
       const ctx = { ...requestContext(request), appId: client.id };
-      let user = await app.accounts.verifyLogin({ email: body.email, password: body.password, newPassword: body.new_password, locale: mailLocale(request) }, ctx);
+      let user = await app.accounts.verifyLogin({ email: body.email, password: body.password, newPassword: body.new_password, locale: mailLocale(request), passwordPolicy: client.passwordPolicy }, ctx);
       if (user.deletion_scheduled_at !== null) {
         // docs/account/deletion.md: the right password may keep the account, only when asked to.
         if (body.cancel_deletion !== true) {
