@@ -18,6 +18,7 @@ import * as userImport from './2026-12-09T0100_user_import.js';
 import * as locales from './2026-12-09T0300_locales.js';
 import * as dpop from './2026-12-09T0400_dpop.js';
 import * as backchannelLogout from './2026-12-09T0200_backchannel_logout.js';
+import * as passwordPolicyAndMail from './2026-12-09T0500_password_policy_and_mail.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -45,6 +46,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-09T0300_locales': { all: locales },
   '2026-12-09T0400_dpop': { all: dpop },
   '2026-12-09T0200_backchannel_logout': { all: backchannelLogout },
+  '2026-12-09T0500_password_policy_and_mail': { all: passwordPolicyAndMail },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -61,6 +61,9 @@ export const envSchema = z.object({
   LOGIN_MAX_FAILURES: count(5),
   LOGIN_LOCK_SECONDS: seconds(900),
   PASSWORD_MAX_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(5000),
+  PASSWORD_MIN_LENGTH: z.coerce.number().int().min(8).max(128).default(8),
+  HIBP_RANGE_URL: optionalText.pipe(z.url({ protocol: /^https?$/ }).optional()),
+  HIBP_TIMEOUT_MS: z.coerce.number().int().min(100).max(10_000).default(1500),
   IP_AUTH_PER_MINUTE: count(30),
   MAIL_PER_HOUR: count(5),
   EXPORT_PER_HOUR: count(5),
@@ -131,6 +134,10 @@ export interface Config {
    * Retry-After (0: no bound). Only an overloaded server makes anyone wait that long.
    */
   passwordMaxWaitMs: number;
+  /** The platform floor of every app's minimum password length (docs/guides/password-policy.md). */
+  passwordMinLength: number;
+  /** The Have I Been Pwned range API, when set (best effort; docs/guides/password-policy.md). */
+  hibp?: { rangeUrl: string; timeoutMs: number };
   throttle: {
     loginMaxFailures: number;
     loginLockSeconds: number;
@@ -273,6 +280,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       authorizationCode: 60,
     },
     passwordMaxWaitMs: e.PASSWORD_MAX_WAIT_MS,
+    passwordMinLength: e.PASSWORD_MIN_LENGTH,
+    hibp: e.HIBP_RANGE_URL ? { rangeUrl: e.HIBP_RANGE_URL, timeoutMs: e.HIBP_TIMEOUT_MS } : undefined,
     throttle: {
       loginMaxFailures: e.LOGIN_MAX_FAILURES,
       loginLockSeconds: e.LOGIN_LOCK_SECONDS,

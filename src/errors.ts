@@ -20,6 +20,7 @@ export const ERROR_CATALOGUE = {
   email_taken: [409, 'An account with this email already exists.'],
   account_deletion_scheduled: [403, 'This account is scheduled for deletion. Sign in with cancel_deletion set to keep it.'],
   weak_password: [400, 'The password does not meet the password policy.'],
+  password_expired: [403, 'The password has expired: choose a new one.'],
   invalid_token: [400, 'The token is unknown, used or expired.'],
   invalid_code: [400, 'The code is incorrect.'],
   code_expired: [400, 'The code has expired or has been used up. Request a new one.'],

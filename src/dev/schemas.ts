@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { LOCALES } from '../plugins/i18n.js';
 import { isValidOrigin } from '../shared/cors.js';
+import { isValidEmailAddress } from '../shared/user-fields.js';
+import { PASSWORD_HISTORY_MAX, PASSWORD_MAX, PASSWORD_MAX_AGE_DAYS_MAX, PASSWORD_MIN } from '../sign-in/password-policy.js';
 import { validateRedirectUris } from './redirect-uris.js';
 
 /** Request schemas of the developer API (docs/reference/rest-api.md#developers). Unknown keys are refused, so typos surface as 400. */
@@ -61,6 +63,63 @@ const DefaultLocale = z.enum(LOCALES).describe('One of the hosted pages\' locale
  * target policy by the routes (`backchannelUriProblem`), which depends on the deployment.
  */
 const BackchannelLogoutUri = z.string().max(2000).describe('https URL (in production: a public address) that receives logout tokens.');
+/** docs/guides/password-policy.md */
+const PasswordPolicyFields = {
+  min_length: z.number().int().min(PASSWORD_MIN).max(PASSWORD_MAX).describe(`Minimum length in characters (${PASSWORD_MIN}–${PASSWORD_MAX}); the platform floor PASSWORD_MIN_LENGTH applies when higher.`),
+  character_classes: z
+    .number()
+    .int()
+    .min(0)
+    .max(4)
+    .describe('How many of lower-case letters, upper-case letters, digits and other characters a password must mix; 0 (default) = no composition rule (NIST SP 800-63B).'),
+  max_age_days: z.number().int().min(1).max(PASSWORD_MAX_AGE_DAYS_MAX).nullable().describe('Days a password is good for; then a sign-in must choose a new one. null (default) = no maximum age.'),
+  history_count: z.number().int().min(0).max(PASSWORD_HISTORY_MAX).describe(`How many previous passwords may not be chosen again (0–${PASSWORD_HISTORY_MAX}); 0 (default) = off.`),
+};
+const PasswordPolicy = z.strictObject(PasswordPolicyFields);
+const PASSWORD_POLICY_DEFAULT = { min_length: PASSWORD_MIN, character_classes: 0, max_age_days: null, history_count: 0 };
+
+/** The mails whose subject and intro an app may override (views/emails/<kind>.*.eta). */
+export const MAIL_KINDS = [
+  'verify_code',
+  'magic_link',
+  'password_reset',
+  'password_changed',
+  'email_change_code',
+  'email_changed',
+  'email_change_taken',
+  'account_deletion_scheduled',
+] as const;
+export const MAIL_SUBJECT_MAX = 150;
+export const MAIL_INTRO_MAX = 600;
+
+/** Plain text on one line: no control characters, so an override can neither add headers nor break the layout. */
+const OverrideText = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1)
+    .max(max)
+    .refine((value) => !/\p{Cc}/u.test(value), 'must be one line without control characters');
+
+const MailTextOverride = z
+  .strictObject({ subject: OverrideText(MAIL_SUBJECT_MAX).optional(), intro: OverrideText(MAIL_INTRO_MAX).optional() })
+  .refine((value) => value.subject !== undefined || value.intro !== undefined, 'must set subject, intro or both');
+
+const MailOverrides = z
+  .partialRecord(z.enum(MAIL_KINDS), z.partialRecord(z.enum(LOCALES), MailTextOverride))
+  .describe(
+    `Per mail kind, then per locale: a subject (at most ${MAIL_SUBJECT_MAX} characters) and/or an intro line (at most ${MAIL_INTRO_MAX}) that replace the standard ones. Plain text; links and codes stay in the mail whatever the override says.`,
+  );
+
+/** A Reply-To address: one plain address, no display name, no line breaks. */
+const ReplyTo = z
+  .string()
+  .trim()
+  .max(254)
+  .refine((value) => isValidEmailAddress(value.toLowerCase()) && !/[\s<>,;"]/.test(value), 'must be one email address')
+  .describe('The Reply-To address of every mail this app causes; null = none (replies go nowhere).');
+
+const MailSettings = z.strictObject({ reply_to: ReplyTo.nullable(), overrides: MailOverrides });
 
 export const CreateAppBody = z.strictObject({
   name: AppName,
@@ -77,6 +136,8 @@ export const CreateAppBody = z.strictObject({
   dpop_bound_access_tokens: DpopBound.default(false),
   backchannel_logout_uri: BackchannelLogoutUri.nullable().default(null),
   backchannel_logout_session_required: z.boolean().default(false),
+  password_policy: PasswordPolicy.default(PASSWORD_POLICY_DEFAULT),
+  mail: MailSettings.default({ reply_to: null, overrides: {} }),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -95,6 +156,8 @@ export const UpdateAppBody = z.strictObject({
   dpop_bound_access_tokens: DpopBound.optional(),
   backchannel_logout_uri: BackchannelLogoutUri.nullable().optional(),
   backchannel_logout_session_required: z.boolean().optional(),
+  password_policy: PasswordPolicy.partial().optional().describe('The fields sent replace those of the policy; the others stay.'),
+  mail: MailSettings.partial().optional().describe('`reply_to` and/or `overrides` (the whole set of overrides) replace the current ones.'),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -119,6 +182,10 @@ export const AppView = z
     dpop_bound_access_tokens: DpopBound,
     backchannel_logout_uri: z.string().nullable().describe('Where OpenID Connect Back-Channel Logout tokens are POSTed (docs/guides/back-channel-logout.md), or null for none.'),
     backchannel_logout_session_required: z.boolean().describe('Whether the app needs `sid` in logout tokens.'),
+    password_policy: z.object({ min_length: z.number(), character_classes: z.number(), max_age_days: z.number().nullable(), history_count: z.number() }).describe('The password policy of people signing in to this app (docs/guides/password-policy.md).'),
+    mail: z
+      .object({ reply_to: z.string().nullable(), overrides: z.record(z.string(), z.record(z.string(), z.object({ subject: z.string().optional(), intro: z.string().optional() }))) })
+      .describe('Reply-To and text overrides of the mails this app causes (docs/guides/app-mail.md).'),
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

@@ -5,7 +5,7 @@ import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { urlProblem, type TargetPolicy } from '../shared/targets.js';
 import { isoTime } from '../shared/time.js';
-import { type App, countAppsOfDeveloper, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
+import { type App, type AppPasswordPolicy, countAppsOfDeveloper, defaultAppSettings, type MailOverrides, deleteApp, insertApp, listAppsOfDeveloper, saveApp } from '../storage/repos/apps.js';
 import { appendEvent, type EventType } from '../storage/repos/events.js';
 import { deleteWebhooksOfApp } from '../storage/repos/webhooks.js';
 import type { Database } from '../storage/schema.js';
@@ -13,8 +13,20 @@ import { inTransaction } from '../storage/transaction.js';
 import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
-type OptionalOnCreate = 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale' | 'dpop_bound_access_tokens' | 'backchannel_logout_uri' | 'backchannel_logout_session_required';
+type OptionalOnCreate =
+  | 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale' | 'dpop_bound_access_tokens' | 'backchannel_logout_uri' | 'backchannel_logout_session_required'
+  | 'password_policy' | 'mail';
 export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>>;
+
+type PasswordPolicyView = { min_length: number; character_classes: number; max_age_days: number | null; history_count: number };
+type MailView = { reply_to: string | null; overrides: MailOverrides };
+
+const toPolicy = (view: PasswordPolicyView): AppPasswordPolicy => ({
+  minLength: view.min_length,
+  characterClasses: view.character_classes,
+  maxAgeDays: view.max_age_days,
+  historyCount: view.history_count,
+});
 
 /** What the developer API shows of an app. `client_secret` only in the response that created it. */
 export interface AppView {
@@ -34,6 +46,8 @@ export interface AppView {
   dpop_bound_access_tokens: boolean;
   backchannel_logout_uri: string | null;
   backchannel_logout_session_required: boolean;
+  password_policy: PasswordPolicyView;
+  mail: MailView;
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -68,6 +82,13 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     dpop_bound_access_tokens: app.oauth.dpopBoundAccessTokens,
     backchannel_logout_uri: app.backchannelLogout.uri,
     backchannel_logout_session_required: app.backchannelLogout.sessionRequired,
+    password_policy: {
+      min_length: app.passwordPolicy.minLength,
+      character_classes: app.passwordPolicy.characterClasses,
+      max_age_days: app.passwordPolicy.maxAgeDays,
+      history_count: app.passwordPolicy.historyCount,
+    },
+    mail: { reply_to: app.mail.replyTo, overrides: app.mail.overrides },
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -109,6 +130,8 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     branding: { logoUrl: input.logo_url ?? null, logoUrlDark: input.logo_url_dark ?? null, accentColor: input.accent_color ?? null },
     defaultLocale: input.default_locale ?? null,
     backchannelLogout: { uri: input.backchannel_logout_uri ?? null, sessionRequired: input.backchannel_logout_session_required ?? false },
+    passwordPolicy: input.password_policy ? toPolicy(input.password_policy) : defaultAppSettings().passwordPolicy,
+    mail: input.mail ? { replyTo: input.mail.reply_to, overrides: input.mail.overrides as MailOverrides } : defaultAppSettings().mail,
     disabled: false,
     createdAt: now,
     updatedAt: now,
@@ -150,6 +173,11 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
     backchannelLogout: {
       uri: patch.backchannel_logout_uri === undefined ? app.backchannelLogout.uri : patch.backchannel_logout_uri,
       sessionRequired: patch.backchannel_logout_session_required ?? app.backchannelLogout.sessionRequired,
+    },
+    passwordPolicy: patch.password_policy ? toPolicy({ ...toAppView(app).password_policy, ...patch.password_policy }) : app.passwordPolicy,
+    mail: {
+      replyTo: patch.mail?.reply_to === undefined ? app.mail.replyTo : patch.mail.reply_to,
+      overrides: patch.mail?.overrides === undefined ? app.mail.overrides : (patch.mail.overrides as MailOverrides),
     },
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,

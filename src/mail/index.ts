@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import type { Transporter } from 'nodemailer';
 import type { ResolvedConfig } from '../config.js';
-import type { Locale } from '../plugins/i18n.js';
+import type { Locale, Translate } from '../plugins/i18n.js';
 import { VIEWS_DIR } from '../plugins/views.js';
 import { SecretBox } from '../shared/crypto.js';
 import { newId } from '../shared/ids.js';
@@ -24,6 +24,8 @@ import type { Database } from '../storage/schema.js';
 import { MailRenderer } from './render.js';
 import mailboxRoutes from './mailbox.js';
 import { BackgroundPasses } from '../shared/background-passes.js';
+import { brandPalette } from '../shared/brand-colours.js';
+import type { App, MailTextOverride } from '../storage/repos/apps.js';
 
 /**
  * Reliable mail (docs/guides/run-and-test.md#run-it dev mailbox, docs/reference/tokens.md#storage-and-durability outbox; docs/security/checklist.md#logging-and-errors, docs/security/checklist.md#reliability-under-faults-and-concurrency):
@@ -43,6 +45,37 @@ import { BackgroundPasses } from '../shared/background-passes.js';
 
 export type MailKindName = 'verify' | 'magic_link' | 'reset' | 'notice';
 
+/** What a mail takes from the app it is sent for (docs/guides/app-mail.md). */
+export type MailingAppSettings = Pick<App, 'name' | 'branding' | 'mail' | 'disabled'>;
+
+/**
+ * The message keys an override's `intro` replaces, per mail: the opening line, never a line that
+ * carries a link or a code (those are template parameters, outside any message).
+ */
+const INTRO_KEYS: Record<string, readonly string[]> = {
+  verify_code: ['mail.verify_code.intro_app', 'mail.verify_code.intro_link'],
+};
+const introKeys = (template: string): readonly string[] => INTRO_KEYS[template] ?? [`mail.${template}.intro`];
+
+/** The translator with an app's override of one mail in one locale: its subject and intro, nothing else. */
+export function withOverride(t: Translate, template: string, override: MailTextOverride | undefined): Translate {
+  if (!override) return t;
+  const intros = introKeys(template);
+  return (key, params) => {
+    if (override.subject !== undefined && key === `mail.${template}.subject`) return override.subject;
+    if (override.intro !== undefined && intros.includes(key)) return override.intro;
+    return t(key, params);
+  };
+}
+
+/** The app's name, logo and accent (with a text colour chosen for contrast) as mail template parameters. */
+export function mailBrandParams(app: MailingAppSettings | undefined): Record<string, string> {
+  if (!app || app.disabled) return {};
+  const { logoUrl, accentColor } = app.branding;
+  const palette = accentColor ? brandPalette(accentColor).light : undefined;
+  return { brandName: app.name, ...(logoUrl ? { logo: logoUrl } : {}), ...(palette ? { accent: palette.accent, accentContrast: palette.accentContrast } : {}) };
+}
+
 export interface MailRequest {
   kind: MailKindName;
   to: string;
@@ -52,6 +85,12 @@ export interface MailRequest {
   params: Record<string, string | number>;
   /** Render and store it like any other mail, but never send it (see `DISCARD_KIND`). */
   discard?: boolean;
+  /**
+   * The app the mail is for: its name, logo and colour, its Reply-To and its text overrides. Only an
+   * app the person belongs to or registers through: a flow that merely names an app must not put that
+   * app's words in a mail to a stranger.
+   */
+  app?: MailingAppSettings;
 }
 
 /** The outbox kind of a discarded stand-in mail: no recipient, dropped by the sender unsent. */
@@ -92,8 +131,9 @@ export class Mailer {
 
   /** Renders a mail and writes it to the outbox inside `trx`. Returns the outbox id. Call `nudge()` after commit. */
   async enqueue(trx: Kysely<Database>, mail: MailRequest): Promise<string> {
-    const t = this.app.messages.translator(mail.locale);
-    const rendered = this.renderer.render(mail.template, mail.locale, t, mail.params);
+    const settings = mail.app && !mail.app.disabled ? mail.app : undefined;
+    const t = withOverride(this.app.messages.translator(mail.locale), mail.template, settings?.mail.overrides[mail.template]?.[mail.locale]);
+    const rendered = this.renderer.render(mail.template, mail.locale, t, { ...mailBrandParams(settings), ...mail.params });
     const id = newId('mail');
     const now = this.clock.now();
     await insertOutboxMail(trx, {
@@ -109,6 +149,7 @@ export class Mailer {
       locked_until: null,
       sent_at: null,
       last_error: null,
+      reply_to: mail.discard ? null : (settings?.mail.replyTo ?? null),
     });
     // The caller's transaction has usually committed by the time this fires; the poll catches the rest.
     setTimeout(() => this.nudge(), 25).unref();
@@ -163,6 +204,7 @@ export class Mailer {
         subject: row.subject,
         text: this.box.open(row.text_body),
         html: this.box.open(row.html_body),
+        ...(row.reply_to ? { replyTo: row.reply_to } : {}),
         messageId: `<${row.id}@gatehouse>`,
         headers: { 'X-Gatehouse-Mail-Id': row.id },
       });

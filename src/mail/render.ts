@@ -28,9 +28,11 @@ export class MailRenderer {
     const subject = t(`mail.${template}.subject`, params);
     // The HTML `<title>` is the subject with its parameters filled in (a code, an app name).
     const locals = { ...params, t, locale, dir: directionOf(locale), params, subject };
+    const text = this.text.render(`./${template}.text.eta`, locals);
     return {
       subject,
-      text: this.text.render(`./${template}.text.eta`, locals),
+      // The app's name heads the text part as it heads the HTML one (_layout.html.eta).
+      text: typeof params.brandName === 'string' && params.brandName ? `${params.brandName}\n\n${text}` : text,
       html: this.html.render(`./${template}.html.eta`, locals),
     };
   }

@@ -1,4 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
+import { passwordRulesOf } from './password-rules.js';
 import { requestContext } from '../shared/request-context.js';
 import { IDP_SETTING_KEY, getSetting, type IdpSetting } from '../storage/repos/settings.js';
 import { localeOf, renderPage } from '../plugins/views.js';
@@ -45,7 +47,7 @@ function idpFields(resume: string | undefined): Array<[string, string]> | undefi
 }
 
 export default async function loginPages(app: FastifyInstance) {
-  async function renderLogin(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; email?: string }) {
+  async function renderLogin(request: FastifyRequest, reply: FastifyReply, locals: { form?: FormState; email?: string; expired?: boolean }) {
     const session = await app.browserSessions.ensure(request, reply);
     const resume = resumeOf(request);
     const client = await shownFlowApp(request);
@@ -65,6 +67,9 @@ export default async function loginPages(app: FastifyInstance) {
       registerHref: `/register${carried}`,
       idp: name && fields ? { name, fields } : undefined,
       passkeys: loginPasskeys(app, carried),
+      // A password past the app's maximum age: the same form asks for a new one (docs/guides/password-policy.md).
+      expired: locals.expired === true,
+      passwordRules: passwordRulesOf(client?.passwordPolicy, app.config.passwordMinLength),
     });
   }
 
@@ -91,12 +96,15 @@ export default async function loginPages(app: FastifyInstance) {
       return renderLogin(request, reply, { form, email: email.slice(0, 320) });
     }
     const client = await flowApp(request);
+    const newPassword = field(request.body, 'new_password') || undefined;
     try {
       const ctx = requestContext(request);
-      const user = await app.accounts.verifyLogin({ email, password }, { ...ctx, appId: client?.id });
+      const user = await app.accounts.verifyLogin({ email, password, newPassword, locale: localeOf(request), passwordPolicy: client?.passwordPolicy }, { ...ctx, appId: client?.id });
       return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.password, 'hosted_login');
     } catch (error) {
-      return renderLogin(request, reply, { form: signInFailure(request, reply, error), email });
+      const expired = error instanceof AppError && error.code === 'password_expired';
+      if (expired) reply.code(403);
+      return renderLogin(request, reply, { form: expired ? undefined : signInFailure(request, reply, error), email, expired: expired || (newPassword !== undefined && error instanceof AppError && error.code === 'weak_password') });
     }
   });
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { passwordRulesOf } from './password-rules.js';
 import { requestContext } from '../shared/request-context.js';
 import { listPublishedDocTypes } from '../storage/repos/legal-published.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
@@ -27,6 +28,8 @@ export default async function registerPages(app: FastifyInstance) {
       csrf: session.csrf_token,
       appName: client?.name,
       form: locals.form,
+      // The rules of the app's policy, shown before the person types (docs/guides/password-policy.md).
+      passwordRules: passwordRulesOf(client?.passwordPolicy, app.config.passwordMinLength),
       email: locals.email ?? '',
       name: locals.name ?? '',
       legal: await legalLinks(request),

@@ -22,7 +22,8 @@ export const ErrorBody = z
     retry_after: z.number().int().optional().describe('With `rate_limited`: seconds until a retry can succeed (also the `Retry-After` header).'),
     attempts_left: z.number().int().optional().describe('With `invalid_code`: wrong tries left before the code is used up.'),
     hosted_url: z.string().optional().describe('With `idp_oauth_not_bound`: the hosted account page where the user binds the provider account.'),
-    reason: z.string().optional().describe('With `weak_password`: which policy rule failed (`too_short`, `too_long`, `common`, `equals_email`).'),
+    reason: z.string().optional().describe('With `weak_password`: which policy rule failed (`too_short`, `too_long`, `equals_email`, `character_classes`, `common`, `reused`; docs/guides/password-policy.md).'),
+    max_age_days: z.number().int().optional().describe('With `password_expired`: the app\'s maximum password age in days.'),
     deletion_scheduled_at: z.string().optional().describe('With `account_deletion_scheduled`: when the account is purged (ISO 8601).'),
   })
   .meta({ id: 'Error', description: 'Error body (docs/reference/errors.md).' });

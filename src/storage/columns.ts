@@ -22,7 +22,7 @@ export function qualified<A extends string, C extends string>(alias: A, columns:
 export const COLUMNS = {
   developers: everyColumn<'developers'>()(['id', 'email', 'name', 'api_key_hash', 'created_at', 'user_id']),
   developer_api_keys: everyColumn<'developer_api_keys'>()(['id', 'developer_id', 'name', 'key_hash', 'created_at', 'revoked_at']),
-  apps: everyColumn<'apps'>()(['id', 'developer_id', 'name', 'type', 'client_secret_hash', 'redirect_uris', 'allowed_origins', 'feature_auth', 'feature_profile', 'required_fields', 'mfa', 'logo_url', 'accent_color', 'logo_url_dark', 'default_locale', 'disabled', 'created_at', 'updated_at', 'dpop_bound_access_tokens', 'backchannel_logout_uri', 'backchannel_logout_session_required']),
+  apps: everyColumn<'apps'>()(['id', 'developer_id', 'name', 'type', 'client_secret_hash', 'redirect_uris', 'allowed_origins', 'feature_auth', 'feature_profile', 'required_fields', 'mfa', 'logo_url', 'accent_color', 'logo_url_dark', 'default_locale', 'disabled', 'created_at', 'updated_at', 'dpop_bound_access_tokens', 'backchannel_logout_uri', 'backchannel_logout_session_required', 'password_min_length', 'password_character_classes', 'password_max_age_days', 'password_history_count', 'mail_reply_to', 'mail_overrides']),
   users: everyColumn<'users'>()(['id', 'email', 'email_verified', 'password_hash', 'name', 'phone_number', 'birthdate', 'status', 'password_changed_at', 'created_at', 'updated_at', 'deletion_scheduled_at', 'locale']),
   imported_users: everyColumn<'imported_users'>()(['user_id', 'external_id', 'imported_at']),
   provider_identities: everyColumn<'provider_identities'>()(['id', 'user_id', 'issuer', 'subject', 'email', 'created_at']),
@@ -37,7 +37,7 @@ export const COLUMNS = {
   legal_versions: everyColumn<'legal_versions'>()(['id', 'owner', 'doc_type', 'lang', 'version', 'title', 'content', 'content_html', 'created_at']),
   legal_views: everyColumn<'legal_views'>()(['owner', 'doc_type', 'lang', 'version', 'day', 'count']),
   events: everyColumn<'events'>()(['id', 'type', 'app_id', 'user_id', 'ip', 'user_agent', 'at', 'data']),
-  outbox: everyColumn<'outbox'>()(['id', 'kind', 'to_address', 'subject', 'text_body', 'html_body', 'created_at', 'attempts', 'next_attempt_at', 'locked_until', 'sent_at', 'last_error']),
+  outbox: everyColumn<'outbox'>()(['id', 'kind', 'to_address', 'subject', 'text_body', 'html_body', 'created_at', 'attempts', 'next_attempt_at', 'locked_until', 'sent_at', 'last_error', 'reply_to']),
   signing_keys: everyColumn<'signing_keys'>()(['kid', 'alg', 'public_jwk', 'private_jwk', 'created_at', 'retired_at']),
   throttle_counters: everyColumn<'throttle_counters'>()(['key', 'count', 'window_start', 'locked_until', 'updated_at']),
   totp_factors: everyColumn<'totp_factors'>()(['user_id', 'secret_sealed', 'confirmed_at', 'last_step', 'created_at']),

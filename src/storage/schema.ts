@@ -50,6 +50,14 @@ export interface AppsTable {
   backchannel_logout_uri: string | null;
   /** 1: the app needs `sid` in logout tokens (and ID tokens carry it either way). */
   backchannel_logout_session_required: ColumnType<number, number | undefined, number>;
+  /** Password policy (docs/guides/password-policy.md); the rule that reads it is sign-in/password-policy.ts. */
+  password_min_length: Generated<number>;
+  password_character_classes: Generated<number>;
+  password_max_age_days: number | null;
+  password_history_count: Generated<number>;
+  /** Per-app mail (docs/guides/app-mail.md): a Reply-To address, and JSON text overrides per kind and locale. */
+  mail_reply_to: string | null;
+  mail_overrides: Generated<string>;
   disabled: number;
   created_at: number;
   updated_at: number;
@@ -301,6 +309,16 @@ export interface OutboxTable {
   locked_until: number | null;
   sent_at: number | null;
   last_error: string | null;
+  /** The app's Reply-To address, when the mail was caused through an app that set one. */
+  reply_to: string | null;
+}
+
+/** A person's previous password hashes (argon2id PHC strings), for the reuse rule; bounded per user. */
+export interface PasswordHistoryTable {
+  id: string;
+  user_id: string;
+  password_hash: string;
+  created_at: number;
 }
 
 export interface SigningKeysTable {
@@ -464,6 +482,7 @@ export interface Database {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   logout_deliveries: LogoutDeliveriesTable;
+  password_history: PasswordHistoryTable;
 }
 
 export type AppRow = Selectable<AppsTable>;

@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import { hashPassword } from '../../src/auth/passwords.js';
 import { hashSecret, newId, newSecret } from '../../src/shared/ids.js';
 import { epochSeconds } from '../../src/shared/time.js';
-import { type App, insertApp } from '../../src/storage/repos/apps.js';
+import { type App, defaultAppSettings, insertApp } from '../../src/storage/repos/apps.js';
 import { insertDeveloper, type Developer } from '../../src/storage/repos/developers.js';
 import { insertUser, normalizeEmail, type UserRow } from '../../src/storage/repos/users.js';
 import type { Database } from '../../src/storage/schema.js';
@@ -40,6 +40,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     defaultLocale: null,
     oauth: { dpopBoundAccessTokens: false },
     backchannelLogout: { uri: null, sessionRequired: false },
+    ...defaultAppSettings(),
     disabled: false,
     createdAt: now,
     updatedAt: now,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/shared/ids.js';
-import { insertApp } from '../../src/storage/repos/apps.js';
+import { defaultAppSettings, insertApp } from '../../src/storage/repos/apps.js';
 import { MAX_APPS_PER_DEVELOPER } from '../../src/dev/service.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { appBody, createDeveloperViaApi } from '../helpers/dev-api.js';
@@ -28,6 +28,7 @@ describe('anonymous requests do not read every app', () => {
         features: { auth: true, profile: false }, requiredFields: [], mfa: 'optional', branding: { logoUrl: null, logoUrlDark: null, accentColor: null }, defaultLocale: null, disabled: false, createdAt: now, updatedAt: now,
         oauth: { dpopBoundAccessTokens: false },
         backchannelLogout: { uri: null, sessionRequired: false },
+        ...defaultAppSettings(),
       });
     }
   });

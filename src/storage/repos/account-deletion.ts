@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { deletePasswordHistoryOfUser } from './password-history.js';
 import type { Database } from '../schema.js';
 import { appendEvent } from './events.js';
 import { deleteWebhookDeliveriesOfUser } from './webhooks.js';
@@ -88,6 +89,8 @@ export async function purgeDeletedAccount(trx: Kysely<Database>, userId: string,
   await trx.deleteFrom('totp_factors').where('user_id', '=', userId).execute();
   await trx.deleteFrom('recovery_codes').where('user_id', '=', userId).execute();
   await trx.deleteFrom('passkeys').where('user_id', '=', userId).execute();
+  // Previous password hashes (the reuse rule).
+  await deletePasswordHistoryOfUser(trx, userId);
   // What the person gave or agreed to: provider bindings, profile documents, consents, acceptances, memberships.
   await trx.deleteFrom('provider_identities').where('user_id', '=', userId).execute();
   await trx.deleteFrom('profiles').where('user_id', '=', userId).execute();

@@ -1,8 +1,8 @@
-import type { Insertable, Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import { newId } from '../../shared/ids.js';
 import { precompiled } from '../precompiled.js';
 import { getSetting, putSetting } from './settings.js';
-import type { AppRow, AppsTable, Database } from '../schema.js';
+import type { AppRow, Database } from '../schema.js';
 import { COLUMNS } from '../columns.js';
 
 export type AppType = 'public' | 'confidential';
@@ -10,6 +10,28 @@ export type RequiredField = 'name' | 'phone_number' | 'birthdate' | 'email_verif
 
 /** An app's second-factor policy; the rule that reads it is sign-in/policy.ts. */
 export type MfaPolicy = 'off' | 'optional' | 'required';
+
+/** An app's password policy (the rule that reads it is sign-in/password-policy.ts). */
+export interface AppPasswordPolicy {
+  minLength: number;
+  characterClasses: number;
+  maxAgeDays: number | null;
+  historyCount: number;
+}
+
+/** A text override of one mail kind in one locale: replaces the subject and/or the intro line (docs/guides/app-mail.md). */
+export interface MailTextOverride {
+  subject?: string;
+  intro?: string;
+}
+
+/** Overrides by mail template (`password_reset`, …), then by locale (`en`, `zh-CN`, …). */
+export type MailOverrides = Record<string, Record<string, MailTextOverride>>;
+
+/** What a new app starts with: no password rules beyond the platform's, no mail settings. */
+export function defaultAppSettings(): Pick<App, 'passwordPolicy' | 'mail'> {
+  return { passwordPolicy: { minLength: 8, characterClasses: 0, maxAgeDays: null, historyCount: 0 }, mail: { replyTo: null, overrides: {} } };
+}
 
 /** An app (OAuth client) as the features see it. `id` is its client_id. */
 export interface App {
@@ -30,6 +52,9 @@ export interface App {
   defaultLocale: string | null;
   /** OpenID Connect Back-Channel Logout (docs/guides/back-channel-logout.md): `uri` null = no logout tokens. */
   backchannelLogout: { uri: string | null; sessionRequired: boolean };
+  passwordPolicy: AppPasswordPolicy;
+  /** The mails the app causes: a Reply-To address (validated on write) and text overrides. */
+  mail: { replyTo: string | null; overrides: MailOverrides };
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
@@ -66,13 +91,20 @@ export function toApp(row: AppRow): App {
     branding: { logoUrl: row.logo_url, logoUrlDark: row.logo_url_dark, accentColor: row.accent_color },
     defaultLocale: row.default_locale,
     backchannelLogout: { uri: row.backchannel_logout_uri, sessionRequired: row.backchannel_logout_session_required === 1 },
+    passwordPolicy: {
+      minLength: row.password_min_length,
+      characterClasses: row.password_character_classes,
+      maxAgeDays: row.password_max_age_days,
+      historyCount: row.password_history_count,
+    },
+    mail: { replyTo: row.mail_reply_to, overrides: JSON.parse(row.mail_overrides) as MailOverrides },
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     oauth: { dpopBoundAccessTokens: row.dpop_bound_access_tokens === 1 },
   };
 }
 
-function toRow(app: App): Insertable<AppsTable> {
+function toRow(app: App): AppRow {
   return {
     id: app.id,
     developer_id: app.developerId,
@@ -91,6 +123,12 @@ function toRow(app: App): Insertable<AppsTable> {
     default_locale: app.defaultLocale,
     backchannel_logout_uri: app.backchannelLogout.uri,
     backchannel_logout_session_required: app.backchannelLogout.sessionRequired ? 1 : 0,
+    password_min_length: app.passwordPolicy.minLength,
+    password_character_classes: app.passwordPolicy.characterClasses,
+    password_max_age_days: app.passwordPolicy.maxAgeDays,
+    password_history_count: app.passwordPolicy.historyCount,
+    mail_reply_to: app.mail.replyTo,
+    mail_overrides: JSON.stringify(app.mail.overrides),
     disabled: app.disabled ? 1 : 0,
     created_at: app.createdAt,
     updated_at: app.updatedAt,
