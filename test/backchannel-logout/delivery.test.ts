@@ -9,6 +9,7 @@ import { adminHeaders, appBody, bearer, createDeveloperViaApi } from '../helpers
 import { makeApp, makeDeveloper } from '../helpers/factories.js';
 import { addMember, quickUser, tokensFor } from '../helpers/members.js';
 import { uniqueEmail } from '../helpers/oauth-flows.js';
+import { hashPassword } from '../../src/auth/passwords.js';
 
 /**
  * OpenID Connect Back-Channel Logout 1.0 (docs/guides/back-channel-logout.md): a loopback receiver
@@ -133,6 +134,33 @@ describe('logout tokens on each trigger', () => {
     const onDisable = await deliver('/many');
     expect(onDisable).toHaveLength(1);
     expect((await validateLogoutToken(onDisable[0]!.token, client.id)).sub).toBe(c.user.id);
+  });
+
+  it('a password reset and an account deletion each send one', async () => {
+    const client = await listeningApp('/account-changes');
+    const password = 'an old passphrase for the reset 41';
+    const passwordHash = await hashPassword(password);
+
+    // Reset: the mailed token sets a new password, which ends every sign-in of the user.
+    const r = await signedIn(client, uniqueEmail('bcl-reset'));
+    await t.db.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', r.user.id).execute();
+    expect((await t.app.inject({ method: 'POST', url: '/v1/auth/password/forgot', payload: { email: r.user.email, client_id: client.id } })).statusCode).toBe(202);
+    const mail = (await t.app.mailer.recent()).find((m) => m.to === r.user.email && m.kind === 'reset')!;
+    const resetToken = /(?:reset_token|token)=(pr_[A-Za-z0-9_-]+)/.exec(mail.text)![1];
+    const reset = await t.app.inject({ method: 'POST', url: '/v1/auth/password/reset', payload: { reset_token: resetToken, password: 'a brand new passphrase 42', client_id: client.id } });
+    expect(reset.statusCode, reset.body).toBe(204);
+    const onReset = await deliver('/account-changes');
+    expect(onReset).toHaveLength(1);
+    expect(await validateLogoutToken(onReset[0]!.token, client.id)).toMatchObject({ sub: r.user.id, sid: decodeJwt(r.idToken).sid });
+
+    // Deletion: scheduling it ends the person's sign-ins at once.
+    const d = await signedIn(client, uniqueEmail('bcl-delete'));
+    await t.db.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', d.user.id).execute();
+    const deleted = await t.app.inject({ method: 'DELETE', url: '/v1/auth/account', payload: { password }, headers: bearer(d.access) });
+    expect(deleted.statusCode, deleted.body).toBe(202);
+    const onDelete = await deliver('/account-changes');
+    expect(onDelete).toHaveLength(1);
+    expect((await validateLogoutToken(onDelete[0]!.token, client.id)).sub).toBe(d.user.id);
   });
 
   it('an app without a URI gets nothing; an app the user never signed in to gets nothing', async () => {
