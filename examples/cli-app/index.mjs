@@ -1,6 +1,6 @@
 // Gatehouse quickstart: a command-line or desktop app that signs its user in through the system browser
 // (docs/quickstart/cli-app.md; RFC 8252 "OAuth 2.0 for Native Apps" with a loopback redirect). A public
-// client: authorization code + PKCE, nothing secret in the app. Node 20+, one dependency: openid-client.
+// client: authorization code + PKCE, nothing secret in the app. Node 22+, one dependency: openid-client.
 //
 //   GATEHOUSE_URL=http://localhost:3000 CLIENT_ID=app_… node examples/cli-app/index.mjs
 //

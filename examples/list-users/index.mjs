@@ -1,5 +1,5 @@
 // Gatehouse quickstart: list the users of your app, search them and block one (docs/quickstart/list-users.md).
-// Node 20+, no dependencies.
+// Node 22+, no dependencies.
 //
 //   GATEHOUSE_URL=http://localhost:3000 DEVELOPER_KEY=dk_… APP_ID=app_… node examples/list-users/index.mjs [search]
 

@@ -1,6 +1,6 @@
 // Gatehouse quickstart: a mobile app that signed in with the provider's own SDK (Sign in with Apple,
 // Google Sign-In…) and trades the provider's id_token for Gatehouse tokens (docs/quickstart/native-app.md,
-// path A). This script stands in for the app's network layer. Node 20+, no dependencies.
+// path A). This script stands in for the app's network layer. Node 22+, no dependencies.
 //
 //   GATEHOUSE_URL=http://localhost:3000 CLIENT_ID=app_… ID_TOKEN=eyJ… NONCE=… node examples/native-app/provider-token.mjs
 //

@@ -1,5 +1,5 @@
 // Gatehouse quickstart: an app backend that signs people in over REST, refreshes their tokens and keeps
-// a small profile document for them (docs/quickstart/rest-backend.md). Node 20+, no dependencies.
+// a small profile document for them (docs/quickstart/rest-backend.md). Node 22+, no dependencies.
 //
 //   GATEHOUSE_URL=http://localhost:3000 CLIENT_ID=app_… CLIENT_SECRET=cs_… node examples/rest-backend/index.mjs
 //

@@ -1,5 +1,5 @@
 // Serves the single-page app of docs/quickstart/spa.md: its files, oidc-client-ts's browser build, and a
-// config.js from the environment. Any static server does; this one needs nothing but Node 20+.
+// config.js from the environment. Any static server does; this one needs nothing but Node 22+.
 //
 //   GATEHOUSE_URL=http://localhost:3000 CLIENT_ID=app_… PORT=5173 node examples/spa/serve.mjs
 

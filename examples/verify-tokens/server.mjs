@@ -1,5 +1,5 @@
 // Gatehouse quickstart: an API that accepts Gatehouse access tokens (docs/quickstart/verify-tokens.md).
-// Node 20+, one dependency: jose.
+// Node 22+, one dependency: jose.
 //
 //   GATEHOUSE_URL=http://localhost:3000 CLIENT_ID=app_… PORT=4000 node examples/verify-tokens/server.mjs
 //   curl -H "Authorization: Bearer <access token>" http://localhost:4000/me

@@ -1,6 +1,6 @@
 // Gatehouse quickstart: a server-rendered web app that signs people in with Gatehouse's hosted pages
 // (docs/quickstart/web-app.md): authorization code + PKCE as a confidential client, a session cookie,
-// and sign-out. Node 20+, one dependency: openid-client.
+// and sign-out. Node 22+, one dependency: openid-client.
 //
 //   GATEHOUSE_URL=http://localhost:3000 CLIENT_ID=app_… CLIENT_SECRET=cs_… APP_URL=http://localhost:4000 \
 //     node examples/web-app/server.mjs
