@@ -15,8 +15,8 @@ export const DISCARD_LIMIT_MS = 10_000;
 export function discardUnreadBody(request: FastifyRequest, reply: FastifyReply): void {
   const incoming = request.raw;
   const socket = incoming.socket;
-  // Injected requests have no socket; a complete or abandoned body has nothing left to drain.
-  if (incoming.complete || !socket || socket.destroyed) return;
+  // Injected requests (light-my-request) have no real socket; a complete or abandoned body has nothing left to drain.
+  if (incoming.complete || typeof socket?.destroy !== 'function' || socket.destroyed) return;
   reply.removeHeader('connection');
   let discarded = 0;
   const cutOff = () => socket.destroy();
