@@ -122,8 +122,7 @@ describe('purge: every table that accumulates rows', () => {
     const keysBefore = await countAll(t.db, 'signing_keys');
     expect(await t.app.throttle.firstSighting('dpop-jti:old', 181)).toBe(true); // a DPoP proof's jti, long expired by the purge
 
-    await t.app.webhookDeliverer.drain();
-    await t.app.logoutDeliverer.drain();
+    await settleDeliveries(t);
     t.clock.advance(8 * DAY); // past every expiry + the 1-day grace, and the 7-day outbox retention
     const boundary = t.clock.now();
 
@@ -138,8 +137,7 @@ describe('purge: every table that accumulates rows', () => {
     expect(await t.app.throttle.firstSighting('dpop-jti:recent', 181)).toBe(true);
     const e = await restRegister(t, client);
     expect((await post(t, '/v1/auth/logout', { refresh_token: e.refreshToken })).statusCode).toBe(204); // revoked within the grace
-    await t.app.webhookDeliverer.drain();
-    await t.app.logoutDeliverer.drain();
+    await settleDeliveries(t);
     await receiver.close();
 
     const before = await split(t, boundary);
@@ -389,3 +387,20 @@ describe('purge: CLI', { timeout: 120_000 }, () => {
     expect(JSON.parse(result.stdout)).toEqual(Object.fromEntries(TABLES.map((table) => [table, 0])));
   });
 });
+
+/**
+ * Delivers every pending webhook and logout token before the test moves the clock: drain() skips rows
+ * whose lease the background deliverer holds, so wait until those have settled too.
+ */
+async function settleDeliveries(t: TestApp): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    await t.app.webhookDeliverer.drain();
+    await t.app.logoutDeliverer.drain();
+    const pending =
+      (await t.db.selectFrom('webhook_deliveries').select('id').where('status', '=', 'pending').execute()).length +
+      (await t.db.selectFrom('logout_deliveries').select('id').where('status', '=', 'pending').execute()).length;
+    if (pending === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error('deliveries did not settle');
+}
