@@ -611,18 +611,19 @@ export class Accounts {
 
   /** Whether a reset token can be used on the hosted page (live, for an account, not bound to an app). */
   async isResetTokenLive(token: string): Promise<boolean> {
-    return (await this.hostedResetPolicy(token)) !== undefined;
+    return (await this.hostedReset(token)) !== undefined;
   }
 
   /**
-   * The password policy a reset token will be checked under on the hosted page (the app it was asked
-   * through, else the platform default), so the page can show its rules; undefined when the token
-   * cannot be used there.
+   * For the hosted reset page: the app an unbound link was asked through (its policy applies there,
+   * the hosted page passing it as `ctx.appId` to resetPassword) and that policy, so the page can show
+   * its rules; undefined when the token cannot be used there.
    */
-  async hostedResetPolicy(token: string): Promise<PasswordPolicy | undefined> {
+  async hostedReset(token: string): Promise<{ appId: string | undefined; policy: PasswordPolicy } | undefined> {
     const row = await findOneTimeTokenByHash(this.db, KIND.reset, hashSecret(token));
     if (!row || row.consumed_at !== null || row.expires_at <= this.clock.now() || row.user_id === null || row.app_id !== null) return undefined;
-    return this.passwordPolicyOf(resetPolicyApp(row.data));
+    const appId = resetPolicyApp(row.data);
+    return { appId, policy: await this.passwordPolicyOf(appId) };
   }
 
   /**
@@ -644,8 +645,8 @@ export class Accounts {
     }
     const user = await findUserById(this.db, row.user_id);
     if (!user || user.email !== row.email) throw new AppError('invalid_token', { detail: 'reset token user gone or email changed' });
-    // The policy of the app the reset was asked through (the token's, the app naming itself now, or the one the link remembers).
-    await this.checkNewPassword(input.password, { email: user.email, user }, await this.passwordPolicyOf(row.app_id ?? ctx.appId ?? resetPolicyApp(row.data)), ctx);
+    // The policy of the app the reset was asked through (the token's, or the app naming itself now).
+    await this.checkNewPassword(input.password, { email: user.email, user }, await this.passwordPolicyOf(row.app_id ?? ctx.appId), ctx);
     // Events name the app only when the token is bound to it (never an app the user does not belong to).
     await this.setPassword(user, input.password, { ...ctx, appId: row.app_id }, {
       method: 'reset',

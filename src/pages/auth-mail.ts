@@ -136,17 +136,17 @@ export default async function authMailPages(app: FastifyInstance) {
     return renderPage(request, reply, 'password-reset', { titleKey: locals.done ? 'reset.done_title' : 'reset.title', csrf: session.csrf_token, formAction: `/password/reset${carriedQuery(request)}`, loginHref: `/login${carriedQuery(request)}`, ...locals });
   }
 
-  /** The rules of the policy the reset will be checked under, shown before the person types; undefined for a dead token. */
-  async function resetRules(token: string): Promise<PasswordRules | undefined> {
-    const policy = await app.accounts.hostedResetPolicy(token);
-    return policy && passwordRulesOf(policy, app.config.passwordMinLength);
+  /** The app a live link was asked through and the rules of its policy (shown before the person types); undefined for a dead token. */
+  async function resetTerms(token: string): Promise<{ appId: string | undefined; passwordRules: PasswordRules } | undefined> {
+    const reset = await app.accounts.hostedReset(token);
+    return reset && { appId: reset.appId, passwordRules: passwordRulesOf(reset.policy, app.config.passwordMinLength) };
   }
 
   app.get('/password/reset', async (request, reply) => {
     const token = (request.query as Record<string, unknown> | undefined)?.token;
-    const passwordRules = typeof token === 'string' && token.length <= 200 ? await resetRules(token) : undefined;
-    if (typeof token !== 'string' || !passwordRules) return renderReset(request, reply.code(400), { invalid: true });
-    return renderReset(request, reply, { token, passwordRules });
+    const terms = typeof token === 'string' && token.length <= 200 ? await resetTerms(token) : undefined;
+    if (typeof token !== 'string' || !terms) return renderReset(request, reply.code(400), { invalid: true });
+    return renderReset(request, reply, { token, passwordRules: terms.passwordRules });
   });
 
   app.post('/password/reset', async (request, reply) => {
@@ -155,10 +155,11 @@ export default async function authMailPages(app: FastifyInstance) {
     let passwordRules: PasswordRules | undefined;
     try {
       await app.throttle.hitIp(request);
-      passwordRules = await resetRules(token);
-      if (!passwordRules) return renderReset(request, reply.code(400), { invalid: true });
+      const terms = await resetTerms(token);
+      if (!terms) return renderReset(request, reply.code(400), { invalid: true });
+      passwordRules = terms.passwordRules;
       if (password.length > 256) return renderReset(request, reply.code(400), { token, passwordRules, form: formState({ fields: { new_password: app.messages.translator(localeOf(request))('form.error.password_too_long') } }) });
-      await app.accounts.resetPassword({ token, password, locale: localeOf(request) }, ctxOf(request));
+      await app.accounts.resetPassword({ token, password, locale: localeOf(request) }, { ...ctxOf(request), appId: terms.appId });
     } catch (error) {
       if (isAppError(error) && error.code === 'invalid_token') return renderReset(request, reply.code(400), { invalid: true });
       return renderReset(request, reply, { token, passwordRules, form: mailFormFailure(request, reply, error, passwordRules) });

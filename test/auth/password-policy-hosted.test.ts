@@ -78,7 +78,7 @@ describe('hosted reset', () => {
   async function resetLink(b: Browser, email: string, client?: TestClient): Promise<string> {
     const carried = client ? `?client_id=${client.app.id}` : '';
     const form = await b.get(`/password/forgot${carried}`);
-    const before = new Set(smtp.messages);
+    const before = new Set(smtp.mails);
     await b.post(`/password/forgot${carried}`, { csrf: csrfOf(form.body), email, action: 'reset' });
     const mail = await smtp.waitFor((m) => mailTo(m) === email && !before.has(m));
     return relative(linkIn(mail));
