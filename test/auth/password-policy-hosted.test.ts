@@ -123,6 +123,22 @@ describe('hosted reset', () => {
   });
 });
 
+describe('hosted reset of a link asked over REST', () => {
+  it('naming the app without a redirect_uri: the hosted page applies its policy', async () => {
+    const user = await makeUser(t.app, { email: uniqueEmail('hrest'), password: 'Original pass 111!' });
+    const before = new Set(smtp.mails);
+    const asked = await t.app.inject({ method: 'POST', url: '/v1/auth/password/forgot', payload: { email: user.email, client_id: strict.app.id }, headers: { 'x-forwarded-for': '1.1.1.3' } });
+    expect(asked.statusCode).toBe(202);
+    const mail = await smtp.waitFor((m) => mailTo(m) === user.email && !before.has(m));
+    const b = new Browser(t.app);
+    const page = await b.get(relative(linkIn(mail)));
+    expect(inputTag(page.body, 'new_password')).toMatch(/minlength="12"/);
+    const token = /name="token" value="([^"]+)"/.exec(page.body)![1]!;
+    const res = await b.post('/password/reset', { csrf: csrfOf(page.body), token, new_password: 'Violin harb', action: 'reset' });
+    expect(fieldError(res.body, 'new_password')).toBe('This password is too short: use at least 12 characters.');
+  });
+});
+
 describe('account page change', () => {
   it('shows the platform rules and refuses a breached password', async () => {
     const user = await makeUser(t.app, { email: uniqueEmail('hacct') });
