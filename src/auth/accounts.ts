@@ -79,6 +79,16 @@ const KIND = { magic: 'magic_link', reset: 'password_reset', verify: 'email_veri
  */
 const CLAIM_VOIDS = [KIND.magic, KIND.reset, KIND.verify, 'idp_state', 'idp_continue', 'idp_bind', 'passkey_registration', 'passkey_authentication', 'totp_enrolment', 'email_change'];
 
+/** The app an unbound reset link was asked through (`policy_app` in its data), if any. */
+function resetPolicyApp(data: string | null): string | undefined {
+  try {
+    const value = data ? (JSON.parse(data) as { policy_app?: unknown }).policy_app : undefined;
+    return typeof value === 'string' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export interface MailingApp {
   id: string;
   name: string;
@@ -441,7 +451,8 @@ export class Accounts {
       user_id: target.user?.id ?? null,
       email,
       app_id: target.boundTo?.id ?? null,
-      data: JSON.stringify(target.boundTo ? { redirect_uri: target.boundTo.redirectUri } : {}),
+      // An unbound reset link remembers the app it was asked through: its password policy applies (docs/guides/password-policy.md).
+      data: JSON.stringify(target.boundTo ? { redirect_uri: target.boundTo.redirectUri } : link.kind === KIND.reset && input.app ? { policy_app: input.app.id } : {}),
       attempts: 0,
       created_at: now,
       expires_at: now + link.ttl,
@@ -600,8 +611,19 @@ export class Accounts {
 
   /** Whether a reset token can be used on the hosted page (live, for an account, not bound to an app). */
   async isResetTokenLive(token: string): Promise<boolean> {
+    return (await this.hostedReset(token)) !== undefined;
+  }
+
+  /**
+   * For the hosted reset page: the app an unbound link was asked through (its policy applies there,
+   * the hosted page passing it as `ctx.appId` to resetPassword) and that policy, so the page can show
+   * its rules; undefined when the token cannot be used there.
+   */
+  async hostedReset(token: string): Promise<{ appId: string | undefined; policy: PasswordPolicy } | undefined> {
     const row = await findOneTimeTokenByHash(this.db, KIND.reset, hashSecret(token));
-    return Boolean(row && row.consumed_at === null && row.expires_at > this.clock.now() && row.user_id !== null && row.app_id === null);
+    if (!row || row.consumed_at !== null || row.expires_at <= this.clock.now() || row.user_id === null || row.app_id !== null) return undefined;
+    const appId = resetPolicyApp(row.data);
+    return { appId, policy: await this.passwordPolicyOf(appId) };
   }
 
   /**

@@ -19,6 +19,7 @@ import { accountDeletionSection } from './account-deletion.js';
 import { accountPasskeys } from './passkeys.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
+import { passwordRulesOf } from './password-rules.js';
 
 /**
  * `/account` (docs/guides/hosted-pages.md#pages-sessions-and-headers): sign in by password (or a link to the other ways), then the profile
@@ -122,6 +123,8 @@ export default async function accountPages(scope: FastifyInstance) {
       deletion: await accountDeletionSection(app, request, user, query.deletion_error),
       notice,
       form,
+      // The account page has no app: a change there is checked under the platform default (docs/guides/password-policy.md).
+      passwordRules: passwordRulesOf(undefined, app.config.passwordMinLength),
       backTo,
     });
   }
@@ -143,6 +146,7 @@ export default async function accountPages(scope: FastifyInstance) {
       fieldOf: { invalid_credentials: 'password', weak_password: 'new_password' },
       keys: { invalid_credentials: 'idp.error.wrong_current_password' },
       ...(wrongCurrent ? { status: 403 } : {}),
+      passwordRules: passwordRulesOf(undefined, app.config.passwordMinLength),
     });
     return render(request, reply, { form });
   };

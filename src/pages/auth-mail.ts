@@ -6,6 +6,7 @@ import { findUserById } from '../storage/repos/users.js';
 import { FIRST_FACTOR } from '../sign-in/service.js';
 import { carriedQuery, completeBrowserSignIn, field, resumeOf, shownFlowApp } from './flow.js';
 import { type FormState, formFailure, formState } from './form-state.js';
+import { type PasswordRules, passwordRulesOf } from './password-rules.js';
 import { localeOf, renderPage } from '../plugins/views.js';
 
 /**
@@ -21,8 +22,9 @@ import { localeOf, renderPage } from '../plugins/views.js';
  */
 
 /** How the mail-based forms explain a refusal: code problems next to the code, the rest above the form. */
-function mailFormFailure(request: FastifyRequest, reply: FastifyReply, error: unknown): FormState {
+function mailFormFailure(request: FastifyRequest, reply: FastifyReply, error: unknown, passwordRules?: PasswordRules): FormState {
   return formFailure(request, reply, error, {
+    passwordRules,
     codes: ['rate_limited', 'weak_password', 'invalid_code', 'code_expired', 'invalid_token', 'user_disabled', 'invalid_request'],
     fieldOf: { weak_password: 'new_password', invalid_code: 'code', code_expired: 'code' },
     keys: { invalid_token: 'magic.invalid' },
@@ -129,27 +131,38 @@ export default async function authMailPages(app: FastifyInstance) {
     return renderForgot(request, reply, { sent: true });
   });
 
-  async function renderReset(request: FastifyRequest, reply: FastifyReply, locals: { token?: string; done?: boolean; invalid?: boolean; form?: FormState }) {
+  async function renderReset(request: FastifyRequest, reply: FastifyReply, locals: { token?: string; done?: boolean; invalid?: boolean; form?: FormState; passwordRules?: PasswordRules }) {
     const session = await app.browserSessions.ensure(request, reply);
     return renderPage(request, reply, 'password-reset', { titleKey: locals.done ? 'reset.done_title' : 'reset.title', csrf: session.csrf_token, formAction: `/password/reset${carriedQuery(request)}`, loginHref: `/login${carriedQuery(request)}`, ...locals });
   }
 
+  /** The app a live link was asked through and the rules of its policy (shown before the person types); undefined for a dead token. */
+  async function resetTerms(token: string): Promise<{ appId: string | undefined; passwordRules: PasswordRules } | undefined> {
+    const reset = await app.accounts.hostedReset(token);
+    return reset && { appId: reset.appId, passwordRules: passwordRulesOf(reset.policy, app.config.passwordMinLength) };
+  }
+
   app.get('/password/reset', async (request, reply) => {
     const token = (request.query as Record<string, unknown> | undefined)?.token;
-    if (typeof token !== 'string' || token.length > 200 || !(await app.accounts.isResetTokenLive(token))) return renderReset(request, reply.code(400), { invalid: true });
-    return renderReset(request, reply, { token });
+    const terms = typeof token === 'string' && token.length <= 200 ? await resetTerms(token) : undefined;
+    if (typeof token !== 'string' || !terms) return renderReset(request, reply.code(400), { invalid: true });
+    return renderReset(request, reply, { token, passwordRules: terms.passwordRules });
   });
 
   app.post('/password/reset', async (request, reply) => {
     const token = field(request.body, 'token').slice(0, 200);
     const password = field(request.body, 'new_password');
+    let passwordRules: PasswordRules | undefined;
     try {
       await app.throttle.hitIp(request);
-      if (password.length > 256) return renderReset(request, reply.code(400), { token, form: formState({ fields: { new_password: app.messages.translator(localeOf(request))('form.error.password_too_long') } }) });
-      await app.accounts.resetPassword({ token, password, locale: localeOf(request) }, ctxOf(request));
+      const terms = await resetTerms(token);
+      if (!terms) return renderReset(request, reply.code(400), { invalid: true });
+      passwordRules = terms.passwordRules;
+      if (password.length > 256) return renderReset(request, reply.code(400), { token, passwordRules, form: formState({ fields: { new_password: app.messages.translator(localeOf(request))('form.error.password_too_long') } }) });
+      await app.accounts.resetPassword({ token, password, locale: localeOf(request) }, { ...ctxOf(request), appId: terms.appId });
     } catch (error) {
       if (isAppError(error) && error.code === 'invalid_token') return renderReset(request, reply.code(400), { invalid: true });
-      return renderReset(request, reply, { token, form: mailFormFailure(request, reply, error) });
+      return renderReset(request, reply, { token, passwordRules, form: mailFormFailure(request, reply, error, passwordRules) });
     }
     // The reset revoked every session of the user, this browser's included (it never signs in).
     return renderReset(request, reply, { done: true });

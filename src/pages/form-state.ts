@@ -3,6 +3,11 @@ import type { ErrorCode } from '../errors.js';
 import { logRefusal, toAppError } from '../plugins/error-handler.js';
 import type { Translate } from '../plugins/i18n.js';
 import { localeOf, translatedErrorText } from '../plugins/views.js';
+import { PASSWORD_MAX, PASSWORD_MIN, type PasswordProblem } from '../sign-in/password-policy.js';
+import type { PasswordRules } from './password-rules.js';
+
+/** Every `reason` of a weak_password refusal, each with its own message (`password.refused.<reason>`). */
+const REFUSAL_REASONS: ReadonlySet<string> = new Set<PasswordProblem>(['too_short', 'too_long', 'equals_email', 'character_classes', 'common', 'reused']);
 
 /**
  * What a hosted form shows after a refused submission, rendered by `views/partials/field.eta` (the
@@ -40,6 +45,8 @@ export interface FailureOptions {
   help?: FormState['help'];
   /** Overrides the status of the answer (e.g. 403 for a failed re-authentication). */
   status?: number;
+  /** The password rules the page showed: a `weak_password` refusal then names the rule that failed (docs/guides/password-policy.md). */
+  passwordRules?: PasswordRules;
 }
 
 /** "3 minutes" / "1 minute" / "40 seconds" / "1 second" in the page's language. */
@@ -70,11 +77,15 @@ export function formFailure(request: FastifyRequest, reply: FastifyReply, thrown
   }
   const retryAfter = typeof error.extra?.retry_after === 'number' ? error.extra.retry_after : Number(error.headers?.['retry-after']) || undefined;
   if (error.code === 'rate_limited' && retryAfter !== undefined) reply.header('retry-after', String(retryAfter));
-  const key = options.keys?.[error.code] ?? `form.error.${error.code}`;
+  const reason = error.code === 'weak_password' && options.passwordRules ? error.extra?.reason : undefined;
+  const key = typeof reason === 'string' && REFUSAL_REASONS.has(reason) ? `password.refused.${reason}` : (options.keys?.[error.code] ?? `form.error.${error.code}`);
   const translated = t(key, {
     wait: waitText(t, retryAfter ?? 60),
     attempts: Number(error.extra?.attempts_left ?? 0),
     reason: error.details?.[0]?.message ?? '',
+    min: options.passwordRules?.min ?? PASSWORD_MIN,
+    classes: options.passwordRules?.classes ?? 0,
+    max: PASSWORD_MAX,
   });
   // A refusal with its own message (e.g. "This sign-in has expired") and no catalogue entry keeps it.
   const message = translated === key ? translatedErrorText(t, error.publicMessage) : translated;

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
-import { passwordRulesOf } from './password-rules.js';
+import { type PasswordRules, passwordRulesOf } from './password-rules.js';
 import { requestContext } from '../shared/request-context.js';
 import { IDP_SETTING_KEY, getSetting, type IdpSetting } from '../storage/repos/settings.js';
 import { localeOf, renderPage } from '../plugins/views.js';
@@ -18,12 +18,13 @@ import { loginPasskeys } from './passkeys.js';
  */
 
 /** How the sign-in forms explain a refused sign-in; a lockout says how long and offers the other ways. */
-export function signInFailure(request: FastifyRequest, reply: FastifyReply, error: unknown): FormState {
+export function signInFailure(request: FastifyRequest, reply: FastifyReply, error: unknown, passwordRules?: PasswordRules, passwordField = 'password'): FormState {
   return formFailure(request, reply, error, {
     codes: ['invalid_credentials', 'rate_limited', 'user_disabled', 'user_blocked', 'email_taken', 'weak_password', 'invalid_request'],
-    fieldOf: { email_taken: 'email', weak_password: 'password' },
+    fieldOf: { email_taken: 'email', weak_password: passwordField },
     focus: 'password',
     help: signInHelp(request, carriedQuery(request)),
+    passwordRules,
   });
 }
 
@@ -104,7 +105,10 @@ export default async function loginPages(app: FastifyInstance) {
     } catch (error) {
       const expired = error instanceof AppError && error.code === 'password_expired';
       if (expired) reply.code(403);
-      return renderLogin(request, reply, { form: expired ? undefined : signInFailure(request, reply, error), email, expired: expired || (newPassword !== undefined && error instanceof AppError && error.code === 'weak_password') });
+      // A refused new password (after password_expired) is shown next to the new-password field.
+      const renewing = newPassword !== undefined && error instanceof AppError && error.code === 'weak_password';
+      const rules = passwordRulesOf(client?.passwordPolicy, app.config.passwordMinLength);
+      return renderLogin(request, reply, { form: expired ? undefined : signInFailure(request, reply, error, rules, renewing ? 'new_password' : 'password'), email, expired: expired || renewing });
     }
   });
 }

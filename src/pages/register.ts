@@ -72,7 +72,7 @@ export default async function registerPages(app: FastifyInstance) {
       // Next, the code just mailed: a step the person may skip, the sign-in under way waiting behind it.
       return await completeBrowserSignIn(request, reply, user, FIRST_FACTOR.register, 'hosted_register', `/verify-email?after=register`);
     } catch (error) {
-      return renderRegister(request, reply, { form: signInFailure(request, reply, error), email, name });
+      return renderRegister(request, reply, { form: signInFailure(request, reply, error, passwordRulesOf(client?.passwordPolicy, app.config.passwordMinLength)), email, name });
     }
   });
 }
