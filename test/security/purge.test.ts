@@ -31,6 +31,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   browser_sessions: 'created_at',
   throttle_counters: 'updated_at',
   seen_once: 'expires_at',
+  pushed_authorization_requests: 'created_at',
   outbox: 'created_at',
   webhook_deliveries: 'created_at',
   logout_deliveries: 'created_at',
