@@ -18,7 +18,7 @@ import { sha256 } from '../shared/sha256.js';
 
 /**
  * GET /oauth/authorize (docs/reference/oauth.md#endpoints, docs/reference/oauth.md#openid-connect-what-is-implemented) as a pipeline of small named checks, in
- * order: client → redirect_uri (both: HTML 400, never a redirect) → from then on errors redirect back
+ * order: client → (a pushed request's parameters, RFC 9126) → redirect_uri (both: HTML 400, never a redirect) → from then on errors redirect back
  * with `error`, `state`, `iss` → parameter hygiene → request objects (not supported) → response_type →
  * PKCE → scope → prompt, max_age and the other parameters → who is signed in, and whether they must
  * authenticate again → blocked/disabled → consent → required profile data → code.
