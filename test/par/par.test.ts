@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeJwt } from 'jose';
+import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { Browser, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
@@ -209,5 +209,40 @@ describe('pushed authorization requests (RFC 9126)', () => {
     const cors = await form({ ...request, client_id: spa.app.id }, { origin: 'https://spa.par.test' });
     expect(cors.status).toBe(201);
     expect(cors.headers.get('access-control-allow-origin')).toBe('https://spa.par.test');
+  });
+
+  it('a DPoP proof at PAR binds the code to its key (RFC 9449 §10.1); a dpop_jkt naming another key is refused', async () => {
+    const oc: oauth.Client = { client_id: spa.app.id };
+    const keyPair = await oauth.generateKeyPair('ES256');
+    const dpop = oauth.DPoP(oc, keyPair);
+    const verifier = oauth.generateRandomCodeVerifier();
+    const params = { redirect_uri: CALLBACK, response_type: 'code', scope: 'openid', state: 's1', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' };
+    const pushOnce = async (extra: Record<string, string> = {}) => {
+      try {
+        return await oauth.processPushedAuthorizationResponse(as, oc, await oauth.pushedAuthorizationRequest(as, oc, oauth.None(), { ...params, ...extra }, { DPoP: dpop, ...insecure }));
+      } catch (error) {
+        if (!oauth.isDPoPNonceError(error)) throw error;
+        return oauth.processPushedAuthorizationResponse(as, oc, await oauth.pushedAuthorizationRequest(as, oc, oauth.None(), { ...params, ...extra }, { DPoP: dpop, ...insecure }));
+      }
+    };
+    const otherJkt = await calculateJwkThumbprint(await exportJWK((await oauth.generateKeyPair('ES256')).publicKey));
+    await expect(pushOnce({ dpop_jkt: otherJkt })).rejects.toMatchObject({ error: 'invalid_dpop_proof' });
+
+    const pushed = await pushOnce();
+    const callback = await callbackOf(await signedIn(), `/oauth/authorize?client_id=${oc.client_id}&request_uri=${encodeURIComponent(pushed.request_uri)}`);
+    const code = callback.searchParams.get('code')!;
+    const stored = await t.db.selectFrom('authorization_codes').select('dpop_jkt').where('dpop_jkt', 'is not', null).execute();
+    expect(stored.map((r) => r.dpop_jkt)).toContain(await calculateJwkThumbprint(await exportJWK(keyPair.publicKey)));
+    // Without the proof the code does not redeem (and is not burned); with it, a DPoP-bound token.
+    const bare = await fetch(`${base}/oauth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: CALLBACK, code_verifier: verifier, client_id: oc.client_id }),
+    });
+    expect(await bare.json()).toMatchObject({ error: 'invalid_dpop_proof' });
+    const validated = oauth.validateAuthResponse(as, oc, callback, 's1');
+    const redeem = async () => oauth.processAuthorizationCodeResponse(as, oc, await oauth.authorizationCodeGrantRequest(as, oc, oauth.None(), validated, CALLBACK, verifier, { DPoP: dpop, ...insecure }));
+    const tokens = await redeem().catch((error) => (oauth.isDPoPNonceError(error) ? redeem() : Promise.reject(error)));
+    expect(tokens.token_type).toBe('dpop');
   });
 });
