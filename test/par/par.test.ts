@@ -4,6 +4,7 @@ import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { Browser, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
+import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 
 /**
  * Pushed authorization requests (docs/reference/oauth.md#pushed-authorization-requests-rfc-9126) with
@@ -118,7 +119,7 @@ describe('pushed authorization requests (RFC 9126)', () => {
     expect(await redeem(p, callback)).toMatchObject({ scope: 'email openid profile' });
   });
 
-  it('a request_uri works once: a replay is invalid_request_uri, even after a failed first use', async () => {
+  it('a request_uri works once: a replay is invalid_request_uri, as is an unknown one', async () => {
     const p = await push(spa);
     const browser = await signedIn();
     await callbackOf(browser, p.url);
@@ -244,5 +245,19 @@ describe('pushed authorization requests (RFC 9126)', () => {
     const redeem = async () => oauth.processAuthorizationCodeResponse(as, oc, await oauth.authorizationCodeGrantRequest(as, oc, oauth.None(), validated, CALLBACK, verifier, { DPoP: dpop, ...insecure }));
     const tokens = await redeem().catch((error) => (oauth.isDPoPNonceError(error) ? redeem() : Promise.reject(error)));
     expect(tokens.token_type).toBe('dpop');
+  });
+
+  it('the developer API sets, shows and changes require_pushed_authorization_requests (default false)', async () => {
+    const dev = await createDeveloperViaApi(t);
+    const created = await t.app.inject({ method: 'POST', url: '/v1/dev/apps', headers: bearer(dev.apiKey), payload: appBody() });
+    expect(created.statusCode).toBe(201);
+    expect(created.json().require_pushed_authorization_requests).toBe(false);
+    const id = created.json().id as string;
+    const patched = await t.app.inject({ method: 'PATCH', url: `/v1/dev/apps/${id}`, headers: bearer(dev.apiKey), payload: { require_pushed_authorization_requests: true } });
+    expect(patched.statusCode).toBe(200);
+    const viewed = await t.app.inject({ method: 'GET', url: `/v1/dev/apps/${id}`, headers: bearer(dev.apiKey) });
+    expect(viewed.json().require_pushed_authorization_requests).toBe(true);
+    const bad = await t.app.inject({ method: 'PATCH', url: `/v1/dev/apps/${id}`, headers: bearer(dev.apiKey), payload: { require_pushed_authorization_requests: 'yes' } });
+    expect(bad.statusCode).toBe(400);
   });
 });
