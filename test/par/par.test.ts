@@ -100,6 +100,8 @@ describe('pushed authorization requests (RFC 9126)', () => {
     expect(JSON.stringify(rows)).not.toContain(p.pushed.request_uri.slice(-43));
 
     const tokens = await redeem(p, await callbackOf(await signedIn(), p.url));
+    // A live request_uri is a bearer reference: the request log shows it redacted.
+    expect(t.logs.join('\n')).not.toContain(p.pushed.request_uri.slice(-43));
     expect(decodeJwt(tokens.access_token).client_id ?? decodeJwt(tokens.access_token).aud).toBeTruthy();
     expect(tokens.id_token).toBeTruthy();
 
