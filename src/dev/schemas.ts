@@ -52,6 +52,9 @@ const AccentColor = z
 const DpopBound = z
   .boolean()
   .describe('true: every token request and sign-in of this app must carry a DPoP proof (RFC 9449), so its access tokens are always sender-constrained (docs/reference/oauth.md).');
+const RequirePar = z
+  .boolean()
+  .describe('true: `/oauth/authorize` accepts only a `request_uri` from `POST /oauth/par` (RFC 9126) for this app.');
 
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
@@ -138,6 +141,7 @@ export const CreateAppBody = z.strictObject({
   backchannel_logout_session_required: z.boolean().default(false),
   password_policy: PasswordPolicy.default(PASSWORD_POLICY_DEFAULT),
   mail: MailSettings.default({ reply_to: null, overrides: {} }),
+  require_pushed_authorization_requests: RequirePar.default(false),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -158,6 +162,7 @@ export const UpdateAppBody = z.strictObject({
   backchannel_logout_session_required: z.boolean().optional(),
   password_policy: PasswordPolicy.partial().optional().describe('The fields sent replace those of the policy; the others stay.'),
   mail: MailSettings.partial().optional().describe('`reply_to` and/or `overrides` (the whole set of overrides) replace the current ones.'),
+  require_pushed_authorization_requests: RequirePar.optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -186,6 +191,7 @@ export const AppView = z
     mail: z
       .object({ reply_to: z.string().nullable(), overrides: z.record(z.string(), z.record(z.string(), z.object({ subject: z.string().optional(), intro: z.string().optional() }))) })
       .describe('Reply-To and text overrides of the mails this app causes (docs/guides/app-mail.md).'),
+    require_pushed_authorization_requests: RequirePar,
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

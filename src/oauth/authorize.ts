@@ -13,10 +13,12 @@ import { findUserById, type UserRow } from '../storage/repos/users.js';
 import { checkChallenge } from '../sign-in/pkce.js';
 import { isRegisteredRedirectUri, unregisteredRedirectUri } from '../shared/redirect-uri-match.js';
 import { duplicatedParams, type Params } from './params.js';
+import { consumePushedRequest } from '../storage/repos/pushed-requests.js';
+import { sha256 } from '../shared/sha256.js';
 
 /**
  * GET /oauth/authorize (docs/reference/oauth.md#endpoints, docs/reference/oauth.md#openid-connect-what-is-implemented) as a pipeline of small named checks, in
- * order: client → redirect_uri (both: HTML 400, never a redirect) → from then on errors redirect back
+ * order: client → (a pushed request's parameters, RFC 9126) → redirect_uri (both: HTML 400, never a redirect) → from then on errors redirect back
  * with `error`, `state`, `iss` → parameter hygiene → request objects (not supported) → response_type →
  * PKCE → scope → prompt, max_age and the other parameters → who is signed in, and whether they must
  * authenticate again → blocked/disabled → consent → required profile data → code.
@@ -42,6 +44,8 @@ export interface AuthorizeRequest {
   /** RFC 9449 §10: the thumbprint of the DPoP key that must redeem the code. */
   dpopJkt?: string;
   params: Params;
+  /** Pushed by the client (RFC 9126), or the resumption of a pushed request this browser session holds. */
+  pushed: boolean;
 }
 
 interface SignedIn {
@@ -137,15 +141,42 @@ function checkMaxAge(params: Params): number | undefined {
   return Number(params.max_age);
 }
 
-/** Validates the whole request, from the query (GET) or the form body (POST); docs/reference/oauth.md#endpoints: before the login step. */
-export async function parseAuthorizeRequest(app: FastifyInstance, request: FastifyRequest, input: unknown): Promise<AuthorizeRequest> {
-  const raw = (input ?? {}) as Record<string, unknown>;
-  const client = await checkClient(app, raw);
+/** The prefix of the `request_uri` values `/oauth/par` hands out (RFC 9126 §2.2). */
+export const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:';
+
+/** True when `value` is a request_uri of ours (anything else stays an unsupported request object by reference). */
+export function isPushedRequestUri(value: unknown): value is string {
+  return typeof value === 'string' && value.startsWith(REQUEST_URI_PREFIX);
+}
+
+/** How `/oauth/authorize` stores a request_uri (only its hash). */
+export function requestUriHash(requestUri: string): string {
+  return sha256(requestUri, 'base64url');
+}
+
+/**
+ * RFC 9126 §4: the pushed request a request_uri names, used up by this very look-up whatever follows;
+ * unknown, used, expired or pushed by another client → `invalid_request_uri` (the HTML page: no
+ * redirect_uri is verified). Only client_id and request_uri of the query count; the rest is ignored.
+ */
+async function pushedParams(app: FastifyInstance, client: App, requestUri: string): Promise<Record<string, unknown>> {
+  const pushed = requestUri.length <= 200 ? await consumePushedRequest(app.db, requestUriHash(requestUri), app.clock.now()) : undefined;
+  if (!pushed) throw new AppError('invalid_request_uri', { detail: 'request_uri unknown or used' });
+  if (pushed.expiresAt <= app.clock.now()) throw new AppError('invalid_request_uri', { detail: 'request_uri expired' });
+  if (pushed.appId !== client.id) throw new AppError('invalid_request_uri', { detail: 'request_uri pushed by another client' });
+  return { ...pushed.params, client_id: client.id };
+}
+
+/**
+ * Steps 2 onwards for a known client: redirect_uri, then every parameter. Shared by `/oauth/authorize`
+ * (which then redirects its errors: `onRedirectVerified`) and `/oauth/par` (which answers them as JSON).
+ */
+export function checkAuthorizeParams(client: App, raw: Record<string, unknown>, production: boolean, onRedirectVerified?: (redirect: { redirectUri: string; state?: string }) => void): Omit<AuthorizeRequest, 'pushed'> {
   // A request object may be what carries redirect_uri: then the refusal can only be the HTML page.
   if (raw.redirect_uri === undefined) refuseRequestObjects(raw as Params);
-  const redirectUri = checkRedirectUri(client, raw, app.config.production);
+  const redirectUri = checkRedirectUri(client, raw, production);
   // A repeated state is not echoed (which one would be right?); the error says why.
-  request.errorRedirect = { redirectUri, state: typeof raw.state === 'string' ? raw.state : undefined };
+  onRedirectVerified?.({ redirectUri, state: typeof raw.state === 'string' ? raw.state : undefined });
 
   const params = checkHygiene(raw);
   refuseRequestObjects(params);
@@ -173,8 +204,27 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
   };
 }
 
+/**
+ * Validates the whole request, from the query (GET) or the form body (POST); docs/reference/oauth.md#endpoints: before the login step.
+ * `vouched`: the browser session holds this exact path as the resumption of a pushed request.
+ */
+export async function parseAuthorizeRequest(app: FastifyInstance, request: FastifyRequest, input: unknown, vouched = false): Promise<AuthorizeRequest> {
+  let raw = (input ?? {}) as Record<string, unknown>;
+  const client = await checkClient(app, raw);
+  const pushed = isPushedRequestUri(raw.request_uri);
+  if (pushed) raw = await pushedParams(app, client, raw.request_uri as string);
+  const req = checkAuthorizeParams(client, raw, app.config.production, (redirect) => {
+    request.errorRedirect = redirect;
+  });
+  // RFC 9126 §6: this app's requests come only by reference (or resume one that did).
+  if (client.oauth.requirePushedAuthorizationRequests && !pushed && !vouched) {
+    throw new AppError('invalid_request', { message: 'This application requires pushed authorization requests (POST /oauth/par, then request_uri).', detail: 'PAR required' });
+  }
+  return { ...req, pushed: pushed || vouched };
+}
+
 /** The parameters an authorization request may carry that Gatehouse reads; others are ignored (RFC 6749 §3.1) and never stored. */
-const KNOWN_PARAMS = new Set([
+export const KNOWN_PARAMS = new Set([
   'response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'response_mode', 'nonce', 'code_challenge',
   'code_challenge_method', 'prompt', 'max_age', 'login_hint', 'ui_locales', 'session', 'consent', 'dpop_jkt',
 ]);
@@ -219,16 +269,18 @@ async function signedInUser(app: FastifyInstance, request: FastifyRequest, req: 
   return null;
 }
 
-async function writeFlow(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, update: (state: FlowState) => FlowState): Promise<void> {
+async function writeFlow(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, req: AuthorizeRequest, update: (state: FlowState) => FlowState): Promise<void> {
   await app.browserSessions.ensure(request, reply);
-  const state = app.browserSessions.readData<FlowState>(request) as FlowState;
-  await app.browserSessions.writeData(request, reply, update(state));
+  const state = update(app.browserSessions.readData<FlowState>(request) as FlowState);
+  // The resumption of a pushed request is vouched for by this session, so an app that requires PAR accepts it.
+  await app.browserSessions.writeData(request, reply, { ...state, pushedResume: req.pushed ? state.resume : undefined });
 }
 
 export async function authorize(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   reply.header('cache-control', 'no-store');
   request.browserSession = await app.browserSessions.load(request);
-  const req = await parseAuthorizeRequest(app, request, request.query);
+  const pushedResume = request.browserSession ? app.browserSessions.readData<FlowState>(request).pushedResume : undefined;
+  const req = await parseAuthorizeRequest(app, request, request.query, pushedResume !== undefined && pushedResume === request.url);
 
   // Who is signed in (browser session, or a session JWT for this app), and recently enough.
   let who = await signedInUser(app, request, req);
@@ -238,7 +290,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
     // Resumed as the user who signs in now: without prompt=login, and without a session JWT, which
     // either identified nobody or was not fresh enough.
     const resume = resumePath(req.params, { prompt: 'login', session: true });
-    await writeFlow(app, request, reply, (s) => ({ ...s, resume, consent: undefined, profile: undefined, mfa: undefined }));
+    await writeFlow(app, request, reply, req, (s) => ({ ...s, resume, consent: undefined, profile: undefined, mfa: undefined }));
     return reply.redirect(hostedUrl(app, '/login', req, { login_hint: req.loginHint }), 302);
   }
   const { user } = who;
@@ -256,7 +308,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   if (step === 'mfa') {
     if (req.prompt.has('none')) throw new AppError('interaction_required', { message: 'The user must confirm a second factor.' });
     const resume = resumePath(req.params, { session: true });
-    await writeFlow(app, request, reply, (s) => ({
+    await writeFlow(app, request, reply, req, (s) => ({
       ...s,
       resume,
       consent: undefined,
@@ -269,7 +321,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   if (step === 'consent') {
     if (req.prompt.has('none')) throw new AppError('consent_required');
     const resume = resumePath(req.params, { prompt: 'consent' });
-    await writeFlow(app, request, reply, (s) => ({
+    await writeFlow(app, request, reply, req, (s) => ({
       ...s,
       resume,
       profile: undefined,
@@ -291,7 +343,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
     if (req.prompt.has('none')) throw new AppError('interaction_required', { message: 'The user must complete their profile.' });
     const resume = resumePath(req.params);
     const missing = missingRequiredFields(req.app, user);
-    await writeFlow(app, request, reply, (s) => ({
+    await writeFlow(app, request, reply, req, (s) => ({
       ...s,
       resume,
       consent: undefined,
@@ -319,8 +371,8 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
   );
   if (request.browserSession) {
     const state = app.browserSessions.readData<FlowState>(request);
-    if (state.resume || state.consent || state.profile) {
-      await app.browserSessions.writeData(request, reply, { ...state, resume: undefined, consent: undefined, profile: undefined });
+    if (state.resume || state.consent || state.profile || state.pushedResume) {
+      await app.browserSessions.writeData(request, reply, { ...state, resume: undefined, consent: undefined, profile: undefined, pushedResume: undefined });
     }
   }
   request.log.info({ client_id: req.app.id, user_id: user.id, ...requestContext(request) }, 'authorization code issued');
@@ -336,6 +388,12 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
  */
 export async function authorizeByPost(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   reply.header('cache-control', 'no-store');
+  const body = (request.body ?? {}) as Record<string, unknown>;
+  // A pushed request is used up only by the GET it is sent on to (RFC 9126 §4: client_id and request_uri count).
+  if (isPushedRequestUri(body.request_uri)) {
+    const client = await checkClient(app, body);
+    return reply.redirect(`/oauth/authorize?${new URLSearchParams({ client_id: client.id, request_uri: body.request_uri })}`, 303);
+  }
   const req = await parseAuthorizeRequest(app, request, request.body);
   const query = new URLSearchParams(Object.entries(req.params).filter(([name]) => KNOWN_PARAMS.has(name)));
   return reply.redirect(`/oauth/authorize?${query.toString()}`, 303);

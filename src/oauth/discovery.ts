@@ -45,5 +45,8 @@ export function discoveryDocument(baseUrl: string) {
     // OpenID Connect Back-Channel Logout 1.0 (docs/guides/back-channel-logout.md); ID tokens carry `sid`.
     backchannel_logout_supported: true,
     backchannel_logout_session_supported: true,
+    // RFC 9126 §5: pushed authorization requests; an app may require them (require_pushed_authorization_requests).
+    pushed_authorization_request_endpoint: endpoint('/oauth/par'),
+    require_pushed_authorization_requests: false,
   };
 }

@@ -7,15 +7,16 @@ import { introspect, revoke } from './revoke.js';
 import { json, noBody, OPTIONAL_CLIENT_AUTH, redirect, shareRouteDocs } from '../shared/responses.js';
 import { TokenResponse } from '../shared/schemas.js';
 import { EXAMPLE, EXAMPLE_TOKENS } from '../shared/examples.js';
-import { AuthorizeForm, Introspection, IntrospectParams, RevokeParams, TokenParams, UserinfoClaims, UserinfoForm } from './schemas.js';
+import { AuthorizeForm, Introspection, ParParams, PushedRequest, IntrospectParams, RevokeParams, TokenParams, UserinfoClaims, UserinfoForm } from './schemas.js';
 import { token } from './token.js';
+import { pushAuthorizationRequest } from './par.js';
 import { userinfo } from './userinfo.js';
 
 /**
- * The OAuth 2.0 / OpenID Connect core (docs/reference/oauth.md#endpoints): /oauth/authorize, /oauth/token, /oauth/revoke,
+ * The OAuth 2.0 / OpenID Connect core (docs/reference/oauth.md#endpoints): /oauth/authorize, /oauth/par, /oauth/token, /oauth/revoke,
  * /oauth/introspect, /oauth/userinfo. Token-style endpoints answer RFC 6749 §5.2 errors with
  * no-store; authorize renders HTML errors until client and redirect_uri are verified, then redirects.
- * CORS (docs/reference/rest-api.md#cors) on token, revoke and userinfo only; never on authorize.
+ * CORS (docs/reference/rest-api.md#cors) on token, par, revoke and userinfo only; never on authorize.
  */
 export default async function oauth(app: FastifyInstance) {
   const tokenClientId = (request: FastifyRequest) => parseBasic(request.headers.authorization)?.clientId ?? firstValue(request.body, 'client_id');
@@ -25,9 +26,9 @@ export default async function oauth(app: FastifyInstance) {
   const authorizeDocs = {
     summary: 'Authorization endpoint (docs/reference/oauth.md#endpoints)',
     description:
-      'Authorization code flow with PKCE (`code_challenge`, `code_challenge_method=S256`; required for public apps). Parameters: `client_id`, `redirect_uri`, `response_type=code`, `scope` (default `openid profile email`), `state`, `nonce`, `prompt` (`none`, `login`, `consent`), `max_age`, `login_hint`, `ui_locales`, `session` (a session JWT, for native apps), `consent=1` (after the hosted consent page), each at most once. client_id and the exact redirect_uri are checked first: if either is wrong, an HTML error page (400) and never a redirect. Then every error redirects to redirect_uri with `error`, `error_description`, `state` and `iss` (RFC 9207).',
+      'Authorization code flow with PKCE (`code_challenge`, `code_challenge_method=S256`; required for public apps). Parameters: `client_id`, `redirect_uri`, `response_type=code`, `scope` (default `openid profile email`), `state`, `nonce`, `prompt` (`none`, `login`, `consent`), `max_age`, `login_hint`, `ui_locales`, `session` (a session JWT, for native apps), `consent=1` (after the hosted consent page), each at most once. client_id and the exact redirect_uri are checked first: if either is wrong, an HTML error page (400) and never a redirect. Then every error redirects to redirect_uri with `error`, `error_description`, `state` and `iss` (RFC 9207). Or only `client_id` and a `request_uri` from `POST /oauth/par` (RFC 9126): used once, within 60 s, by the client that pushed it, else `invalid_request_uri` on the HTML page; other parameters are then ignored.',
     response: { 302: redirect('the app (`code` or `error`, with `state` and `iss`) or the hosted login, consent or profile page'), 303: redirect('the app or a hosted page') },
-    errors: { 400: ['invalid_client', 'invalid_redirect_uri', 'invalid_request'] },
+    errors: { 400: ['invalid_client', 'invalid_redirect_uri', 'invalid_request', 'invalid_request_uri'] },
   };
   // No automatic HEAD route: a HEAD must not run the flow (it would issue a code nobody receives).
   app.get('/oauth/authorize', { config: { errorStyle: 'html' }, exposeHeadRoute: false, schema: { operationId: 'authorize', ...authorizeDocs } }, (request, reply) => authorize(app, request, reply));
@@ -71,6 +72,24 @@ export default async function oauth(app: FastifyInstance) {
       onSend: namedClientCors,
     },
     (request, reply) => token(app, request, reply));
+  app.post(
+    '/oauth/par',
+    {
+      config: tokenConfig,
+      schema: {
+        operationId: 'pushAuthorizationRequest',
+        summary: 'Pushed authorization request (RFC 9126; docs/reference/oauth.md#pushed-authorization-requests-rfc-9126)',
+        description:
+          'The parameters of an authorization request, checked as `/oauth/authorize` checks them, with client authentication as at `/oauth/token`. The answer names a `request_uri` for `/oauth/authorize?client_id=…&request_uri=…`, good once within 60 seconds. A `DPoP` proof binds the code to its key (as `dpop_jkt`).',
+        security: OPTIONAL_CLIENT_AUTH,
+        consumes: tokenMedia,
+        body: ParParams,
+        response: { 201: json('The request is stored (`Cache-Control: no-store`).', PushedRequest) },
+        errors: { ...clientErrors, 400: ['invalid_request', 'invalid_scope', 'unsupported_response_type', 'unauthorized_client', 'invalid_dpop_proof'] },
+      },
+      onSend: namedClientCors,
+    },
+    (request, reply) => pushAuthorizationRequest(app, request, reply));
   app.post(
     '/oauth/revoke',
     {
@@ -129,7 +148,7 @@ export default async function oauth(app: FastifyInstance) {
     '/oauth/userinfo',
     { config: tokenConfig, schema: { operationId: 'userinfoByPost', summary: 'UserInfo, posted (the token may be the `access_token` form field)', consumes: tokenMedia, body: UserinfoForm, ...userinfoDocs }, onSend: userinfoCors },
     (request, reply) => userinfo(app, request, reply));
-  for (const url of ['/oauth/token', '/oauth/revoke', '/oauth/userinfo']) {
+  for (const url of ['/oauth/token', '/oauth/par', '/oauth/revoke', '/oauth/userinfo']) {
     app.options(url, { config: { errorStyle: 'oauth' } }, answerPreflight);
   }
 }

@@ -21,6 +21,15 @@ export const UserinfoForm = z.object({ access_token: z.string().max(8192).option
 export const TokenParams = ParamsBody.describe(
   '`grant_type=authorization_code`: `code`, `redirect_uri`, `client_id`, `code_verifier`; `grant_type=refresh_token`: `refresh_token`, `client_id`, optional narrower `scope`. Confidential apps add `client_secret` (or use Basic). Each parameter at most once; others are ignored.',
 );
+export const ParParams = ParamsBody.describe(
+  'The authorization request (`response_type`, `client_id`, `redirect_uri`, `scope`, `state`, `code_challenge`, `code_challenge_method`, `nonce`, `prompt`, `max_age`, `login_hint`, `ui_locales`, `dpop_jkt`), each at most once; confidential apps add `client_secret` (or use Basic). Never `request_uri`.',
+);
+export const PushedRequest = z
+  .object({
+    request_uri: z.string().describe('`urn:ietf:params:oauth:request_uri:…`, for `/oauth/authorize` once.'),
+    expires_in: z.number().int().describe('Seconds the request_uri stays usable (60).'),
+  })
+  .meta({ id: 'PushedAuthorizationResponse', description: 'RFC 9126 §2.2.' });
 export const RevokeParams = ParamsBody.describe('`token`, optional `token_type_hint`, `client_id` (and `client_secret` for confidential apps, or Basic).');
 export const IntrospectParams = ParamsBody.describe('`token`, optional `token_type_hint`; the confidential app authenticates (Basic or `client_id` + `client_secret`).');
 

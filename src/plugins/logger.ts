@@ -4,7 +4,7 @@ import type { LoggerOptions } from 'pino';
 /** Query parameters whose values are secrets: replaced in logged URLs (docs/security/checklist.md#logging-and-errors). */
 const SECRET_QUERY_PARAMS = new Set([
   'code', 'token', 'magic_token', 'reset_token', 'session', 'refresh_token', 'access_token', 'id_token',
-  'code_verifier', 'ticket', 'client_secret', 'idp_code', 'api_key', 'password', 'state', 'nonce', 'code_challenge',
+  'code_verifier', 'ticket', 'client_secret', 'idp_code', 'api_key', 'password', 'state', 'nonce', 'code_challenge', 'request_uri',
 ]);
 
 export function redactUrl(url: string): string {

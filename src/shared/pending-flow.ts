@@ -71,6 +71,8 @@ export function livePendingMfa(flow: FlowState, now: number): PendingMfa | undef
 
 export interface FlowState {
   resume?: string;
+  /** `resume` again when it continues a pushed authorization request (RFC 9126): `/oauth/authorize` then accepts it for an app that requires PAR. */
+  pushedResume?: string;
   consent?: PendingConsent;
   profile?: PendingProfile;
   mfa?: PendingMfa;

@@ -63,6 +63,8 @@ export interface AppsTable {
   updated_at: number;
   /** 1: every token request and sign-in of this app must carry a DPoP proof (RFC 9449 §5.2). */
   dpop_bound_access_tokens: number;
+  /** 1: authorization requests only by reference to a pushed one (RFC 9126 §6). */
+  require_pushed_authorization_requests: number;
 }
 
 export interface UsersTable {
@@ -450,6 +452,16 @@ export interface LogoutDeliveriesTable {
   delivered_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
+/** A pushed authorization request (RFC 9126): its parameters as JSON, by the SHA-256 of its `request_uri`. */
+export interface PushedAuthorizationRequestsTable {
+  uri_hash: string;
+  app_id: string;
+  params: string;
+  created_at: number;
+  expires_at: number;
+  consumed_at: number | null;
+}
+
 export interface Database {
   developers: DevelopersTable;
   developer_api_keys: DeveloperApiKeysTable;
@@ -475,6 +487,7 @@ export interface Database {
   signing_keys: SigningKeysTable;
   throttle_counters: ThrottleCountersTable;
   seen_once: SeenOnceTable;
+  pushed_authorization_requests: PushedAuthorizationRequestsTable;
   settings: SettingsTable;
   totp_factors: TotpFactorsTable;
   recovery_codes: RecoveryCodesTable;

@@ -31,6 +31,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   browser_sessions: 'created_at',
   throttle_counters: 'updated_at',
   seen_once: 'expires_at',
+  pushed_authorization_requests: 'created_at',
   outbox: 'created_at',
   webhook_deliveries: 'created_at',
   logout_deliveries: 'created_at',
@@ -93,6 +94,14 @@ async function requestMagicLinks(t: TestApp, client: TestClient, emails: string[
   await t.app.mailer.drain();
 }
 
+/** A pushed authorization request (RFC 9126): a row that lives 60 s. */
+async function pushRequest(t: TestApp, client: TestClient) {
+  const res = await post(t, '/oauth/par', {
+    client_id: client.app.id, response_type: 'code', redirect_uri: client.app.redirectUris[0], code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256',
+  });
+  expect(res.statusCode).toBe(201);
+}
+
 describe('purge: every table that accumulates rows', () => {
   let t: TestApp;
   afterAll(async () => t?.close());
@@ -121,6 +130,7 @@ describe('purge: every table that accumulates rows', () => {
     await saveCounter(t.db, { key: lockedKey, count: 5, windowStart: t0, lockedUntil: t0 + 30 * DAY, updatedAt: t0 });
     const keysBefore = await countAll(t.db, 'signing_keys');
     expect(await t.app.throttle.firstSighting('dpop-jti:old', 181)).toBe(true); // a DPoP proof's jti, long expired by the purge
+    await pushRequest(t, client);
 
     await settleDeliveries(t);
     t.clock.advance(8 * DAY); // past every expiry + the 1-day grace, and the 7-day outbox retention
@@ -135,6 +145,7 @@ describe('purge: every table that accumulates rows', () => {
     expect((await post(t, '/v1/auth/login', { email: d.email, password: 'not the password', client_id: client.app.id })).statusCode).toBe(401);
     await requestMagicLinks(t, client, [d.email]);
     expect(await t.app.throttle.firstSighting('dpop-jti:recent', 181)).toBe(true);
+    await pushRequest(t, client);
     const e = await restRegister(t, client);
     expect((await post(t, '/v1/auth/logout', { refresh_token: e.refreshToken })).statusCode).toBe(204); // revoked within the grace
     await settleDeliveries(t);
@@ -159,6 +170,7 @@ describe('purge: every table that accumulates rows', () => {
       browser_sessions: { old: 0, recent: before.browser_sessions.recent },
       throttle_counters: { old: 1, recent: before.throttle_counters.recent },
       seen_once: { old: 0, recent: before.seen_once.recent },
+      pushed_authorization_requests: { old: 0, recent: before.pushed_authorization_requests.recent },
       outbox: { old: 0, recent: before.outbox.recent },
       webhook_deliveries: { old: 0, recent: before.webhook_deliveries.recent },
       logout_deliveries: { old: 0, recent: before.logout_deliveries.recent },
@@ -170,7 +182,7 @@ describe('purge: every table that accumulates rows', () => {
     expect(await countAll(t.db, 'signing_keys')).toBe(keysBefore);
     // The answer counts exactly the rows that went, per table.
     expect(counts).toEqual(Object.fromEntries(TABLES.map((table) => [table, before[table].old - after[table].old])));
-    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'seen_once', 'outbox', 'webhook_deliveries', 'logout_deliveries'] as const) {
+    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'seen_once', 'pushed_authorization_requests', 'outbox', 'webhook_deliveries', 'logout_deliveries'] as const) {
       expect(counts![table], table).toBeGreaterThan(0);
     }
 

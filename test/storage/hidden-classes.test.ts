@@ -35,6 +35,7 @@ const row = (i: number): AppRow => ({
   created_at: i,
   updated_at: i,
   dpop_bound_access_tokens: 0,
+  require_pushed_authorization_requests: 0,
 });
 
 describe('objects built on hot paths', () => {

@@ -20,6 +20,7 @@ export type PurgeTable =
   | 'browser_sessions'
   | 'throttle_counters'
   | 'seen_once'
+  | 'pushed_authorization_requests'
   | 'outbox'
   | 'webhook_deliveries'
   | 'logout_deliveries'
@@ -104,6 +105,7 @@ export const PURGE_STEPS: readonly PurgeStep[] = [
     eb.and([eb('updated_at', '<', cut.throttle), unlocked(eb, cut)]),
   ),
   rule('seen_once', 'key', 'expired before the grace', dead('expires_at')),
+  rule('pushed_authorization_requests', 'uri_hash', 'expired before the grace', dead('expires_at')),
   rule('outbox', 'id', 'delivered before the retention', (eb, cut) => eb('sent_at', '<', cut.outbox)),
   // The sender gives up on a mail 24 h after it was created; the retention is at least a day.
   rule('outbox', 'id', 'never delivered, created before the retention (abandoned)', (eb, cut) =>
