@@ -261,6 +261,7 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
     const preview = page.frameLocator('iframe.mail-preview');
     expect(await preview.locator('body').textContent()).toContain('有人请求重置您在面包店的密码。');
     await check(page, 'mail');
+    if (SHOTS) await page.locator('iframe.mail-preview').screenshot({ path: `${SHOTS}/mail-preview-frame.png` });
 
     await page.goto(`${base}/console/apps/${clientId}/integration`);
     expect(await page.textContent('pre')).toContain(clientId);
