@@ -48,17 +48,42 @@ export function appInput(body: FormBody) {
   };
 }
 
+/** A number field as the API's number: digits become a number, anything else stays text for the schema to refuse. */
+const numberOf = (value: string): number | string => (/^-?\d{1,9}$/.test(value.trim()) ? Number(value.trim()) : value);
+
+/**
+ * The settings form's fields beyond `appInput` (save only): back-channel logout, DPoP and the password
+ * policy, in the API's shape; an empty maximum age means none (the API's null).
+ */
+export function appSettingsInput(body: FormBody) {
+  const maxAge = field(body, 'password_max_age_days').trim();
+  // A policy field the post lacks stays as it is (the API's partial policy).
+  const policyField = (name: string) => (name in body ? numberOf(field(body, name)) : undefined);
+  return {
+    backchannel_logout_uri: field(body, 'backchannel_logout_uri').trim() || null,
+    backchannel_logout_session_required: field(body, 'backchannel_logout_session_required') === 'on',
+    dpop_bound_access_tokens: field(body, 'dpop_bound_access_tokens') === 'on',
+    password_policy: {
+      min_length: policyField('password_min_length'),
+      character_classes: policyField('password_character_classes'),
+      max_age_days: !('password_max_age_days' in body) ? undefined : maxAge === '' ? null : numberOf(maxAge),
+      history_count: policyField('password_history_count'),
+    },
+  };
+}
+
 /** zod's own messages in Simplified Chinese (the rules' own messages are translated by their text). */
 const ZH_CN_ISSUES = z.locales.zhCN().localeError;
 
 /**
  * Parses `input` with the API's schema; on failure, one message per form field (list entries name
- * their line), in the page's language.
+ * their line), in the page's language. `fieldOf` maps a nested API path to the form field's name.
  */
 export function check<S extends z.ZodType>(
   schema: S,
   input: unknown,
   request: FastifyRequest,
+  fieldOf: (path: PropertyKey[]) => PropertyKey[] = (path) => path,
 ): { ok: true; value: z.output<S> } | { ok: false; errors: FieldErrors } {
   const locale = consoleLocaleOf(request);
   const t = request.server.messages.translator(locale);
@@ -66,7 +91,7 @@ export function check<S extends z.ZodType>(
   if (result.success) return { ok: true, value: result.data };
   const errors: FieldErrors = {};
   for (const issue of result.error.issues) {
-    const [name, index] = issue.path;
+    const [name, index] = fieldOf(issue.path);
     const key = typeof name === 'string' ? name : 'form';
     const text = translatedErrorText(t, issue.message);
     const message = typeof index === 'number' ? t('console.error.line', { n: index + 1, message: text }) : text;

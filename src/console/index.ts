@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import {
   type AppView,
+  backchannelUriProblem,
   CreateAppBody,
+  MAIL_KINDS,
   createApp,
   EventsQuery,
   listAppEventPage,
@@ -28,7 +30,7 @@ import { AppError } from '../errors.js';
 import { DocTypeParams, listDocumentSummaries, MarkdownRenderer, PublishBody, PublishQuery, publishVersion } from '../legal/index.js';
 import { assertCsrf, documentPageIn } from '../pages/index.js';
 import { BrowserSessions } from '../plugins/browser-sessions.js';
-import { consoleLocaleOf, localeOf, setPageHeaders, VIEWS_DIR } from '../plugins/views.js';
+import { consoleLocaleOf, localeOf, setPageHeaders, translatedErrorText, VIEWS_DIR } from '../plugins/views.js';
 import { LOCALE_NAMES, LOCALES } from '../plugins/i18n.js';
 import { parseAmr } from '../shared/acr.js';
 import { isLocalDevelopment } from '../shared/loopback.js';
@@ -39,7 +41,7 @@ import { findMemberEmails } from '../storage/repos/app-users.js';
 import { findUserById } from '../storage/repos/users.js';
 import { viewChart } from './chart.js';
 import { CONSOLE_PAGES } from './docs.js';
-import { appInput, check, field, fields, type FieldErrors, type FormBody, type ShownOnce } from './forms.js';
+import { appInput, appSettingsInput, check, field, fields, type FieldErrors, type FormBody, type ShownOnce } from './forms.js';
 import {
   acceptInvitation,
   becomeDeveloper,
@@ -139,6 +141,45 @@ function postedAppValues(body: FormBody) {
   };
 }
 
+/** The settings form's back-channel logout, DPoP and password-policy values as the page shows them. */
+function settingsFormValues(view: AppView) {
+  const policy = view.password_policy;
+  return {
+    backchannel_logout_uri: view.backchannel_logout_uri ?? '',
+    backchannel_logout_session_required: view.backchannel_logout_session_required,
+    dpop_bound_access_tokens: view.dpop_bound_access_tokens,
+    password_min_length: String(policy.min_length),
+    password_character_classes: String(policy.character_classes),
+    password_max_age_days: policy.max_age_days === null ? '' : String(policy.max_age_days),
+    password_history_count: String(policy.history_count),
+  };
+}
+
+function postedSettingsValues(body: FormBody) {
+  return {
+    backchannel_logout_uri: field(body, 'backchannel_logout_uri'),
+    backchannel_logout_session_required: field(body, 'backchannel_logout_session_required') === 'on',
+    dpop_bound_access_tokens: field(body, 'dpop_bound_access_tokens') === 'on',
+    password_min_length: field(body, 'password_min_length'),
+    password_character_classes: field(body, 'password_character_classes'),
+    password_max_age_days: field(body, 'password_max_age_days'),
+    password_history_count: field(body, 'password_history_count'),
+  };
+}
+
+/** The password policy's API path (`password_policy.min_length`) as its form field (`password_min_length`). */
+const settingsFieldOf = (path: PropertyKey[]): PropertyKey[] =>
+  path[0] === 'password_policy' && typeof path[1] === 'string' ? [`password_${path[1]}`, ...path.slice(2)] : path;
+
+/** The mail form's API paths (`mail.overrides.<kind>.<locale>.subject`) as its fields (`subject`). */
+const mailFieldOf = (path: PropertyKey[]): PropertyKey[] => {
+  const last = path.at(-1);
+  return [typeof last === 'string' && ['reply_to', 'subject', 'intro'].includes(last) ? last : 'form'];
+};
+
+const MailChoice = z.object({ kind: z.enum(MAIL_KINDS).catch('verify_code'), locale: z.enum(LOCALES).catch('en') });
+const MailChoiceStrict = z.object({ kind: z.enum(MAIL_KINDS), locale: z.enum(LOCALES) });
+
 export default async function consolePages(app: FastifyInstance) {
   const { config, db } = app;
   const https = config.authUrl.startsWith('https://');
@@ -168,7 +209,7 @@ export default async function consolePages(app: FastifyInstance) {
   async function render(request: FastifyRequest, reply: FastifyReply, name: string, locals: Record<string, unknown> & { titleKey: string; titleParams?: Record<string, string> }) {
     const locale = consoleLocaleOf(request);
     const t = app.messages.translator(locale);
-    setPageHeaders(reply, https);
+    setPageHeaders(reply, https, { frames: locals.frames === true });
     const errors = (locals.errors ?? {}) as FieldErrors;
     const html = await reply.viewAsync(`console/${name}`, {
       notice: undefined,
@@ -351,7 +392,7 @@ export default async function consolePages(app: FastifyInstance) {
   }
 
   function appPage(request: FastifyRequest, reply: FastifyReply, view: AppView, extra: Record<string, unknown> = {}) {
-    return render(request, reply, 'app', { titleKey: 'console.app.title', titleParams: { name: view.name }, app: view, tab: 'settings', values: appFormValues(view), ...extra });
+    return render(request, reply, 'app', { titleKey: 'console.app.title', titleParams: { name: view.name }, app: view, tab: 'settings', values: { ...appFormValues(view), ...settingsFormValues(view) }, ...extra });
   }
 
   app.get('/console/apps/:id', async (request, reply) => {
@@ -372,13 +413,84 @@ export default async function consolePages(app: FastifyInstance) {
       return showSecretOnce(request, reply, `/console/apps/${owned.id}`, { notice: 'console.app.rotated', secret: rotated.client_secret });
     }
     if (action !== 'save') throw new AppError('invalid_request', { message: 'Unknown action.' });
-    const checked = check(UpdateAppBody, appInput(body), request);
-    if (!checked.ok) {
+    const input = { ...appInput(body), ...appSettingsInput(body) };
+    const checked = check(UpdateAppBody, input, request, settingsFieldOf);
+    // The back-channel URI's target policy depends on the deployment, so it runs beside the schema, as in the API.
+    const uriProblem = backchannelUriProblem(input.backchannel_logout_uri, { publicOnly: config.webhooks.publicOnly });
+    if (!checked.ok || uriProblem) {
+      const errors = checked.ok ? {} : { ...checked.errors };
+      if (uriProblem && !errors.backchannel_logout_uri) errors.backchannel_logout_uri = translatedErrorText(app.messages.translator(consoleLocaleOf(request)), uriProblem);
       reply.code(400);
-      return appPage(request, reply, toAppView(owned), { values: { ...postedAppValues(body), type: owned.type }, errors: checked.errors });
+      return appPage(request, reply, toAppView(owned), { values: { ...postedAppValues(body), ...postedSettingsValues(body), type: owned.type }, errors });
     }
     await updateApp(db, now(), owned, checked.value, ctx);
     return reply.redirect(`/console/apps/${owned.id}?saved=1`, 303);
+  });
+
+  // ---- Mails of an app (docs/guides/app-mail.md) ----
+
+  function mailPage(request: FastifyRequest, reply: FastifyReply, view: AppView, choice: z.output<typeof MailChoice>, extra: Record<string, unknown> = {}) {
+    const override = view.mail.overrides[choice.kind]?.[choice.locale];
+    return render(request, reply, 'mail', {
+      titleKey: 'console.mail.title',
+      titleParams: { name: view.name },
+      app: view,
+      tab: 'mail',
+      frames: true,
+      kinds: MAIL_KINDS,
+      choice,
+      overridden: Object.entries(view.mail.overrides).flatMap(([kind, byLocale]) => Object.keys(byLocale ?? {}).map((locale) => ({ kind, locale }))),
+      values: { reply_to: view.mail.reply_to ?? '', subject: override?.subject ?? '', intro: override?.intro ?? '' },
+      previewUrl: `/console/apps/${view.id}/mail/preview?${new URLSearchParams(choice).toString()}`,
+      ...extra,
+    });
+  }
+
+  app.get('/console/apps/:id/mail', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const query = request.query as Record<string, unknown>;
+    return mailPage(request, reply, toAppView(owned), MailChoice.parse(query), { notice: query.saved ? 'console.app.saved' : undefined });
+  });
+
+  app.get('/console/apps/:id/mail/preview', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const choice = MailChoiceStrict.safeParse(request.query);
+    if (!choice.success) throw new AppError('invalid_request', { message: 'Choose a mail kind and a locale.' });
+    const rendered = app.mailer.preview(owned, choice.data.kind, choice.data.locale);
+    // The mail's own HTML: sandboxed (no script, no form, no navigation), framed by the console only.
+    reply.header('content-security-policy', "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src https: data:; frame-ancestors 'self'");
+    reply.header('x-frame-options', 'SAMEORIGIN');
+    reply.header('referrer-policy', 'no-referrer');
+    reply.header('cache-control', 'no-store');
+    return reply.type('text/html; charset=utf-8').send(rendered.html);
+  });
+
+  app.post('/console/apps/:id/mail', async (request, reply) => {
+    if (!(await signedInDeveloper(request, reply))) return reply;
+    const owned = await ownedApp(request);
+    const body = request.body as FormBody;
+    if (field(body, 'action') !== 'save') throw new AppError('invalid_request', { message: 'Unknown action.' });
+    const choice = MailChoiceStrict.safeParse({ kind: field(body, 'kind'), locale: field(body, 'locale') });
+    if (!choice.success) throw new AppError('invalid_request', { message: 'Choose a mail kind and a locale.' });
+    const { kind, locale } = choice.data;
+    const subject = field(body, 'subject').trim();
+    const intro = field(body, 'intro').trim();
+    // The form edits one kind in one locale; the API takes the whole set, so the others are carried over.
+    const overrides: Record<string, Record<string, { subject?: string; intro?: string }>> = structuredClone(owned.mail.overrides) as never;
+    const byLocale = { ...overrides[kind] };
+    if (subject || intro) byLocale[locale] = { ...(subject ? { subject } : {}), ...(intro ? { intro } : {}) };
+    else delete byLocale[locale];
+    if (Object.keys(byLocale).length > 0) overrides[kind] = byLocale;
+    else delete overrides[kind];
+    const checked = check(UpdateAppBody, { mail: { reply_to: field(body, 'reply_to').trim() || null, overrides } }, request, mailFieldOf);
+    if (!checked.ok) {
+      reply.code(400);
+      return mailPage(request, reply, toAppView(owned), choice.data, { values: { reply_to: field(body, 'reply_to'), subject: field(body, 'subject'), intro: field(body, 'intro') }, errors: checked.errors });
+    }
+    await updateApp(db, now(), owned, checked.value, requestContext(request));
+    return reply.redirect(`/console/apps/${owned.id}/mail?${new URLSearchParams({ kind, locale, saved: '1' }).toString()}`, 303);
   });
 
   app.get('/console/apps/:id/delete', async (request, reply) => {

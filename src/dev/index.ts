@@ -12,8 +12,8 @@ export { findAppUserItem, listAppUserPage, setAppUserStatusAudited, UserListQuer
 export { requireOwnedApp } from './auth.js';
 export { EventsQuery, listAppEventPage, listUserEventsOfApp } from './events.js';
 export { listAppLegalViews } from './legal.js';
-export { CreateAppBody, UpdateAppBody } from './schemas.js';
-export { type AppView, checkBackchannelUri, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
+export { CreateAppBody, MAIL_KINDS, UpdateAppBody } from './schemas.js';
+export { type AppView, backchannelUriProblem, checkBackchannelUri, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 
 /**
  * The developer API (`/v1/dev`, docs/reference/rest-api.md#developers). Every route in this scope is authenticated by a developer

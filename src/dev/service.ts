@@ -59,9 +59,14 @@ export interface AppView {
  * Refuses a back-channel logout URI the webhooks' target policy refuses (shared/targets.ts: https and
  * a public address in production, no credentials or fragment): 400 `invalid_request` naming the field.
  */
+/** What is wrong with a back-channel logout URI under the target policy, or null when it may be used (or is absent). */
+export function backchannelUriProblem(value: string | null | undefined, policy: TargetPolicy): string | null {
+  if (value === null || value === undefined) return null;
+  return urlProblem(value, policy) ?? null;
+}
+
 export function checkBackchannelUri(value: string | null | undefined, policy: TargetPolicy): void {
-  if (value === null || value === undefined) return;
-  const problem = urlProblem(value, policy);
+  const problem = backchannelUriProblem(value, policy);
   if (problem) throw new AppError('invalid_request', { details: [{ path: 'body.backchannel_logout_uri', message: problem }], detail: `backchannel_logout_uri refused: ${problem}` });
 }
 

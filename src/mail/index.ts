@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import type { Transporter } from 'nodemailer';
 import type { ResolvedConfig } from '../config.js';
-import type { Locale, Translate } from '../plugins/i18n.js';
+import { formatDateTime, type Locale, type Translate } from '../plugins/i18n.js';
 import { VIEWS_DIR } from '../plugins/views.js';
 import { SecretBox } from '../shared/crypto.js';
 import { newId } from '../shared/ids.js';
@@ -21,7 +21,7 @@ import {
   type OutboxRow,
 } from '../storage/repos/outbox.js';
 import type { Database } from '../storage/schema.js';
-import { MailRenderer } from './render.js';
+import { MailRenderer, type RenderedMail } from './render.js';
 import mailboxRoutes from './mailbox.js';
 import { BackgroundPasses } from '../shared/background-passes.js';
 import { brandPalette } from '../shared/brand-colours.js';
@@ -127,6 +127,27 @@ export class Mailer {
   ) {
     this.box = new SecretBox(config.secretKey, 'outbox');
     this.renderer = new MailRenderer(VIEWS_DIR, config.production);
+  }
+
+  /**
+   * The mail `template` as this app's users would get it in `locale`, with its overrides and branding,
+   * filled with sample values (docs/guides/app-mail.md#preview): the same renderer and translator as `enqueue`.
+   */
+  preview(app: MailingAppSettings, template: string, locale: Locale): RenderedMail {
+    const t = withOverride(this.app.messages.translator(locale), template, app.mail.overrides[template]?.[locale]);
+    const link = `${this.config.authUrl}/preview?token=example`;
+    const sample = {
+      code: '123456',
+      minutes: 15,
+      days: 30,
+      link,
+      host: new URL(this.config.authUrl).host,
+      app: app.name,
+      account: `${this.config.authUrl}/account`,
+      new: 'new@example.com',
+      when: formatDateTime(locale, this.clock.now()),
+    };
+    return this.renderer.render(template, locale, t, { ...mailBrandParams(app), ...sample });
   }
 
   /** Renders a mail and writes it to the outbox inside `trx`. Returns the outbox id. Call `nudge()` after commit. */

@@ -234,6 +234,35 @@ describe.skipIf(!haveChromium)('developer console in a real browser', () => {
     expect(await page.getAttribute('svg.chart', 'aria-label')).toContain('1 in all');
     await check(page, 'legal');
 
+    // Back-channel logout, DPoP and the password policy on the settings page; a bad URI shows its error there.
+    await page.goto(`${base}/console/apps/${clientId}`);
+    await page.fill('input[name=backchannel_logout_uri]', 'ftp://bakery.example/logout');
+    await page.check('input[name=dpop_bound_access_tokens]');
+    await page.fill('input[name=password_min_length]', '12');
+    await click(page, 'save');
+    expect(await page.textContent('#backchannel_logout_uri-error')).toContain('https');
+    await check(page, 'settings-error');
+    await page.fill('input[name=backchannel_logout_uri]', 'https://bakery.example/logout');
+    await page.fill('input[name=password_max_age_days]', '90');
+    await click(page, 'save');
+    expect(await page.textContent('[role=status]')).toBeTruthy();
+    expect(await page.inputValue('input[name=password_max_age_days]')).toBe('90');
+    await check(page, 'settings-security');
+
+    // Per-app mail: Reply-To, an override, and the preview of the rendered HTML part.
+    await page.goto(`${base}/console/apps/${clientId}/mail`);
+    await page.selectOption('select[name=kind]', 'password_reset');
+    await page.selectOption('select[name=locale]', 'zh-CN');
+    await Promise.all([page.waitForNavigation(), page.click('form[method=get] button[type=submit]')]);
+    await page.fill('input[name=reply_to]', 'help@bakery.example');
+    await page.fill('input[name=subject]', '重置您的面包店密码');
+    await page.fill('textarea[name=intro]', '有人请求重置您在面包店的密码。');
+    await click(page, 'save');
+    const preview = page.frameLocator('iframe.mail-preview');
+    expect(await preview.locator('body').textContent()).toContain('有人请求重置您在面包店的密码。');
+    await check(page, 'mail');
+    if (SHOTS) await page.locator('iframe.mail-preview').screenshot({ path: `${SHOTS}/mail-preview-frame.png` });
+
     await page.goto(`${base}/console/apps/${clientId}/integration`);
     expect(await page.textContent('pre')).toContain(clientId);
     await check(page, 'integration');
