@@ -49,7 +49,7 @@ describe(`WORKERS=2: SIGHUP replaces the workers under load (${TEST_DIALECT})`, 
     await database?.drop();
   });
 
-  it('zero failed requests and no acknowledged rotation lost, same primary', { timeout: 90_000 }, async () => {
+  it('zero failed requests and no acknowledged rotation lost, same primary', { timeout: 180_000 }, async () => {
     database = await freshDatabaseUrl();
     // The fault is the restart, not overload: password checks may queue while one worker starts.
     server = await launch(database, { WORKERS: '2', SHUTDOWN_DRAIN_SECONDS: DRAIN_SECONDS, PASSWORD_MAX_WAIT_MS: '60000' });
@@ -124,7 +124,9 @@ describe(`WORKERS=2: SIGHUP replaces the workers under load (${TEST_DIALECT})`, 
       for (const pid of original) if (!gone.has(pid) && !alive(pid)) gone.add(pid) && timeline.push(`${at} ms: worker ${pid} exited`);
       now.forEach((pid) => workerPids.add(pid));
       return now.length === 2 && now.every((pid) => !original.includes(pid)) && original.every((pid) => !alive(pid));
-    }, 40_000, 50);
+    }, 90_000, 50).catch((error: Error) => {
+      throw new Error(`${error.message}; ${JSON.stringify({ timeline, original, now: workersOf(primary), failures: failures.slice(0, 5) })}\n${server!.output().stderr.slice(-2000)}`);
+    });
     const duringRestart = requests - beforeRestart;
     // The new workers carry the load a moment before it stops.
     await pause(1000);
