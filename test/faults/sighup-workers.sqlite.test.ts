@@ -7,7 +7,8 @@ import { type AckedUser, call, isAlive, launch, pause, provision, report, type S
 // WORKERS=2 and SIGHUP to the primary (src/cluster.ts, docs/operations/deploy.md "Restarts without
 // dropped requests"): eight clients sign in, rotate refresh tokens and read their profile with the
 // bearer token while the workers are replaced one at a time: not one request fails, every
-// acknowledged rotation is the one that works afterwards, and the primary is the same process.
+// acknowledged rotation is the one that works afterwards, and the primary is the same process. On
+// SQLite only: the cluster code is the same on PostgreSQL, and the suite has a time budget.
 
 const LANES = 8;
 const DRAIN_SECONDS = '1';
