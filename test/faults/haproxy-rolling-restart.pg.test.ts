@@ -2,7 +2,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, freshDatabaseUrl, startServer } from '../helpers/processes.js';
-import { call, LOAD_ENV, pause, provision, report, until, verifyAcknowledged, type AckedUser } from './harness.js';
+import { call, enrolUsers, LOAD_ENV, pause, provision, report, SteadyLoad, until, verifyAcknowledged } from './harness.js';
 
 // The reference deployment (deploy/haproxy.cfg, docs/operations/deploy.md): Debian's HAProxy in front of
 // three instances on one PostgreSQL and one Redis. Twelve clients sign in, rotate refresh tokens, read
@@ -15,8 +15,6 @@ const LANES = 12;
 const DRAIN_SECONDS = '2.5';
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
-type Kind = 'login' | 'refresh' | 'profile' | 'authorize';
-const EXPECTED: Record<Kind, number[]> = { login: [200], refresh: [200], profile: [200], authorize: [200, 302, 303] };
 
 /** Debian's haproxy (`apt-get install -y haproxy`; .ci/run installs it). */
 const haveHaproxy = spawnSync('haproxy', ['-v'], { stdio: 'ignore' }).status === 0;
@@ -36,9 +34,8 @@ describe.skipIf(!haveHaproxy)('a rolling restart behind HAProxy (PostgreSQL + Re
 
   it('zero failed requests and no acknowledged rotation lost while each instance restarts', { timeout: 240_000 }, async () => {
     const began = performance.now();
-    const progress = (what: string) => console.log(`[faults] haproxy: ${Math.round((performance.now() - began) / 100) / 10} s ${what} (${requests} requests, ${failures.length} failed)`);
-    let requests = 0;
-    const failures: string[] = [];
+    const progress = (what: string) => console.log(`[faults] haproxy: ${Math.round((performance.now() - began) / 100) / 10} s ${what} (${load?.requests ?? 0} requests, ${load?.failures.length ?? 0} failed)`);
+    let load: SteadyLoad | undefined;
     database = await freshDatabaseUrl();
     const proxyPort = await freePort();
     const ports = await Promise.all(Array.from({ length: INSTANCES }, () => freePort()));
@@ -65,59 +62,17 @@ describe.skipIf(!haveHaproxy)('a rolling restart behind HAProxy (PostgreSQL + Re
 
     progress('instances and proxy up');
     const { clientId } = await provision(base);
-    const users: AckedUser[] = [];
-    for (let lane = 0; lane < LANES; lane++) {
-      const email = `haproxy-${lane}@example.com`;
-      const password = `rolling restart passphrase ${lane}`;
-      const res = await call(`${base}/v1/auth/register`, { method: 'POST', json: { email, password, client_id: clientId } });
-      if (res.status !== 201) throw new Error(`register: ${res.status} ${JSON.stringify(res.body)}`);
-      const user: AckedUser = { email, password, userId: res.body.user.id, accessToken: res.body.access_token, refreshToken: res.body.refresh_token, profileVersion: 0, profileData: null };
-      const profileData = { lane };
-      const put = await call(`${base}/v1/profile/${user.userId}`, { method: 'PUT', headers: { authorization: `Bearer ${user.accessToken}`, 'x-client-id': clientId }, json: { data: profileData } });
-      if (put.status !== 200) throw new Error(`profile: ${put.status} ${JSON.stringify(put.body)}`);
-      users.push({ ...user, profileVersion: put.body.version, profileData });
-    }
-
-    const counts: Record<string, number> = {};
-    let running = true;
-    const record = (kind: Kind, res: Awaited<ReturnType<typeof call>>) => {
-      requests += 1;
-      const key = `${kind}:${res.status}`;
-      counts[key] = (counts[key] ?? 0) + 1;
-      if (res.status === 'network' || !EXPECTED[kind].includes(res.status)) failures.push(`${key} ${JSON.stringify(res.body).slice(0, 160)}`);
-      return res;
-    };
+    const users = await enrolUsers(base, clientId, LANES, 'haproxy');
     const verifier = randomBytes(32).toString('base64url');
     const challenge = createHash('sha256').update(verifier).digest('base64url');
     const authorizeUrl = `${base}/oauth/authorize?${new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: 'https://app.example/cb', scope: 'openid', state: 'rolling', code_challenge: challenge, code_challenge_method: 'S256' })}`;
-
-    const lane = async (user: AckedUser) => {
-      let step = 0;
-      while (running) {
-        step += 1;
-        const kind = (['refresh', 'profile', 'authorize', 'profile', 'refresh', 'login'] as const)[step % 6]!;
-        if (kind === 'refresh') {
-          const res = record(kind, await call(`${base}/v1/auth/refresh`, { method: 'POST', json: { refresh_token: user.refreshToken, client_id: clientId } }));
-          if (res.status === 200) {
-            user.refreshToken = res.body.refresh_token;
-            user.accessToken = res.body.access_token;
-          }
-        } else if (kind === 'profile') {
-          record(kind, await call(`${base}/v1/profile/${user.userId}`, { headers: { authorization: `Bearer ${user.accessToken}`, 'x-client-id': clientId } }));
-        } else if (kind === 'authorize') {
-          record(kind, await call(authorizeUrl, { redirect: 'manual' }));
-        } else {
-          record(kind, await call(`${base}/v1/auth/login`, { method: 'POST', json: { email: user.email, password: user.password, client_id: clientId } }));
-        }
-      }
-    };
-    const lanes = users.map((user) => lane(user));
+    load = new SteadyLoad({ base, clientId, authorizeUrl }, users, ['refresh', 'profile', 'authorize', 'profile', 'refresh', 'login'], { authorize: [200, 302, 303] });
     await pause(2000);
 
     const exits: number[] = [];
     for (let i = 0; i < INSTANCES; i++) {
       progress(`SIGTERM to instance ${i + 1}`);
-      if (i === 0 && failures.length) console.log(`[faults] haproxy: failures before any restart: ${failures.slice(0, 4).join(' | ')}`);
+      if (i === 0 && load.failures.length) console.log(`[faults] haproxy: failures before any restart: ${load.failures.slice(0, 4).join(' | ')}`);
       const signalled = performance.now();
       instances[i]!.child.kill('SIGTERM');
       const finished = await instances[i]!.done;
@@ -130,8 +85,8 @@ describe.skipIf(!haveHaproxy)('a rolling restart behind HAProxy (PostgreSQL + Re
       await pause(1500);
     }
     await pause(1500);
-    running = false;
-    await Promise.all(lanes);
+    await load.stop();
+    const { requests, failures, counts } = load;
 
     progress('load stopped');
     const verified = await verifyAcknowledged(base, clientId, users);
@@ -147,7 +102,7 @@ describe.skipIf(!haveHaproxy)('a rolling restart behind HAProxy (PostgreSQL + Re
     if (failures.length) console.log(haproxyLog.split('\n').filter((line) => / 5\d\d |<NOSRV>|SC--|--/.test(line)).slice(0, 20).join('\n'));
 
     expect(requests).toBeGreaterThan(200);
-    for (const kind of Object.keys(EXPECTED)) expect(Object.keys(counts).some((key) => key.startsWith(`${kind}:`))).toBe(true);
+    for (const kind of ['login', 'refresh', 'profile', 'authorize']) expect(Object.keys(counts).some((key) => key.startsWith(`${kind}:`))).toBe(true);
     expect(failures.slice(0, 10)).toEqual([]);
     expect(verified.lost).toEqual([]);
     // The drain, then a few seconds at most: nothing holds the exit.

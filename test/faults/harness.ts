@@ -182,6 +182,78 @@ export class MixedLoad {
   }
 }
 
+/** Registers `count` users of `clientId` and writes each one's profile once: the lanes of a {@link SteadyLoad}. */
+export async function enrolUsers(base: string, clientId: string, count: number, tag: string): Promise<AckedUser[]> {
+  const users: AckedUser[] = [];
+  for (let lane = 0; lane < count; lane++) {
+    const email = `${tag}-${lane}@example.com`;
+    const password = `${tag} restart passphrase ${lane}`;
+    const res = await call(`${base}/v1/auth/register`, { method: 'POST', json: { email, password, client_id: clientId } });
+    if (res.status !== 201) throw new Error(`register: ${res.status} ${JSON.stringify(res.body)}`);
+    const user: AckedUser = { email, password, userId: res.body.user.id, accessToken: res.body.access_token, refreshToken: res.body.refresh_token, profileVersion: 0, profileData: null };
+    const profileData = { lane };
+    const put = await call(`${base}/v1/profile/${user.userId}`, { method: 'PUT', headers: { authorization: `Bearer ${user.accessToken}`, 'x-client-id': clientId }, json: { data: profileData } });
+    if (put.status !== 200) throw new Error(`profile: ${put.status} ${JSON.stringify(put.body)}`);
+    users.push({ ...user, profileVersion: put.body.version, profileData });
+  }
+  return users;
+}
+
+export type SteadyKind = 'login' | 'refresh' | 'profile' | 'authorize';
+
+/**
+ * A steady load for restart tests: one lane per user, each cycling through `cycle` (refresh grants,
+ * bearer profile reads, password logins, hosted authorize page loads) until stopped. Any answer not in
+ * `expected` for its kind, or a network failure, is a failure; acknowledged rotations update the user.
+ */
+export class SteadyLoad {
+  requests = 0;
+  readonly failures: string[] = [];
+  readonly counts: StatusCounts = {};
+  private running = true;
+  private readonly lanes: Promise<void>[];
+
+  constructor(
+    private readonly target: { base: string; clientId: string; authorizeUrl?: string },
+    users: AckedUser[],
+    private readonly cycle: readonly SteadyKind[],
+    private readonly expected: Partial<Record<SteadyKind, number[]>> = {},
+  ) {
+    this.lanes = users.map((user) => this.lane(user));
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.lanes);
+  }
+
+  private record(kind: SteadyKind, res: Awaited<ReturnType<typeof call>>) {
+    this.requests += 1;
+    const key = `${kind}:${res.status}`;
+    this.counts[key] = (this.counts[key] ?? 0) + 1;
+    if (res.status === 'network' || !(this.expected[kind] ?? [200]).includes(res.status)) this.failures.push(`${key} ${JSON.stringify(res.body).slice(0, 160)}`);
+    return res;
+  }
+
+  private async lane(user: AckedUser): Promise<void> {
+    const { base, clientId, authorizeUrl } = this.target;
+    const bearer = () => ({ authorization: `Bearer ${user.accessToken}`, 'x-client-id': clientId });
+    for (let step = 1; this.running; step++) {
+      const kind = this.cycle[step % this.cycle.length]!;
+      let res: Awaited<ReturnType<typeof call>>;
+      if (kind === 'refresh') res = this.record(kind, await call(`${base}/v1/auth/refresh`, { method: 'POST', json: { refresh_token: user.refreshToken, client_id: clientId } }));
+      else if (kind === 'login') res = this.record(kind, await call(`${base}/v1/auth/login`, { method: 'POST', json: { email: user.email, password: user.password, client_id: clientId } }));
+      else if (kind === 'profile') res = this.record(kind, await call(`${base}/v1/profile/${user.userId}`, { headers: bearer() }));
+      else res = this.record(kind, await call(authorizeUrl!, { redirect: 'manual' }));
+      // A login issues a new refresh token; the one held before stays valid too.
+      if ((kind === 'refresh' || kind === 'login') && res.status === 200) {
+        user.refreshToken = res.body.refresh_token;
+        user.accessToken = res.body.access_token;
+      }
+    }
+  }
+}
+
 export interface VerifyReport {
   users: number;
   lost: string[];

@@ -1,16 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { TEST_DIALECT } from '../helpers/app.js';
-import { childrenOf, freshDatabaseUrl } from '../helpers/processes.js';
+import { childrenOf, freshDatabaseUrl, isProcessAlive } from '../helpers/processes.js';
 import { call, isAlive, launch, MixedLoad, pause, provision, report, type Server, until, verifyAcknowledged } from './harness.js';
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 // WORKERS=2 under a mixed write load: a worker killed with -9 is replaced and the other keeps serving;
 // then the primary killed with -9 takes its workers down with it; after a restart every acknowledged
@@ -21,7 +12,7 @@ describe(`WORKERS=2: a worker, then the primary, killed under load (${TEST_DIALE
   const orphans: number[] = [];
 
   afterAll(async () => {
-    for (const pid of orphans) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    for (const pid of orphans) if (isProcessAlive(pid)) process.kill(pid, 'SIGKILL');
     for (const server of servers) if (isAlive(server)) server.child.kill('SIGKILL');
     await Promise.all(servers.map((s) => s.done));
     await database?.drop();
@@ -60,7 +51,7 @@ describe(`WORKERS=2: a worker, then the primary, killed under load (${TEST_DIALE
     cluster.child.kill('SIGKILL');
     await cluster.done;
     await load.stop();
-    const workersGoneMs = await until(async () => workers.every((pid) => !alive(pid)), 10_000, 50);
+    const workersGoneMs = await until(async () => workers.every((pid) => !isProcessAlive(pid)), 10_000, 50);
 
     const restarted = await launch(database);
     servers.push(restarted);

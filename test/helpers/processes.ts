@@ -47,6 +47,16 @@ export const nodeChildrenOf = (pid: number): number[] =>
     }
   });
 
+/** Whether a process with this pid still exists (signal 0 probes without signalling). */
+export const isProcessAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
 export interface Finished {
   code: number | null;
   signal: NodeJS.Signals | null;
