@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeJwt } from 'jose';
 import { newId } from '../../src/shared/ids.js';
 import { DEFAULT_SCOPE } from '../../src/shared/scopes.js';
 import { createStorage, type Storage } from '../../src/storage/connect.js';
@@ -115,6 +116,11 @@ describe('one PKCE rule at the provider doors', () => {
     const redeemed = await redeem(clientId, ok.json().code, verifier);
     expect(redeemed.statusCode).toBe(200);
     expect(redeemed.json().access_token).toBeTypeOf('string');
+    // A code issued with no browser session behind it is a session of its own on either database:
+    // its ID token carries a sid (docs/guides/back-channel-logout.md).
+    const { sid } = decodeJwt(redeemed.json().id_token);
+    expect(sid).toMatch(/^sid_/);
+    expect(await t.db.selectFrom('grants').select('sid').where('user_id', '=', user.id).execute()).toEqual([{ sid }]);
   });
 
   it('/oauth/idp/resume: a 64-character S256 challenge is 400 invalid_request; 43 characters give a code that redeems', async () => {

@@ -637,7 +637,7 @@ export interface Redemption {
 /** A consumed code as redeemInOneStatement's `consumed` holds it: the code's columns and what its redemption stores. */
 type ConsumedCode = AuthorizationCodesTable & {
   g_app_id: string; g_user_id: string; g_scope: string; g_auth_time: number; g_amr: string | null; g_nonce: string | null; g_created_at: number;
-  g_expires_at: number; g_revoked_at: number | null; g_revoked_reason: string | null; g_awaiting: number; g_dpop_jkt: string | null;
+  g_expires_at: number; g_revoked_at: number | null; g_revoked_reason: string | null; g_awaiting: number; g_dpop_jkt: string | null; g_sid: string | null;
   t_hash: string; t_grant_id: string; t_app_id: string; t_scope: string; t_created_at: number; t_expires_at: number;
 };
 
@@ -656,7 +656,7 @@ const redeemInOneStatement = precompiled(
     amrs: readonly (string | null)[], nonces: readonly (string | null)[], createdAts: readonly number[], expiresAts: readonly number[],
     revokedAts: readonly (number | null)[], revokedReasons: readonly (string | null)[], awaitings: readonly number[],
     tokenHashes: readonly string[], tokenGrantIds: readonly string[], tokenAppIds: readonly string[], tokenScopes: readonly string[],
-    tokenCreatedAts: readonly number[], tokenExpiresAts: readonly number[], dpopJkts: readonly (string | null)[],
+    tokenCreatedAts: readonly number[], tokenExpiresAts: readonly number[], dpopJkts: readonly (string | null)[], sids: readonly (string | null)[],
   ) =>
     db
       // Raw SQL is not parenthesised by Kysely as a CTE's body: the parentheses are part of the text.
@@ -666,18 +666,18 @@ const redeemInOneStatement = precompiled(
             ${codeHashes}::text[], ${ats}::bigint[], ${ids}::text[], ${appIds}::text[], ${userIds}::text[], ${scopes}::text[], ${authTimes}::bigint[],
             ${amrs}::text[], ${nonces}::text[], ${createdAts}::bigint[], ${expiresAts}::bigint[], ${revokedAts}::bigint[], ${revokedReasons}::text[],
             ${awaitings}::integer[], ${tokenHashes}::text[], ${tokenGrantIds}::text[], ${tokenAppIds}::text[], ${tokenScopes}::text[],
-            ${tokenCreatedAts}::bigint[], ${tokenExpiresAts}::bigint[], ${dpopJkts}::text[]
+            ${tokenCreatedAts}::bigint[], ${tokenExpiresAts}::bigint[], ${dpopJkts}::text[], ${sids}::text[]
           ) as r(code_hash, at, g_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at,
-                 g_revoked_reason, g_awaiting, t_hash, t_grant_id, t_app_id, t_scope, t_created_at, t_expires_at, g_dpop_jkt)
+                 g_revoked_reason, g_awaiting, t_hash, t_grant_id, t_app_id, t_scope, t_created_at, t_expires_at, g_dpop_jkt, g_sid)
         )
         update authorization_codes c set consumed_at = r.at, grant_id = r.g_id
         from asked r
         where c.code_hash = r.code_hash and c.consumed_at is null
         returning ${sql.join(qualified('c', COLUMNS.authorization_codes).map((column) => sql.ref(column)))}, r.g_app_id, r.g_user_id, r.g_scope, r.g_auth_time, r.g_amr, r.g_nonce, r.g_created_at, r.g_expires_at, r.g_revoked_at,
-          r.g_revoked_reason, r.g_awaiting, r.t_hash, r.t_grant_id, r.t_app_id, r.t_scope, r.t_created_at, r.t_expires_at, r.g_dpop_jkt)`)
+          r.g_revoked_reason, r.g_awaiting, r.t_hash, r.t_grant_id, r.t_app_id, r.t_scope, r.t_created_at, r.t_expires_at, r.g_dpop_jkt, r.g_sid)`)
       .with('g', () => sql`(
         insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion, user_agent, ip_area, dpop_jkt, sid)
-        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting, user_agent, ip_area, g_dpop_jkt, sid
+        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting, user_agent, ip_area, g_dpop_jkt, g_sid
         from consumed)`)
       .with('t', () => sql`(
         insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
@@ -735,6 +735,7 @@ export async function redeemAuthorizationCodes(db: Kysely<Database>, dialect: Di
       (r) => r.refreshToken.created_at,
       (r) => r.refreshToken.expires_at,
       (r) => r.grant.dpop_jkt ?? null,
+      (r) => r.grant.sid ?? null,
     ),
   );
   return new Map(rows.map((row) => [row.c_grant_id!, toCodeRedemption(row)]));
