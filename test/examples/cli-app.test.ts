@@ -2,8 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
+import type { TestApp } from '../helpers/app.js';
+import { listeningWithApp } from '../helpers/examples.js';
 import { PASSWORD, uniqueEmail } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
 
@@ -18,21 +18,10 @@ describe.skipIf(!haveChromium)('quickstart: a command-line app signing in throug
   const email = uniqueEmail('cli-quickstart');
 
   beforeAll(async () => {
-    const [port, callbackPort] = [await freePort(), await freePort()];
-    const base = `http://127.0.0.1:${port}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
-    const developer = await createDeveloperViaApi(t);
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/v1/dev/apps',
-      headers: bearer(developer.apiKey),
-      payload: appBody({ name: 'Quickstart CLI', type: 'public', redirect_uris: [`http://127.0.0.1:${callbackPort}/callback`] }),
-    });
-    expect(created.statusCode, created.body).toBe(201);
-    const registered = await t.app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: PASSWORD, client_id: created.json().id } });
-    expect(registered.statusCode, registered.body).toBe(201);
-    env = { GATEHOUSE_URL: base, CLIENT_ID: created.json().id, CALLBACK_PORT: String(callbackPort), NO_BROWSER: '1' };
+    const callbackPort = await freePort();
+    const started = await listeningWithApp({ name: 'Quickstart CLI', type: 'public', redirect_uris: [`http://127.0.0.1:${callbackPort}/callback`] }, { person: { email, password: PASSWORD } });
+    t = started.t;
+    env = { GATEHOUSE_URL: started.base, CLIENT_ID: started.client.id, CALLBACK_PORT: String(callbackPort), NO_BROWSER: '1' };
     browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {

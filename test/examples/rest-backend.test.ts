@@ -1,9 +1,8 @@
 import { execFile } from 'node:child_process';
-import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
+import type { TestApp } from '../helpers/app.js';
+import { listeningWithApp } from '../helpers/examples.js';
 
 /**
  * The REST backend quickstart (docs/quickstart/rest-backend.md) runs as written, against a started
@@ -14,18 +13,9 @@ describe('quickstart: an app backend over REST', () => {
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '1000' } });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const developer = await createDeveloperViaApi(t);
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/v1/dev/apps',
-      headers: bearer(developer.apiKey),
-      payload: appBody({ name: 'Quickstart backend', type: 'confidential', features: { auth: true, profile: true } }),
-    });
-    expect(created.statusCode, created.body).toBe(201);
-    const { port } = t.app.server.address() as AddressInfo;
-    env = { GATEHOUSE_URL: `http://127.0.0.1:${port}`, CLIENT_ID: created.json().id, CLIENT_SECRET: created.json().client_secret };
+    const started = await listeningWithApp({ name: 'Quickstart backend', type: 'confidential', features: { auth: true, profile: true } }, { env: { IP_AUTH_PER_MINUTE: '1000' } });
+    t = started.t;
+    env = { GATEHOUSE_URL: started.base, CLIENT_ID: started.client.id, CLIENT_SECRET: started.client.client_secret! };
   });
   afterAll(async () => t?.close());
 

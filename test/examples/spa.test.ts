@@ -2,10 +2,9 @@ import type { ChildProcess } from 'node:child_process';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
+import type { TestApp } from '../helpers/app.js';
 import { PASSWORD, uniqueEmail } from '../helpers/oauth-flows.js';
-import { startExampleServer } from '../helpers/examples.js';
+import { listeningWithApp, startExampleServer } from '../helpers/examples.js';
 import { freePort } from '../helpers/processes.js';
 
 /**
@@ -20,22 +19,11 @@ describe.skipIf(!haveChromium)('quickstart: a single-page app with oidc-client-t
   const email = uniqueEmail('spa-quickstart');
 
   beforeAll(async () => {
-    const [port, spaPort] = [await freePort(), await freePort()];
-    const base = `http://127.0.0.1:${port}`;
+    const spaPort = await freePort();
     spaOrigin = `http://localhost:${spaPort}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
-    const developer = await createDeveloperViaApi(t);
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/v1/dev/apps',
-      headers: bearer(developer.apiKey),
-      payload: appBody({ name: 'Quickstart SPA', type: 'public', redirect_uris: [`${spaOrigin}/callback`, `${spaOrigin}/`] }),
-    });
-    expect(created.statusCode, created.body).toBe(201);
-    const registered = await t.app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: PASSWORD, client_id: created.json().id } });
-    expect(registered.statusCode, registered.body).toBe(201);
-    ({ process: spa } = await startExampleServer('examples/spa/serve.mjs', { GATEHOUSE_URL: base, CLIENT_ID: created.json().id, PORT: String(spaPort) }));
+    const started = await listeningWithApp({ name: 'Quickstart SPA', type: 'public', redirect_uris: [`${spaOrigin}/callback`, `${spaOrigin}/`] }, { person: { email, password: PASSWORD } });
+    t = started.t;
+    ({ process: spa } = await startExampleServer('examples/spa/serve.mjs', { GATEHOUSE_URL: started.base, CLIENT_ID: started.client.id, PORT: String(spaPort) }));
     browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {

@@ -2,10 +2,9 @@ import type { ChildProcess } from 'node:child_process';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
+import type { TestApp } from '../helpers/app.js';
 import { PASSWORD, uniqueEmail } from '../helpers/oauth-flows.js';
-import { startExampleServer } from '../helpers/examples.js';
+import { listeningWithApp, startExampleServer } from '../helpers/examples.js';
 import { freePort } from '../helpers/processes.js';
 
 /**
@@ -20,25 +19,13 @@ describe.skipIf(!haveChromium)('quickstart: a server-rendered web app with openi
   const email = uniqueEmail('webapp');
 
   beforeAll(async () => {
-    const [port, appPort] = [await freePort(), await freePort()];
-    const base = `http://127.0.0.1:${port}`;
-    appUrl = `http://127.0.0.1:${appPort}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
-    const developer = await createDeveloperViaApi(t);
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/v1/dev/apps',
-      headers: bearer(developer.apiKey),
-      payload: appBody({ name: 'Quickstart web app', type: 'confidential', redirect_uris: [`${appUrl}/callback`, `${appUrl}/`] }),
-    });
-    expect(created.statusCode, created.body).toBe(201);
-    const registered = await t.app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: PASSWORD, client_id: created.json().id, client_secret: created.json().client_secret } });
-    expect(registered.statusCode, registered.body).toBe(201);
+    appUrl = `http://127.0.0.1:${await freePort()}`;
+    const started = await listeningWithApp({ name: 'Quickstart web app', type: 'confidential', redirect_uris: [`${appUrl}/callback`, `${appUrl}/`] }, { person: { email, password: PASSWORD } });
+    t = started.t;
     ({ process: example } = await startExampleServer('examples/web-app/server.mjs', {
-      GATEHOUSE_URL: base,
-      CLIENT_ID: created.json().id,
-      CLIENT_SECRET: created.json().client_secret,
+      GATEHOUSE_URL: started.base,
+      CLIENT_ID: started.client.id,
+      CLIENT_SECRET: started.client.client_secret!,
       APP_URL: appUrl,
     }));
     browser = await launchChromium();
