@@ -3,7 +3,6 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import {
   authorizeQuery,
@@ -22,6 +21,7 @@ import {
   withRetry,
 } from './gatehouse.js';
 import { SERVER_START_ARGS } from '../../src/node-flags.js';
+import { scratchPostgresDatabase } from '../scratch-database.js';
 import type { LoadJob, LoadResult, LoadSummary } from './load.js';
 import { type CpuShare, cpuShare, cpuSnapshot, fileSize, freePort, loggedErrors, parallel, type RssSummary, runLoadGenerator, sampleRss, type ServerProcess, startServer } from './proc.js';
 import { formatSummary, summarizeProfile, windowFileOf } from './profile-summary.js';
@@ -384,20 +384,7 @@ async function prepareTarget(opts: Options, database: Database, build: Build): P
       console.log('PostgreSQL skipped: set TEST_DATABASE_URL (or BENCH_DATABASE_URL), e.g. postgres://root@127.0.0.1:5432/test');
       return undefined;
     }
-    const name = `gh_bench_http_${randomBytes(4).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    await admin.end();
-    const url = new URL(adminUrl);
-    url.pathname = `/${name}`;
-    databaseUrl = url.toString();
-    cleanup = async () => {
-      const a = new pg.Client({ connectionString: adminUrl });
-      await a.connect();
-      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.end();
-    };
+    ({ url: databaseUrl, drop: cleanup } = await scratchPostgresDatabase(adminUrl, 'gh_bench_http'));
     cleanups.add(cleanup);
     console.log(`PostgreSQL database ${name} (dropped at the end)`);
   }

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import bcrypt from 'bcryptjs';
-import pg from 'pg';
+import { scratchPostgresDatabase } from '../scratch-database.js';
 
 const { values } = parseArgs({
   options: {
@@ -50,20 +50,7 @@ let databaseUrl: string;
 let drop = async () => {};
 if (values.dialect === 'postgres') {
   const adminUrl = process.env.DATABASE_ADMIN_URL ?? 'postgres://root@127.0.0.1:5432/test';
-  const name = `gh_bench_import_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  databaseUrl = url.toString();
-  drop = async () => {
-    const c = new pg.Client({ connectionString: adminUrl });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await c.end();
-  };
+  ({ url: databaseUrl, drop } = await scratchPostgresDatabase(adminUrl, 'gh_bench_import'));
 } else {
   databaseUrl = `sqlite:${join(dir, 'gatehouse.db')}`;
 }
