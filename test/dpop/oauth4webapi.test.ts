@@ -2,7 +2,7 @@ import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { Browser, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
+import { Browser, followToCallback, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
 
 /**
@@ -23,21 +23,7 @@ async function withNonceRetry<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Follows /oauth/authorize for a signed-in browser (allowing consent) to the app's callback URL. */
-async function callbackOf(browser: Browser, url: URL): Promise<URL> {
-  let res = await browser.get(relative(url.href));
-  for (let i = 0; i < 5; i++) {
-    const location = String(res.headers.location ?? '');
-    if (location.startsWith(CALLBACK)) return new URL(location);
-    const path = relative(location);
-    if (path.startsWith('/consent')) {
-      const allowed = await browser.submit(path, { action: 'allow' });
-      res = await browser.get(String(allowed.headers.location));
-    } else if (path.startsWith('/oauth/authorize')) res = await browser.get(path);
-    else throw new Error(`authorize stopped at ${res.statusCode} ${location} ${res.body.slice(0, 200)}`);
-  }
-  throw new Error('authorize did not reach the callback');
-}
+const callbackOf = (browser: Browser, url: URL): Promise<URL> => followToCallback(browser, url.href, CALLBACK);
 
 describe('DPoP with oauth4webapi (code flow, nonces, userinfo, refresh)', () => {
   let t: TestApp;
