@@ -19,16 +19,12 @@ export async function pushAuthorizationRequest(app: FastifyInstance, request: Fa
   noStore(reply);
   const params = singleParams(request.body);
   // RFC 9449 §10.1: a proof here binds the code to its key, as dpop_jkt would.
-  const proofJkt = await app.tokens.dpop.proofKey(request, reply, { path: '/oauth/par', site: 'token' });
+  const codeJkt = await app.tokens.dpop.codeKey(request, reply, '/oauth/par', params.dpop_jkt);
   const credentials = { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip };
   const { app: client } = await authenticateClient(app, credentials);
   request.corsAppId = client.id;
   if (params.request_uri !== undefined) throw new AppError('invalid_request', { message: 'request_uri cannot be pushed (RFC 9126 §2.1).' });
-  const pushed: Record<string, string> = { ...params, client_id: client.id };
-  if (proofJkt !== undefined) {
-    if (pushed.dpop_jkt !== undefined && pushed.dpop_jkt !== proofJkt) throw app.tokens.dpop.keyMismatch('token', 'dpop_jkt differs from the key of the DPoP proof');
-    pushed.dpop_jkt = proofJkt;
-  }
+  const pushed: Record<string, string> = { ...params, client_id: client.id, ...(codeJkt !== undefined ? { dpop_jkt: codeJkt } : {}) };
   const checked = checkAuthorizeParams(client, pushed, app.config.production);
   const kept = Object.fromEntries(Object.entries(checked.params).filter(([name]) => KNOWN_PARAMS.has(name)));
   const requestUri = `${REQUEST_URI_PREFIX}${randomBytes(32).toString('base64url')}`;
