@@ -9,8 +9,8 @@ import { noStore } from './token.js';
 
 /**
  * POST /oauth/par (RFC 9126, docs/reference/oauth.md#pushed-authorization-requests-rfc-9126): the client
- * authenticates as at /oauth/token, the request is checked exactly as /oauth/authorize checks it, and
- * only its known parameters are kept, by the hash of a fresh `request_uri`, for 60 seconds, once.
+ * authenticates as at /oauth/token, the request is checked exactly as /oauth/authorize checks it (and
+ * must carry PKCE, whatever the client type), and only its known parameters are kept, by the hash of a fresh `request_uri`, for 60 seconds, once.
  */
 
 export const PUSHED_REQUEST_SECONDS = 60;
@@ -44,6 +44,8 @@ export async function pushAuthorizationRequest(app: FastifyInstance, request: Fa
   if (params.request_uri !== undefined) throw new AppError('invalid_request', { message: 'request_uri cannot be pushed (RFC 9126 §2.1).' });
   const pushed: Record<string, string> = { ...params, client_id: client.id, ...(codeJkt !== undefined ? { dpop_jkt: codeJkt } : {}) };
   const checked = checkAuthorizeParams(client, pushed, app.config.production);
+  // FAPI 2.0 Security Profile §5.3.2.2 (docs/reference/oauth.md#fapi-20-security-profile): PKCE for every pushed request, confidential clients included.
+  if (checked.codeChallenge === null) throw new AppError('invalid_request', { message: 'PKCE: code_challenge (S256) is required for a pushed request.' });
   const kept = Object.fromEntries(Object.entries(checked.params).filter(([name]) => KNOWN_PARAMS.has(name)));
   const requestUri = `${REQUEST_URI_PREFIX}${randomBytes(32).toString('base64url')}`;
   const now = app.clock.now();
