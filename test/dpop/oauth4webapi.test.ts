@@ -2,7 +2,7 @@ import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { Browser, followToCallback, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
+import { Browser, followToCallback, makeClient, type TestClient } from '../helpers/oauth-flows.js';
 import { freePort } from '../helpers/processes.js';
 
 /**
