@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import type { TestApp } from '../helpers/app.js';
 import { Browser, followToCallback, makeClient, type TestClient } from '../helpers/oauth-flows.js';
-import { freePort } from '../helpers/processes.js';
+import { listeningTestApp } from '../helpers/processes.js';
 
 /**
  * DPoP (docs/reference/oauth.md "DPoP") with `oauth4webapi`, unmodified, against a listening server: the
@@ -32,10 +32,7 @@ describe('DPoP with oauth4webapi (code flow, nonces, userinfo, refresh)', () => 
   let as: oauth.AuthorizationServer;
 
   beforeAll(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
+    ({ t, base } = await listeningTestApp());
     client = await makeClient(t, { name: 'DPoP SPA', redirectUris: [CALLBACK] });
     const issuer = new URL(base);
     as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { [oauth.allowInsecureRequests]: true }));

@@ -1,9 +1,9 @@
 import * as oidc from 'openid-client';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import type { TestApp } from '../helpers/app.js';
 import { Browser, followToCallback, makeClient, type TestClient } from '../helpers/oauth-flows.js';
-import { freePort } from '../helpers/processes.js';
+import { listeningTestApp } from '../helpers/processes.js';
 
 /**
  * `openid-client` v6 as the app, unmodified, against a listening server with DPoP server nonces on
@@ -19,10 +19,7 @@ describe('openid-client v6: PAR and DPoP', () => {
   let base: string;
 
   beforeAll(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
+    ({ t, base } = await listeningTestApp());
   });
   afterAll(async () => t?.close());
 

@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import type { TestApp } from '../helpers/app.js';
 import { Browser, followToCallback, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
-import { freePort } from '../helpers/processes.js';
+import { listeningTestApp } from '../helpers/processes.js';
 import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 
 /**
@@ -28,10 +28,7 @@ describe('pushed authorization requests (RFC 9126)', () => {
   let strict: TestClient;
 
   beforeAll(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
+    ({ t, base } = await listeningTestApp());
     spa = await makeClient(t, { name: 'PAR SPA', redirectUris: [CALLBACK] });
     other = await makeClient(t, { name: 'Other SPA', redirectUris: [CALLBACK] });
     backend = await makeClient(t, { name: 'PAR backend', type: 'confidential', redirectUris: [CALLBACK] });
