@@ -54,7 +54,8 @@ describe('DPoP at the endpoints', () => {
     expect(replayed.json().error).toBe('invalid_dpop_proof');
   });
 
-  it.skipIf(!process.env.TEST_REDIS_URL)('a proof replayed on another instance sharing only Redis is refused (TEST_REDIS_URL)', async () => {
+  // Two more databases to make and migrate: a longer timeout.
+  it.skipIf(!process.env.TEST_REDIS_URL)('a proof replayed on another instance sharing only Redis is refused (TEST_REDIS_URL)', { timeout: 120_000 }, async () => {
     const env = { DPOP_NONCES: '0', REDIS_URL: process.env.TEST_REDIS_URL! };
     // Separate databases: only the shared Redis can see the replay.
     const a = await buildTestApp({ env });
