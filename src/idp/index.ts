@@ -187,7 +187,7 @@ async function idpRoutes(scope: FastifyInstance) {
 
   const typed = app.withTypeProvider<ZodTypeProvider>();
   const nativeErrors = {
-    400: ['invalid_redirect_uri', 'invalid_token'],
+    400: ['invalid_redirect_uri', 'invalid_token', 'invalid_dpop_proof', 'use_dpop_nonce'],
     401: ['invalid_client', 'invalid_id_token', 'invalid_idp_code'],
     403: ['feature_disabled', 'user_disabled', 'user_blocked', 'idp_oauth_not_bound'],
     429: ['rate_limited'],
@@ -202,7 +202,7 @@ async function idpRoutes(scope: FastifyInstance) {
         operationId: 'exchangeProviderToken',
         summary: 'Sign in with a provider id_token or code (docs/guides/identity-provider.md#native-exchange-and-resume)',
         description:
-          'Exactly one of `id_token` and `idp_code`. An id_token is accepted once. A confidential app authenticates (Basic or `client_secret`), as at every door that issues its tokens. Throttled per IP.',
+          'Exactly one of `id_token` and `idp_code`. An id_token is accepted once. A confidential app authenticates (Basic or `client_secret`), as at every door that issues its tokens. Throttled per IP. With `response_mode=code`, a `DPoP` proof (or `dpop_jkt`) binds the code to its key (RFC 9449 §10).',
         security: OPTIONAL_CLIENT_AUTH,
         body: ExchangeBody,
         response: { 200: nativeResult },
@@ -212,8 +212,10 @@ async function idpRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       await app.throttle.hitIp(request);
       reply.header('cache-control', 'no-store');
+      // Before anything is used up: a refused proof leaves the id_token or code presentable again.
+      const dpopJkt = await app.tokens.dpop.codeKey(request, reply, '/oauth/idp/exchange', request.body.dpop_jkt);
       const client = await resolveApp(app, request, request.body, { authenticate: true });
-      return app.idp.exchange(client, request.body, requestContext(request));
+      return app.idp.exchange(client, { ...request.body, dpop_jkt: dpopJkt }, requestContext(request));
     },
   );
 
@@ -224,7 +226,7 @@ async function idpRoutes(scope: FastifyInstance) {
         operationId: 'resumeProviderSignIn',
         summary: 'Resume a pending native sign-in (docs/guides/identity-provider.md#native-exchange-and-resume)',
         description:
-          '`consent=1` is only a signal: the server checks that consent and profile data are recorded. A still-pending answer issues a fresh ticket. A confidential app authenticates (Basic or `client_secret`).',
+          '`consent=1` is only a signal: the server checks that consent and profile data are recorded. A still-pending answer issues a fresh ticket. A confidential app authenticates (Basic or `client_secret`). With `response_mode=code`, a `DPoP` proof (or `dpop_jkt`) binds the code to its key (RFC 9449 §10).',
         security: OPTIONAL_CLIENT_AUTH,
         body: ResumeBody,
         response: { 200: nativeResult },
@@ -234,8 +236,9 @@ async function idpRoutes(scope: FastifyInstance) {
     async (request, reply) => {
       await app.throttle.hitIp(request);
       reply.header('cache-control', 'no-store');
+      const dpopJkt = await app.tokens.dpop.codeKey(request, reply, '/oauth/idp/resume', request.body.dpop_jkt);
       const client = await resolveApp(app, request, request.body, { authenticate: true });
-      return app.idp.resume(client, request.body, requestContext(request));
+      return app.idp.resume(client, { ...request.body, dpop_jkt: dpopJkt }, requestContext(request));
     },
   );
 }

@@ -42,6 +42,11 @@ const NativeAppParams = z.object({
   code_challenge: codeChallenge,
   code_challenge_method: codeChallengeMethod,
   response_mode: responseMode,
+  dpop_jkt: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{43}$/, 'must be a SHA-256 JWK thumbprint (base64url)')
+    .optional()
+    .describe('With `response_mode=code`: the SHA-256 JWK thumbprint of the DPoP key that must redeem the code (RFC 9449 §10); a `DPoP` proof on the request binds it too, and must then name the same key.'),
 });
 
 export const ExchangeBody = NativeAppParams.extend({

@@ -131,6 +131,8 @@ export interface NativeInput {
   code_challenge?: string;
   code_challenge_method?: string;
   response_mode?: ResponseMode;
+  /** The DPoP key a code issued here must be redeemed with (RFC 9449 §10). */
+  dpop_jkt?: string;
 }
 
 /** What the provider doors work with, handed over explicitly. */
@@ -562,6 +564,7 @@ export class IdpService {
         nonce: null,
         authTime: options.authTime,
         amr: options.amr,
+        dpopJkt: input.dpop_jkt,
       });
       return { status: 'ok', response_mode: 'code', code, ...(input.state !== undefined ? { state: input.state } : {}) };
     }

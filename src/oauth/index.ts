@@ -80,7 +80,7 @@ export default async function oauth(app: FastifyInstance) {
         operationId: 'pushAuthorizationRequest',
         summary: 'Pushed authorization request (RFC 9126; docs/reference/oauth.md#pushed-authorization-requests-rfc-9126)',
         description:
-          'The parameters of an authorization request, checked as `/oauth/authorize` checks them, with client authentication as at `/oauth/token`. The answer names a `request_uri` for `/oauth/authorize?client_id=…&request_uri=…`, good once within 60 seconds. A `DPoP` proof binds the code to its key (as `dpop_jkt`).',
+          'The parameters of an authorization request, checked as `/oauth/authorize` checks them, with client authentication as at `/oauth/token`; PKCE (S256) is required whatever the client type (FAPI 2.0). The answer names a `request_uri` for `/oauth/authorize?client_id=…&request_uri=…`, good once within 60 seconds. A `DPoP` proof binds the code to its key (as `dpop_jkt`). Per IP and minute, at most 120 pushes, and after 20 failed client authentications (any client ids) 429 until the oldest is a minute old.',
         security: OPTIONAL_CLIENT_AUTH,
         consumes: tokenMedia,
         body: ParParams,

@@ -111,6 +111,17 @@ export class Dpop {
     if (jkt === undefined && client.oauth.dpopBoundAccessTokens) throw this.refuse('token', 'invalid_dpop_proof', 'the app requires DPoP');
   }
 
+  /**
+   * At a door that issues authorization codes (PAR, the native exchange and resume): the key the code must
+   * be redeemed with (RFC 9449 §10), the proof's or `dpopJkt` (the `dpop_jkt` parameter); with both, the
+   * same key, else `invalid_dpop_proof`.
+   */
+  async codeKey(request: FastifyRequest, reply: FastifyReply, path: string, dpopJkt: string | undefined): Promise<string | undefined> {
+    const proofJkt = await this.proofKey(request, reply, { path, site: 'token' });
+    if (proofJkt !== undefined && dpopJkt !== undefined && dpopJkt !== proofJkt) throw this.keyMismatch('token', 'dpop_jkt differs from the key of the DPoP proof');
+    return proofJkt ?? dpopJkt;
+  }
+
   /** A proof refused because the token or code it came with is bound to another key (or needs one). */
   keyMismatch(site: ProofSite, reason: string): AppError {
     return this.refuse(site, 'invalid_dpop_proof', reason);

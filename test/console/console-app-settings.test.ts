@@ -5,7 +5,7 @@ import { consoleSignIn, developerBrowser, postForm } from './console-helpers.js'
 
 /**
  * The console's settings beyond the basics (docs/guides/console.md#app-settings): back-channel logout,
- * DPoP, password policy and per-app mail, saved through the developer API's services and checked by
+ * DPoP, PAR, password policy and per-app mail, saved through the developer API's services and checked by
  * its schemas, so the API shows each change.
  */
 describe('console app settings: logout, DPoP, password policy, mail', () => {
@@ -26,13 +26,14 @@ describe('console app settings: logout, DPoP, password policy, mail', () => {
   const base = { action: 'save', name: 'Shop', redirect_uris: 'https://shop.example/cb', features: 'auth', mfa: 'optional' };
   const policy = { password_min_length: '8', password_character_classes: '0', password_max_age_days: '', password_history_count: '0' };
 
-  it('saves back-channel logout, DPoP and the password policy as the API shows them', async () => {
+  it('saves back-channel logout, DPoP, PAR and the password policy as the API shows them', async () => {
     const { browser, appUrl, apiView } = await setUp();
     const saved = await postForm(browser, appUrl, appUrl, {
       ...base,
       backchannel_logout_uri: 'https://shop.example/logout',
       backchannel_logout_session_required: 'on',
       dpop_bound_access_tokens: 'on',
+      require_pushed_authorization_requests: 'on',
       password_min_length: '12',
       password_character_classes: '3',
       password_max_age_days: '90',
@@ -43,11 +44,13 @@ describe('console app settings: logout, DPoP, password policy, mail', () => {
       backchannel_logout_uri: 'https://shop.example/logout',
       backchannel_logout_session_required: true,
       dpop_bound_access_tokens: true,
+      require_pushed_authorization_requests: true,
       password_policy: { min_length: 12, character_classes: 3, max_age_days: 90, history_count: 5 },
     });
     const page = await browser.get(appUrl);
     expect(page.body).toContain('value="https://shop.example/logout"');
     expect(page.body).toMatch(/name="dpop_bound_access_tokens" checked/);
+    expect(page.body).toMatch(/name="require_pushed_authorization_requests" checked/);
     expect(page.body).toMatch(/id="password_max_age_days"[^>]*value="90"/);
     // Unchecked boxes and an empty URI and maximum age turn them off again.
     expect((await postForm(browser, appUrl, appUrl, { ...base, ...policy })).statusCode).toBe(303);
@@ -55,6 +58,7 @@ describe('console app settings: logout, DPoP, password policy, mail', () => {
       backchannel_logout_uri: null,
       backchannel_logout_session_required: false,
       dpop_bound_access_tokens: false,
+      require_pushed_authorization_requests: false,
       password_policy: { min_length: 8, character_classes: 0, max_age_days: null, history_count: 0 },
     });
   });
@@ -114,7 +118,7 @@ describe('console app settings: logout, DPoP, password policy, mail', () => {
     expect((await other.browser.get(`/console/apps/${appId}/mail`)).statusCode).toBe(404);
     expect((await other.browser.get(`/console/apps/${appId}/mail/preview?kind=verify_code&locale=en`)).statusCode).toBe(404);
     // With a valid CSRF token of their own console session.
-    const save = await postForm(other.browser, '/console', `/console/apps/${appId}`, { ...base, ...policy, dpop_bound_access_tokens: 'on', password_min_length: '20' });
+    const save = await postForm(other.browser, '/console', `/console/apps/${appId}`, { ...base, ...policy, dpop_bound_access_tokens: 'on', require_pushed_authorization_requests: 'on', password_min_length: '20' });
     expect(save.statusCode).toBe(404);
     const mail = await postForm(other.browser, '/console', `/console/apps/${appId}/mail`, { action: 'save', kind: 'verify_code', locale: 'en', reply_to: 'evil@attacker.example', subject: 'Hi', intro: '' });
     expect(mail.statusCode).toBe(404);

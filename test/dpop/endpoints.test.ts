@@ -1,12 +1,15 @@
 import { generateKeyPair, generateProof } from 'dpop';
+import { exportJWK, generateKeyPair as joseKeyPair, SignJWT } from 'jose';
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { authorizeAndGetCode, Browser, exchangeCode, makeClient, refresh, type TestClient } from '../helpers/oauth-flows.js';
 
 /**
  * DPoP at the endpoints (docs/reference/oauth.md "DPoP"), with proofs made by hand (`dpop` package):
- * a jti replayed on another instance sharing the database, the nonce round trip, `ath` at userinfo,
- * refresh without the key revoking nothing, the per-app requirement, REST sign-in.
+ * a jti replayed on another instance sharing the database or Redis, each proof rule as the token
+ * endpoint applies it (its method, its URL under BASE_URL, the injected clock), the nonce round trip,
+ * `ath` at userinfo, refresh without the key revoking nothing, the per-app requirement, REST sign-in.
  */
 
 const BASE = 'http://localhost:3000';
@@ -49,6 +52,69 @@ describe('DPoP at the endpoints', () => {
     const replayed = await other.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded', dpop: proof }, payload: new URLSearchParams({ grant_type: 'authorization_code', code: fourth.code, redirect_uri: client.app.redirectUris[0]!, client_id: client.app.id, code_verifier: fourth.verifier! }).toString() });
     expect(replayed.statusCode).toBe(400);
     expect(replayed.json().error).toBe('invalid_dpop_proof');
+  });
+
+  // Two more databases to make and migrate: a longer timeout.
+  it.skipIf(!process.env.TEST_REDIS_URL)('a proof replayed on another instance sharing only Redis is refused (TEST_REDIS_URL)', { timeout: 120_000 }, async () => {
+    const env = { DPOP_NONCES: '0', REDIS_URL: process.env.TEST_REDIS_URL! };
+    // Separate databases: only the shared Redis can see the replay.
+    const a = await buildTestApp({ env });
+    const b = await buildTestApp({ env });
+    try {
+      const proof = await generateProof(await generateKeyPair('ES256'), `${BASE}/oauth/token`, 'POST');
+      const send = (x: TestApp) => x.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/x-www-form-urlencoded', dpop: proof }, payload: 'grant_type=refresh_token&refresh_token=rt_unknown&client_id=app_unknown' });
+      expect((await send(a)).json().error).toBe('invalid_client');
+      const replayed = await send(b);
+      expect(replayed.statusCode).toBe(400);
+      expect(replayed.json().error).toBe('invalid_dpop_proof');
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('the token endpoint applies each proof rule: its method, its URL under BASE_URL, the clock, asymmetric public keys, one header', async () => {
+    const keys = await generateKeyPair('ES256');
+    const claims = () => ({ jti: randomBytes(12).toString('hex'), htm: 'POST', htu: `${BASE}/oauth/token`, iat: t.clock.now() });
+    const hs256 = () => new SignJWT(claims()).setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: { kty: 'oct', k: 'c2VjcmV0' } as never }).sign(new TextEncoder().encode('secret'));
+    const privateJwk = async () => {
+      const { privateKey } = await joseKeyPair('ES256', { extractable: true });
+      return new SignJWT(claims()).setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: await exportJWK(privateKey) }).sign(privateKey);
+    };
+    const send = (dpop: string | string[], headers: Record<string, string> = {}) =>
+      t.app.inject({
+        method: 'POST', url: '/oauth/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', dpop, ...headers },
+        payload: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'rt_unknown', client_id: client.app.id }).toString(),
+      });
+    const refused: Array<[string, () => Promise<Awaited<ReturnType<typeof send>>>]> = [
+      ['htm GET', async () => send(await generateProof(keys, `${BASE}/oauth/token`, 'GET'))],
+      ['htu of userinfo', async () => send(await generateProof(keys, `${BASE}/oauth/userinfo`, 'POST'))],
+      // The Host header names another server; htu is compared with BASE_URL, never with it.
+      ['htu of the Host header', async () => send(await generateProof(keys, 'http://evil.example/oauth/token', 'POST'), { host: 'evil.example' })],
+      ['HS256', async () => send(await hs256())],
+      ['private key in jwk', async () => send(await privateJwk())],
+      ['two DPoP headers', async () => send([await generateProof(keys, `${BASE}/oauth/token`, 'POST'), await generateProof(keys, `${BASE}/oauth/token`, 'POST')])],
+      [
+        'iat older than 120 s on the injected clock',
+        async () => {
+          const proof = await generateProof(keys, `${BASE}/oauth/token`, 'POST');
+          t.clock.advance(121);
+          try {
+            return await send(proof);
+          } finally {
+            t.clock.advance(-121);
+          }
+        },
+      ],
+    ];
+    for (const [name, run] of refused) {
+      const res = await run();
+      expect(res.statusCode, name).toBe(400);
+      expect(res.json().error, name).toBe('invalid_dpop_proof');
+    }
+    // Positive control: a good proof gets past the check to the grant itself.
+    expect((await send(await generateProof(keys, `${BASE}/oauth/token`, 'POST'))).json().error).toBe('invalid_grant');
   });
 
   it('userinfo needs the DPoP scheme, a proof by the bound key and ath; a refresh without the key revokes nothing', async () => {

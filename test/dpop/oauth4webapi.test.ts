@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { Browser, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
-import { freePort } from '../helpers/processes.js';
+import type { TestApp } from '../helpers/app.js';
+import { Browser, followToCallback, makeClient, type TestClient } from '../helpers/oauth-flows.js';
+import { listeningTestApp } from '../helpers/processes.js';
 
 /**
  * DPoP (docs/reference/oauth.md "DPoP") with `oauth4webapi`, unmodified, against a listening server: the
@@ -23,21 +23,7 @@ async function withNonceRetry<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Follows /oauth/authorize for a signed-in browser (allowing consent) to the app's callback URL. */
-async function callbackOf(browser: Browser, url: URL): Promise<URL> {
-  let res = await browser.get(relative(url.href));
-  for (let i = 0; i < 5; i++) {
-    const location = String(res.headers.location ?? '');
-    if (location.startsWith(CALLBACK)) return new URL(location);
-    const path = relative(location);
-    if (path.startsWith('/consent')) {
-      const allowed = await browser.submit(path, { action: 'allow' });
-      res = await browser.get(String(allowed.headers.location));
-    } else if (path.startsWith('/oauth/authorize')) res = await browser.get(path);
-    else throw new Error(`authorize stopped at ${res.statusCode} ${location} ${res.body.slice(0, 200)}`);
-  }
-  throw new Error('authorize did not reach the callback');
-}
+const callbackOf = (browser: Browser, url: URL): Promise<URL> => followToCallback(browser, url.href, CALLBACK);
 
 describe('DPoP with oauth4webapi (code flow, nonces, userinfo, refresh)', () => {
   let t: TestApp;
@@ -46,10 +32,7 @@ describe('DPoP with oauth4webapi (code flow, nonces, userinfo, refresh)', () => 
   let as: oauth.AuthorizationServer;
 
   beforeAll(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
+    ({ t, base } = await listeningTestApp());
     client = await makeClient(t, { name: 'DPoP SPA', redirectUris: [CALLBACK] });
     const issuer = new URL(base);
     as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { [oauth.allowInsecureRequests]: true }));

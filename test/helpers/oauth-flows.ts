@@ -114,6 +114,25 @@ export function csrfOf(html: string): string {
   return m[1]!;
 }
 
+/**
+ * Follows an authorization URL in a signed-in `browser` (allowing consent when asked) to the redirect
+ * that leaves for `callback`, and returns that URL: for real clients that build the URL themselves.
+ */
+export async function followToCallback(browser: Browser, url: string, callback: string): Promise<URL> {
+  let res = await browser.get(relative(url));
+  for (let i = 0; i < 6; i++) {
+    const location = String(res.headers.location ?? '');
+    if (location.startsWith(callback)) return new URL(location);
+    const path = relative(location);
+    if (path.startsWith('/consent')) {
+      const allowed = await browser.submit(path, { action: 'allow' });
+      res = await browser.get(String(allowed.headers.location));
+    } else if (path.startsWith('/oauth/authorize')) res = await browser.get(path);
+    else throw new Error(`authorize stopped at ${res.statusCode} ${location} ${res.body.slice(0, 300)}`);
+  }
+  throw new Error('authorize did not reach the callback');
+}
+
 export interface AuthorizeOptions {
   redirectUri?: string;
   scope?: string;

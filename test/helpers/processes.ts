@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run as runCliCommand } from '../../src/cli/run.js';
 import { createStorage } from '../../src/storage/connect.js';
-import { TEST_ADMIN_TOKEN, TEST_DIALECT, TEST_SECRET_KEY, createTestStorage } from './app.js';
+import { TEST_ADMIN_TOKEN, TEST_DIALECT, TEST_SECRET_KEY, buildTestApp, createTestStorage, type TestApp } from './app.js';
 
 /** Helpers for tests that run Gatehouse as a separate process (CLI, `npm start`). */
 
@@ -124,6 +124,15 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/** A test app listening on a free loopback port, BASE_URL set to it: for real clients that speak HTTP. */
+export async function listeningTestApp(env: Record<string, string> = {}): Promise<{ t: TestApp; base: string }> {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const t = await buildTestApp({ env: { BASE_URL: base, ...env } });
+  await t.app.listen({ port, host: '127.0.0.1' });
+  return { t, base };
 }
 
 /**

@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { Browser, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
-import { freePort } from '../helpers/processes.js';
+import type { TestApp } from '../helpers/app.js';
+import { Browser, followToCallback, makeClient, relative, type TestClient } from '../helpers/oauth-flows.js';
+import { listeningTestApp } from '../helpers/processes.js';
 import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 
 /**
@@ -16,21 +16,7 @@ import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 const CALLBACK = 'https://spa.par.test/callback';
 const insecure = { [oauth.allowInsecureRequests]: true } as const;
 
-/** Follows /oauth/authorize in `browser` (allowing consent) to the app's callback URL. */
-async function callbackOf(browser: Browser, url: string): Promise<URL> {
-  let res = await browser.get(relative(url));
-  for (let i = 0; i < 6; i++) {
-    const location = String(res.headers.location ?? '');
-    if (location.startsWith(CALLBACK)) return new URL(location);
-    const path = relative(location);
-    if (path.startsWith('/consent')) {
-      const allowed = await browser.submit(path, { action: 'allow' });
-      res = await browser.get(String(allowed.headers.location));
-    } else if (path.startsWith('/oauth/authorize')) res = await browser.get(path);
-    else throw new Error(`authorize stopped at ${res.statusCode} ${location} ${res.body.slice(0, 300)}`);
-  }
-  throw new Error('authorize did not reach the callback');
-}
+const callbackOf = (browser: Browser, url: string): Promise<URL> => followToCallback(browser, url, CALLBACK);
 
 describe('pushed authorization requests (RFC 9126)', () => {
   let t: TestApp;
@@ -42,10 +28,7 @@ describe('pushed authorization requests (RFC 9126)', () => {
   let strict: TestClient;
 
   beforeAll(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
+    ({ t, base } = await listeningTestApp());
     spa = await makeClient(t, { name: 'PAR SPA', redirectUris: [CALLBACK] });
     other = await makeClient(t, { name: 'Other SPA', redirectUris: [CALLBACK] });
     backend = await makeClient(t, { name: 'PAR backend', type: 'confidential', redirectUris: [CALLBACK] });
