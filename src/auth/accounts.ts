@@ -21,8 +21,9 @@ import { isValidDisplayName, isValidEmailAddress } from '../shared/user-fields.j
 import { AppError } from '../errors.js';
 import type { Mailer } from '../mail/index.js';
 import type { Locale } from '../plugins/i18n.js';
-import { hashSecret, newId, newNumericCode, newSecret, safeEqual } from '../shared/ids.js';
+import { hashSecret, newId, newNumericCode, newSecret } from '../shared/ids.js';
 import type { Clock } from '../shared/time.js';
+import { checkOneTimeCode } from '../sign-in/one-time-codes.js';
 import { TurnSkipped, type TurnTerms } from '../shared/turns.js';
 import { appendQuery } from '../shared/url.js';
 import { findAppUser } from '../storage/repos/app-users.js';
@@ -42,7 +43,6 @@ import {
   findOneTimeTokenByHash,
   insertOneTimeToken,
   type OneTimeTokenRow,
-  recordOneTimeTokenFailure,
   voidOneTimeTokensByEmail,
   voidOneTimeTokensOfUser,
   voidOneTimeTokensOfUserOfKinds,
@@ -753,18 +753,9 @@ export class Accounts {
   private async checkCode(row: OneTimeTokenRow | undefined, code: string): Promise<void> {
     const max = this.config.throttle.codeMaxAttempts;
     const now = this.clock.now();
-    if (!row || !row.code_hash || row.attempts >= max) throw new AppError('code_expired', { detail: 'no live code' });
-    const release = await this.reserveCodeTry(row.email ?? `user:${row.user_id ?? row.id}`, now);
-    if (!/^\d{6}$/.test(code) || !safeEqual(this.codeHash(row.id, code), row.code_hash)) {
-      const attempts = await recordOneTimeTokenFailure(this.db, row.id, now, max);
-      if (attempts === null) {
-        await release();
-        throw new AppError('code_expired', { detail: 'code voided meanwhile' });
-      }
-      throw new AppError('invalid_code', { extra: { attempts_left: Math.max(0, max - attempts) }, detail: 'wrong code' });
-    }
-    await release();
-    if (!(await consumeOneTimeToken(this.db, row.id, now, max))) throw new AppError('code_expired', { detail: 'code used concurrently' });
+    const reserveTry = (live: OneTimeTokenRow) => this.reserveCodeTry(live.email ?? `user:${live.user_id ?? live.id}`, now);
+    const live = await checkOneTimeCode(this.db, row, code, { now, maxAttempts: max, codeHash: this.codeHash, reserveTry });
+    if (!(await consumeOneTimeToken(this.db, live.id, now, max))) throw new AppError('code_expired', { detail: 'code used concurrently' });
   }
 
   /**

@@ -5,9 +5,10 @@ import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Mailer } from '../mail/index.js';
 import { formatDateTime, type Locale } from '../plugins/i18n.js';
-import { hashSecret, newId, newNumericCode, newSecret, safeEqual } from '../shared/ids.js';
+import { hashSecret, newId, newNumericCode, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
 import type { Clock } from '../shared/time.js';
+import { checkOneTimeCode } from '../sign-in/one-time-codes.js';
 import { isValidEmailAddress } from '../shared/user-fields.js';
 import { appendEvent } from '../storage/repos/events.js';
 import {
@@ -16,7 +17,6 @@ import {
   findLiveOneTimeTokenByUser,
   insertOneTimeToken,
   type OneTimeTokenRow,
-  recordOneTimeTokenFailure,
   voidOneTimeTokensOfUser,
   voidOneTimeTokensOfUserOfKinds,
 } from '../storage/repos/one-time-tokens.js';
@@ -144,19 +144,10 @@ export class EmailChange {
     const user = await this.activeUser(userId);
     const now = this.clock.now();
     const max = this.config.throttle.codeMaxAttempts;
-    const row = await findLiveOneTimeTokenByUser(this.db, EMAIL_CHANGE_KIND, user.id, now);
-    if (!row || !row.code_hash || !row.email || row.attempts >= max) throw new AppError('code_expired', { detail: 'no live email change' });
+    const pending = await findLiveOneTimeTokenByUser(this.db, EMAIL_CHANGE_KIND, user.id, now);
     // Counted against the account's daily budget of wrong codes (its current address's), like every code.
-    const release = await this.reserveCodeTry(user.email, now);
-    if (!/^\d{6}$/.test(code) || !safeEqual(this.codeHash(row.id, code), row.code_hash)) {
-      const attempts = await recordOneTimeTokenFailure(this.db, row.id, now, max);
-      if (attempts === null) {
-        await release();
-        throw new AppError('code_expired', { detail: 'email change voided meanwhile' });
-      }
-      throw new AppError('invalid_code', { extra: { attempts_left: Math.max(0, max - attempts) }, detail: 'wrong code' });
-    }
-    await release();
+    const reserveTry = () => this.reserveCodeTry(user.email, now);
+    const row = await checkOneTimeCode(this.db, pending?.email ? pending : undefined, code, { now, maxAttempts: max, codeHash: this.codeHash, reserveTry });
     return this.apply(user, row, 'code', ctx);
   }
 
