@@ -33,19 +33,8 @@ export interface LogoutDelivererDeps {
 
 export class LogoutDeliverer extends OutboxDeliverer<LogoutDeliveryRow> {
   constructor(private readonly deps: LogoutDelivererDeps) {
-    super(deps.clock, deps.log, { job: 'back-channel logout', message: 'back-channel logout', idField: 'logout_id' });
-  }
-
-  protected listDue(now: number, limit: number): Promise<LogoutDeliveryRow[]> {
-    return listDueLogouts(this.deps.db, now, limit);
-  }
-
-  protected claim(row: LogoutDeliveryRow, now: number, lockedUntil: number): Promise<boolean> {
-    return claimLogout(this.deps.db, row.id, now, lockedUntil);
-  }
-
-  protected keyOf(row: LogoutDeliveryRow): string {
-    return row.app_id;
+    const queue = { listDue: (now: number, limit: number) => listDueLogouts(deps.db, now, limit), claim: (row: LogoutDeliveryRow, now: number, until: number) => claimLogout(deps.db, row.id, now, until), keyOf: (row: LogoutDeliveryRow) => row.app_id };
+    super(deps.clock, deps.log, queue, { job: 'back-channel logout', message: 'back-channel logout', idField: 'logout_id' });
   }
 
   protected async attempt(row: LogoutDeliveryRow): Promise<void> {

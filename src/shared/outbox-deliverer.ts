@@ -9,7 +9,7 @@ import type { Clock } from './time.js';
  * (docs/webhooks.md) and the back-channel logout deliverer (docs/guides/back-channel-logout.md): started
  * when the app is ready and stopped when it closes, it runs a pass every second and when nudged after a
  * commit (shared/background-passes.ts); each pass claims due rows with a lease and attempts each once
- * (shared/outbox-drain.ts). A subclass says where its rows are and what one attempt does.
+ * (shared/outbox-drain.ts). A subclass says where its rows are (an OutboxQueue) and what one attempt does.
  */
 
 /** How long a message is retried after it was written before it is marked failed. */
@@ -34,23 +34,28 @@ export interface OutboxDelivererNames {
   idField: string;
 }
 
+/** Where a deliverer's rows are (its repo's statements). */
+export interface OutboxQueue<R> {
+  /** Due rows at `now` (leased ones excluded), oldest first. */
+  listDue(now: number, limit: number): Promise<R[]>;
+  /** Takes the lease of one row until `lockedUntil`; false when another process holds or settled it. */
+  claim(row: R, now: number, lockedUntil: number): Promise<boolean>;
+  /** The destination of a row (rows sharing it share the per-destination limit). */
+  keyOf(row: R): string;
+}
+
 export abstract class OutboxDeliverer<R extends OutboxRow> {
   private readonly passes: BackgroundPasses;
 
   protected constructor(
     protected readonly clock: Clock,
     protected readonly log: FastifyBaseLogger,
+    private readonly queue: OutboxQueue<R>,
     private readonly names: OutboxDelivererNames,
   ) {
     this.passes = new BackgroundPasses(() => this.drain(), (error) => this.log.error({ err: error }, `${names.job} pass failed`));
   }
 
-  /** Due rows at `now` (leased ones excluded), oldest first. */
-  protected abstract listDue(now: number, limit: number): Promise<R[]>;
-  /** Takes the lease of one row until `lockedUntil`; false when another process holds or settled it. */
-  protected abstract claim(row: R, now: number, lockedUntil: number): Promise<boolean>;
-  /** The destination of a row (rows sharing it share the per-destination limit). */
-  protected abstract keyOf(row: R): string;
   /** One attempt, which records its own outcome. */
   protected abstract attempt(row: R): Promise<void>;
 
@@ -64,10 +69,8 @@ export abstract class OutboxDeliverer<R extends OutboxRow> {
     await drainDue(
       this.clock,
       {
-        listDue: (now, limit) => this.listDue(now, limit),
-        claim: (row, now, lockedUntil) => this.claim(row, now, lockedUntil),
+        ...this.queue,
         attempt: (row) => this.attempt(row),
-        keyOf: (row) => this.keyOf(row),
         stopped: () => this.passes.isStopped,
         onError: (error, row) => this.log.error({ err: error, [this.names.idField]: row.id }, `${this.names.message} attempt failed unexpectedly`),
       },

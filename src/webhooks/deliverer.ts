@@ -44,19 +44,8 @@ export interface DelivererDeps {
 
 export class WebhookDeliverer extends OutboxDeliverer<WebhookDeliveryRow> {
   constructor(private readonly deps: DelivererDeps) {
-    super(deps.clock, deps.log, { job: 'webhook deliverer', message: 'webhook', idField: 'webhook_id' });
-  }
-
-  protected listDue(now: number, limit: number): Promise<WebhookDeliveryRow[]> {
-    return listDueWebhookDeliveries(this.deps.db, now, limit);
-  }
-
-  protected claim(row: WebhookDeliveryRow, now: number, lockedUntil: number): Promise<boolean> {
-    return claimWebhookDelivery(this.deps.db, row.id, now, lockedUntil);
-  }
-
-  protected keyOf(row: WebhookDeliveryRow): string {
-    return row.endpoint_id;
+    const queue = { listDue: (now: number, limit: number) => listDueWebhookDeliveries(deps.db, now, limit), claim: (row: WebhookDeliveryRow, now: number, until: number) => claimWebhookDelivery(deps.db, row.id, now, until), keyOf: (row: WebhookDeliveryRow) => row.endpoint_id };
+    super(deps.clock, deps.log, queue, { job: 'webhook deliverer', message: 'webhook', idField: 'webhook_id' });
   }
 
   protected async attempt(row: WebhookDeliveryRow): Promise<void> {
