@@ -1,11 +1,11 @@
-import { mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
-import type { Browser as PwBrowser, Page } from 'playwright-core';
+import type { Browser as PwBrowser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Locale } from '../../src/plugins/i18n.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { axeInEveryCombination, COMBINATIONS } from '../helpers/axe.js';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
 import { makeUser } from '../helpers/factories.js';
 import { type LogoutReceiver, startLogoutReceiver, validateLogoutTokenOf } from '../helpers/logout-tokens.js';
@@ -25,7 +25,6 @@ import { freePort } from '../helpers/processes.js';
  * database.
  */
 
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const SHOTS = process.env.SCREENSHOTS === '1';
 const DIR = process.env.SCREENSHOTS_DIR ?? 'screenshots';
 
@@ -34,33 +33,10 @@ const IPHONE_SAFARI = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) Ap
 const MAC_CHROME = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
 const LINUX_FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0';
 
-const COMBINATIONS = [
-  { scheme: 'light', width: 1280, height: 800 },
-  { scheme: 'dark', width: 1280, height: 800 },
-  { scheme: 'light', width: 390, height: 844 },
-  { scheme: 'dark', width: 390, height: 844 },
-] as const;
-
 const TEXT = {
   en: { title: "Where you're signed in", thisBrowser: 'This browser', firefox: 'Firefox on Windows', safari: 'Safari on iOS', signOut: 'Sign out', others: 'Sign out everywhere else', outOf: (what: string) => `Signed out of ${what}.`, allDone: 'Signed out everywhere else.', noApps: 'You are not signed in to any app.' },
   'zh-CN': { title: '你在哪里登录', thisBrowser: '当前浏览器', firefox: 'Windows 上的 Firefox', safari: 'iOS 上的 Safari', signOut: '退出登录', others: '退出其他所有登录', outOf: (what: string) => `已退出 ${what}。`, allDone: '已退出其他所有登录。', noApps: '你没有登录任何应用。' },
 } as const;
-
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: Array<{ target: string[] }>;
-}
-
-async function serious(page: Page): Promise<Violation[]> {
-  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Violation[] }> } }).axe;
-    return (await axe.run(document)).violations;
-  });
-  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-}
 
 let t: TestApp;
 let base: string;
@@ -127,14 +103,13 @@ describe.skipIf(!haveChromium)('/account sessions in Chromium', () => {
       /** axe in every combination (and screenshots with SCREENSHOTS=1), the page as it is. */
       const check = async (state: string) => {
         await page.locator('#sessions').scrollIntoViewIfNeeded();
+        found.push(...(await axeInEveryCombination(page, state)));
+        if (!SHOTS) return;
         for (const c of COMBINATIONS) {
           await page.emulateMedia({ colorScheme: c.scheme });
           await page.setViewportSize({ width: c.width, height: c.height });
-          for (const v of await serious(page)) found.push(`${state} (${c.scheme}, ${c.width}px): ${v.id} [${v.impact}] ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-          if (SHOTS) {
-            await page.screenshot({ path: join(dir, `sessions-${state}-${c.width}-${c.scheme}.png`), fullPage: true });
-            await page.locator('section[aria-labelledby=sessions]').screenshot({ path: join(dir, `sessions-${state}-${c.width}-${c.scheme}-section.png`) });
-          }
+          await page.screenshot({ path: join(dir, `sessions-${state}-${c.width}-${c.scheme}.png`), fullPage: true });
+          await page.locator('section[aria-labelledby=sessions]').screenshot({ path: join(dir, `sessions-${state}-${c.width}-${c.scheme}-section.png`) });
         }
         await page.setViewportSize({ width: 1280, height: 800 });
       };
