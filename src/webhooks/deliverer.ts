@@ -17,28 +17,21 @@ import {
   type WebhookEndpointRow,
 } from '../storage/repos/webhooks.js';
 import type { Database } from '../storage/schema.js';
-import { send, TIMEOUT_MS } from '../shared/outbound-post.js';
-import { drainDue, retryDelay } from '../shared/outbox-drain.js';
+import { send } from '../shared/outbound-post.js';
+import { OutboxDeliverer } from '../shared/outbox-deliverer.js';
 import { signatureHeader } from './signing.js';
 import type { TargetPolicy } from '../shared/targets.js';
-import { BackgroundPasses } from '../shared/background-passes.js';
 
 /**
- * The background deliverer (docs/webhooks.md), built like the mail sender (mail/index.ts): started when
- * the app is ready and stopped when it closes, it polls every second (and is nudged after a change),
- * claims due deliveries with `locked_until` — so several processes never send one message at once —
- * and makes one attempt each. A failed attempt is retried with exponential backoff and jitter; a
- * message still undelivered RETRY_FOR after it was written is marked failed. An endpoint whose attempts
- * have failed without a single success for DISABLE_AFTER is disabled, and the developer sees why.
+ * The background deliverer of webhooks (docs/webhooks.md) on the shared outbox machinery
+ * (shared/outbox-deliverer.ts): due deliveries are claimed with `locked_until` — so several processes
+ * never send one message at once — and attempted once each. A failed attempt is retried with
+ * exponential backoff and jitter; a message still undelivered RETRY_FOR after it was written is marked
+ * failed. An endpoint whose attempts have failed without a single success for DISABLE_AFTER is
+ * disabled, and the developer sees why.
  */
 
-/** Longer than an attempt can take, so a lease never runs out under a live attempt. */
-const LEASE_SECONDS = Math.ceil(TIMEOUT_MS / 1000) * 6;
-export const RETRY_FOR = 24 * 3600;
 export const DISABLE_AFTER = 3 * 24 * 3600;
-const PARALLEL = 20;
-const PER_ENDPOINT = 10;
-
 
 export interface DelivererDeps {
   db: Kysely<Database>;
@@ -49,36 +42,13 @@ export interface DelivererDeps {
   policy: TargetPolicy;
 }
 
-export class WebhookDeliverer {
-  private readonly passes: BackgroundPasses;
-
+export class WebhookDeliverer extends OutboxDeliverer<WebhookDeliveryRow> {
   constructor(private readonly deps: DelivererDeps) {
-    this.passes = new BackgroundPasses(() => this.drain(), (error) => this.deps.log.error({ err: error }, 'webhook deliverer pass failed'));
+    const queue = { listDue: (now: number, limit: number) => listDueWebhookDeliveries(deps.db, now, limit), claim: (row: WebhookDeliveryRow, now: number, until: number) => claimWebhookDelivery(deps.db, row.id, now, until), keyOf: (row: WebhookDeliveryRow) => row.endpoint_id };
+    super(deps.clock, deps.log, queue, { job: 'webhook deliverer', message: 'webhook', idField: 'webhook_id' });
   }
 
-  /** Runs a delivery pass now (after a commit); harmless when one is running. */
-  nudge(): void {
-    this.passes.nudge();
-  }
-
-  /** Attempts every due delivery once (exposed for tests): up to PARALLEL at once, PER_ENDPOINT per endpoint (shared/outbox-drain.ts). */
-  async drain(): Promise<void> {
-    const { db, log } = this.deps;
-    await drainDue(
-      this.deps.clock,
-      {
-        listDue: (now, limit) => listDueWebhookDeliveries(db, now, limit),
-        claim: (row, now, lockedUntil) => claimWebhookDelivery(db, row.id, now, lockedUntil),
-        attempt: (row) => this.attempt(row),
-        keyOf: (row) => row.endpoint_id,
-        stopped: () => this.passes.isStopped,
-        onError: (error, row) => log.error({ err: error, webhook_id: row.id }, 'webhook attempt failed unexpectedly'),
-      },
-      { parallel: PARALLEL, perKey: PER_ENDPOINT, leaseSeconds: LEASE_SECONDS },
-    );
-  }
-
-  private async attempt(row: WebhookDeliveryRow): Promise<void> {
+  protected async attempt(row: WebhookDeliveryRow): Promise<void> {
     const { db, clock, log } = this.deps;
     const endpoint = await findWebhookEndpointById(db, row.endpoint_id);
     if (!endpoint || endpoint.enabled !== 1) {
@@ -102,11 +72,9 @@ export class WebhookDeliverer {
       log.debug({ webhook_id: row.id, endpoint_id: endpoint.id, type: row.type, status: result.statusCode }, 'webhook delivered');
       return;
     }
-    const attempts = row.attempts + 1;
-    const giveUp = now - row.created_at >= RETRY_FOR;
-    const retryIn = retryDelay(attempts);
-    await markWebhookAttemptFailed(db, row.id, outcome, giveUp ? null : now + retryIn);
-    log.info({ webhook_id: row.id, endpoint_id: endpoint.id, type: row.type, attempts, status: result.statusCode, error: result.error, retry_in: giveUp ? null : retryIn }, giveUp ? 'webhook failed for good' : 'webhook attempt failed; will retry');
+    const { attempts, retryIn } = this.nextAttempt(row, now);
+    await markWebhookAttemptFailed(db, row.id, outcome, retryIn === null ? null : now + retryIn);
+    log.info({ webhook_id: row.id, endpoint_id: endpoint.id, type: row.type, attempts, status: result.statusCode, error: result.error, retry_in: retryIn }, retryIn === null ? 'webhook failed for good' : 'webhook attempt failed; will retry');
     const failingSince = await markWebhookEndpointFailing(db, endpoint.id, now);
     if (failingSince !== null && now - failingSince >= DISABLE_AFTER) await this.disableFailing(endpoint, now, failingSince);
   }
@@ -124,13 +92,5 @@ export class WebhookDeliverer {
     const secrets = [this.deps.secrets.open(endpoint.secret_sealed)];
     if (endpoint.previous_secret_sealed && (endpoint.previous_secret_expires_at ?? 0) > this.deps.clock.now()) secrets.push(this.deps.secrets.open(endpoint.previous_secret_sealed));
     return secrets;
-  }
-
-  start(): void {
-    this.passes.start();
-  }
-
-  stop(): Promise<void> {
-    return this.passes.stop();
   }
 }

@@ -9,15 +9,17 @@ import { insertPasskey } from '../../src/storage/repos/passkeys.js';
 import { upsertProfile } from '../../src/storage/repos/profiles.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp } from '../helpers/factories.js';
+import { type LogoutReceiver, startLogoutReceiver, validateLogoutTokenOf } from '../helpers/logout-tokens.js';
 import { Browser, PASSWORD, uniqueEmail } from '../helpers/oauth-flows.js';
 
 /**
  * The purge of a deleted account, verified in the database (issue 58: "no personal field of a deleted
  * user remains in any table"). A person is given data in every place the app keeps any — registration,
  * REST and hosted sign-ins, a failed sign-in, a magic link, a profile document per app, consent, a
- * provider binding, factors, a passkey, a legal acceptance — from a recognisable IP address and user
- * agent; then they delete the account, the grace passes on the injected clock and the maintenance loop
- * purges. Then EVERY column of EVERY table (listed from the database itself, so a table added later is
+ * provider binding, factors, a passkey, a legal acceptance, an app with back-channel logout — from a
+ * recognisable IP address and user agent; then they delete the account, the grace passes on the
+ * injected clock and the maintenance loop's own background pass (PURGE_INTERVAL_SECONDS, not a direct
+ * call) purges. Then EVERY column of EVERY table (listed from the database itself, so a table added later is
  * swept too) is scanned for the person's email, name, phone, birthdate, IP, user agent and id: the only
  * place allowed to hold anything is `events.user_id`. Another person's data stays untouched.
  */
@@ -32,15 +34,18 @@ const BIRTHDATE = '1979-03-17';
 let t: TestApp;
 let client: App;
 let second: App;
+let logouts: LogoutReceiver;
 
 beforeAll(async () => {
-  t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '100000', MAIL_INTERVAL_SECONDS: '0', MAIL_PER_HOUR: '50' } });
+  logouts = await startLogoutReceiver();
+  t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '100000', MAIL_INTERVAL_SECONDS: '0', MAIL_PER_HOUR: '50', PURGE_INTERVAL_SECONDS: '1', OUTBOX_RETENTION_DAYS: '30' } });
   client = await makeApp(t.db, { redirectUris: ['https://app.example/cb'] });
-  second = await makeApp(t.db, { redirectUris: ['https://second.example/cb'] });
+  second = await makeApp(t.db, { redirectUris: ['https://second.example/cb'], backchannelLogout: { uri: `${logouts.base}/second`, sessionRequired: false } });
 });
 
 afterAll(async () => {
   await t?.close();
+  await logouts?.close();
 });
 
 type Origin = { ip: string; ua: string; phone: string; birthdate: string };
@@ -117,8 +122,16 @@ describe('the purge of a deleted account, swept table by table', () => {
 
     const res = await t.app.inject({ method: 'DELETE', url: '/v1/auth/account', payload: { password: PASSWORD, code: RECOVERY }, headers: { authorization: `Bearer ${person.access}`, 'user-agent': UA }, remoteAddress: IP });
     expect(res.statusCode).toBe(202);
+    // Scheduling signed the person out of the second app at once (back-channel logout, validated as an RP would).
+    await expect.poll(() => logouts.received.length, { timeout: 10_000 }).toBeGreaterThan(0);
+    expect(await validateLogoutTokenOf(t, logouts.received[0]!.token, second.id)).toMatchObject({ sub: person.id });
+    await expect.poll(async () => (await t.db.selectFrom('logout_deliveries').select('status').where('user_id', '=', person.id).execute()).map((r) => r.status)).toEqual(['delivered']);
+    expect(await t.db.selectFrom('users').select('id').where('id', '=', person.id).execute()).toHaveLength(1);
+
+    // The grace passes on the injected clock; the background pass (every second here) purges on its own.
     t.clock.advance(7 * DAY + 1);
-    await t.app.purge.runOnce();
+    await expect.poll(async () => (await t.db.selectFrom('users').select('id').where('id', '=', person.id).execute()).length, { timeout: 10_000 }).toBe(0);
+    await expect.poll(() => t.logs.some((line) => line.includes('"accounts_deleted":1'))).toBe(true);
 
     // The other person has their own address, name, phone, IP and user agent: nothing is excused but events.user_id.
     const hits = await sweep([email, NAME, PHONE, BIRTHDATE, IP, UA, person.id]);

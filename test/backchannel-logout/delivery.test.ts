@@ -1,6 +1,4 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, jwtVerify, type JWTPayload } from 'jose';
+import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { App } from '../../src/storage/repos/apps.js';
 import type { UserRow } from '../../src/storage/repos/users.js';
@@ -9,62 +7,33 @@ import { adminHeaders, appBody, bearer, createDeveloperViaApi } from '../helpers
 import { makeApp, makeDeveloper } from '../helpers/factories.js';
 import { addMember, quickUser, tokensFor } from '../helpers/members.js';
 import { uniqueEmail } from '../helpers/oauth-flows.js';
+import { type LogoutClaims, type LogoutReceiver, type ReceivedLogout, startLogoutReceiver, validateLogoutTokenOf } from '../helpers/logout-tokens.js';
 import { hashPassword } from '../../src/auth/passwords.js';
 
 /**
  * OpenID Connect Back-Channel Logout 1.0 (docs/guides/back-channel-logout.md): a loopback receiver
- * validates every logout token as an RP must (§2.6, with jose against our published JWKS: signature,
- * `iss`, `aud`, `iat`, `typ`, `events`, `sub`/`sid`, no `nonce`), for each trigger; a receiver outage
+ * validates every logout token as an RP must (§2.6, test/helpers/logout-tokens.ts: signature, `iss`,
+ * `aud`, `iat`, `exp`, `typ`, `events`, `sub`/`sid`, no `nonce`), for each trigger; a receiver outage
  * is retried on the injected clock; an app without a URI, or one the user never signed in to, gets
  * nothing. Real database (SQLite, and PostgreSQL with TEST_DATABASE_URL), no mocks.
  */
 
-interface Received {
-  path: string;
-  contentType: string | undefined;
-  token: string;
-}
-
 let t: TestApp;
-let receiver: Server;
+let receiver: LogoutReceiver;
 let base: string;
-const received: Received[] = [];
-let answer = 200;
 
 beforeAll(async () => {
-  receiver = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-    req.on('end', () => {
-      received.push({ path: req.url ?? '', contentType: req.headers['content-type'], token: new URLSearchParams(body).get('logout_token') ?? '' });
-      res.statusCode = answer;
-      res.end();
-    });
-  });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+  receiver = await startLogoutReceiver();
+  base = receiver.base;
   t = await buildTestApp({ env: { IP_AUTH_PER_MINUTE: '100000' } });
 });
 
 afterAll(async () => {
   await t?.close();
-  await new Promise((resolve) => receiver?.close(resolve));
+  await receiver?.close();
 });
 
-/** The checks of §2.6 an RP applies to a logout token, with jose against our JWKS; returns its claims. */
-async function validateLogoutToken(token: string, clientId: string): Promise<JWTPayload> {
-  const jwks = (await t.app.inject({ url: '/oauth/jwks' })).json() as JSONWebKeySet;
-  const { payload, protectedHeader } = await jwtVerify(token, createLocalJWKSet(jwks), { issuer: t.config.baseUrl, audience: clientId, typ: 'logout+jwt', algorithms: ['RS256', 'ES256'] });
-  expect(protectedHeader.typ).toBe('logout+jwt');
-  expect(typeof payload.iat).toBe('number');
-  expect(typeof payload.jti).toBe('string');
-  expect(payload.exp! - payload.iat!).toBeLessThanOrEqual(300);
-  const events = payload.events as Record<string, unknown>;
-  expect(events).toEqual({ 'http://schemas.openid.net/event/backchannel-logout': {} });
-  expect(payload.sub ?? payload.sid).toBeDefined();
-  expect(payload).not.toHaveProperty('nonce');
-  return payload;
-}
+const validateLogoutToken = (token: string, clientId: string): Promise<LogoutClaims> => validateLogoutTokenOf(t, token, clientId);
 
 async function listeningApp(path: string, sessionRequired = false): Promise<App> {
   return makeApp(t.db, { backchannelLogout: { uri: `${base}${path}`, sessionRequired } });
@@ -81,15 +50,15 @@ async function signedIn(app: App, email = uniqueEmail('bcl')): Promise<{ user: U
  * Drains the outbox and returns what the receiver got at `path` since the call started; the background
  * deliverer may hold a due row's lease meanwhile, so it also waits for the rows it leased to settle.
  */
-async function deliver(path: string): Promise<Received[]> {
-  const before = received.length;
+async function deliver(path: string): Promise<ReceivedLogout[]> {
+  const before = receiver.received.length;
   await t.app.logoutDeliverer.drain();
   for (let i = 0; i < 100; i++) {
     const leased = await t.db.selectFrom('logout_deliveries').select('id').where('status', '=', 'pending').where('locked_until', '>', t.clock.now()).execute();
     if (leased.length === 0) break;
     await new Promise((r) => setTimeout(r, 50));
   }
-  return received.slice(before).filter((r) => r.path === path);
+  return receiver.received.slice(before).filter((r) => r.path === path);
 }
 
 describe('logout tokens on each trigger', () => {
@@ -103,7 +72,9 @@ describe('logout tokens on each trigger', () => {
     expect(got).toHaveLength(1);
     expect(got[0]!.contentType).toBe('application/x-www-form-urlencoded');
     const claims = await validateLogoutToken(got[0]!.token, client.id);
-    expect(claims).toMatchObject({ sub: user.id, sid });
+    expect(claims).toMatchObject({ sub: user.id, sid, events: { 'http://schemas.openid.net/event/backchannel-logout': {} } });
+    // Short-lived: signed at each attempt (docs/guides/back-channel-logout.md).
+    expect(claims.exp - claims.iat).toBeLessThanOrEqual(300);
     const row = await t.db.selectFrom('logout_deliveries').select(['status', 'attempts']).where('id', '=', claims.jti!).executeTakeFirstOrThrow();
     expect(row).toEqual({ status: 'delivered', attempts: 1 });
   });
@@ -177,7 +148,7 @@ describe('retries', () => {
   it('a receiver outage is retried with backoff on the injected clock, same jti, fresh token', async () => {
     const client = await listeningApp('/outage');
     const { refresh } = await signedIn(client);
-    answer = 503;
+    receiver.answer = 503;
     await t.app.inject({ method: 'POST', url: '/v1/auth/logout', payload: { refresh_token: refresh } });
     const first = await deliver('/outage');
     expect(first).toHaveLength(1);
@@ -185,14 +156,14 @@ describe('retries', () => {
     expect(await deliver('/outage')).toEqual([]);
     const pending = await t.db.selectFrom('logout_deliveries').select(['status', 'attempts', 'last_status_code']).where('app_id', '=', client.id).executeTakeFirstOrThrow();
     expect(pending).toEqual({ status: 'pending', attempts: 1, last_status_code: 503 });
-    answer = 204;
+    receiver.answer = 204;
     t.clock.advance(10);
     const second = await deliver('/outage');
     expect(second).toHaveLength(1);
     const claims = await validateLogoutToken(second[0]!.token, client.id);
     expect(claims.jti).toBe(decodeJwt(first[0]!.token).jti);
     expect(await t.db.selectFrom('logout_deliveries').select(['status', 'attempts']).where('app_id', '=', client.id).executeTakeFirstOrThrow()).toEqual({ status: 'delivered', attempts: 2 });
-    answer = 200;
+    receiver.answer = 200;
   });
 });
 

@@ -3,6 +3,7 @@ import { deletePasswordHistoryOfUser } from './password-history.js';
 import type { Database } from '../schema.js';
 import { appendEvent } from './events.js';
 import { deleteWebhookDeliveriesOfUser } from './webhooks.js';
+import { deleteSettledLogoutsOfUser } from './logout-deliveries.js';
 import { revokeGrantsOfUser } from './grants.js';
 
 /**
@@ -112,6 +113,8 @@ export async function purgeDeletedAccount(trx: Kysely<Database>, userId: string,
     .execute();
   // Webhook deliveries about the person, pending too: each app learns of the purge from `user.deleted`.
   await deleteWebhookDeliveriesOfUser(trx, userId);
+  // Logout tokens already sent (at scheduling); those the revocation above just queued must still go.
+  await deleteSettledLogoutsOfUser(trx, userId);
   // Events: kept for the record, with nothing but the user id.
   await trx.updateTable('events').set({ ip: null, user_agent: null, data: '{}' }).where('user_id', '=', userId).execute();
   await trx.deleteFrom('users').where('id', '=', userId).execute();

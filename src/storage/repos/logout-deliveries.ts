@@ -101,3 +101,12 @@ export async function markLogoutAttempt(db: Kysely<Database>, id: string, outcom
 export async function failLogoutUnsent(db: Kysely<Database>, id: string, now: number, error: string): Promise<void> {
   await db.updateTable('logout_deliveries').set({ status: 'failed', locked_until: null, last_error: error.slice(0, 500), next_attempt_at: now }).where('id', '=', id).execute();
 }
+
+/**
+ * Deletes the settled (delivered or failed) deliveries about a purged account (docs/account/deletion.md):
+ * they name the person and are of no further use; pending ones stay, since the apps must still learn of it.
+ */
+export async function deleteSettledLogoutsOfUser(db: Kysely<Database>, userId: string): Promise<number> {
+  const result = await db.deleteFrom('logout_deliveries').where('user_id', '=', userId).where('status', '!=', 'pending').executeTakeFirst();
+  return Number(result.numDeletedRows);
+}
