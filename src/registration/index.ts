@@ -134,7 +134,7 @@ export default async function registrationRoutes(scope: FastifyInstance) {
   );
 }
 
-/** `/v1/dev/initial-access-tokens` (docs/reference/rest-api.md#initial-access-tokens): registered inside the developer API scope. */
+/** `/v1/dev/initial-access-tokens` (docs/reference/rest-api.md#developers): registered inside the developer API scope. */
 export async function initialAccessTokenRoutes(scope: FastifyInstance) {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   app.post(
