@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { ExpressionBuilder, Kysely } from 'kysely';
 import { COLUMNS } from '../columns.js';
 import type { ClientRegistrationsTable, Database, InitialAccessTokensTable } from '../schema.js';
 
@@ -10,6 +10,10 @@ import type { ClientRegistrationsTable, Database, InitialAccessTokensTable } fro
 export type InitialAccessTokenRow = InitialAccessTokensTable;
 export type ClientRegistrationRow = ClientRegistrationsTable;
 
+/** A token that can still register a client: not revoked, not expired, and not a used single-use one. */
+const live = (now: number) => (eb: ExpressionBuilder<Database, 'initial_access_tokens'>) =>
+  eb.and([eb('revoked_at', 'is', null), eb('expires_at', '>', now), eb.or([eb('single_use', '=', 0), eb('used_at', 'is', null)])]);
+
 export async function insertInitialAccessToken(db: Kysely<Database>, row: InitialAccessTokenRow): Promise<void> {
   await db.insertInto('initial_access_tokens').values(row).execute();
 }
@@ -18,15 +22,13 @@ export async function listInitialAccessTokens(db: Kysely<Database>, developerId:
   return db.selectFrom('initial_access_tokens').select(COLUMNS.initial_access_tokens).where('developer_id', '=', developerId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
 }
 
-/** Tokens of a developer that can still register a client (not revoked, expired or used up). */
+/** Tokens of a developer that can still register a client. */
 export async function countLiveInitialAccessTokens(db: Kysely<Database>, developerId: string, now: number): Promise<number> {
   const row = await db
     .selectFrom('initial_access_tokens')
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('developer_id', '=', developerId)
-    .where('revoked_at', 'is', null)
-    .where('expires_at', '>', now)
-    .where((eb) => eb.or([eb('single_use', '=', 0), eb('used_at', 'is', null)]))
+    .where(live(now))
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
@@ -42,24 +44,20 @@ export async function findLiveInitialAccessToken(db: Kysely<Database>, tokenHash
     .selectFrom('initial_access_tokens')
     .select(COLUMNS.initial_access_tokens)
     .where('token_hash', '=', tokenHash)
-    .where('revoked_at', 'is', null)
-    .where('expires_at', '>', now)
-    .where((eb) => eb.or([eb('single_use', '=', 0), eb('used_at', 'is', null)]))
+    .where(live(now))
     .executeTakeFirst();
 }
 
 /**
  * Marks a use of the token by a conditional UPDATE (a single-use token only while unused: two
- * concurrent registrations cannot both take it); undefined when it is no longer live.
+ * concurrent registrations cannot both take it); false when it is no longer live.
  */
 export async function useInitialAccessToken(db: Kysely<Database>, id: string, now: number): Promise<boolean> {
   const result = await db
     .updateTable('initial_access_tokens')
     .set({ used_at: now })
     .where('id', '=', id)
-    .where('revoked_at', 'is', null)
-    .where('expires_at', '>', now)
-    .where((eb) => eb.or([eb('single_use', '=', 0), eb('used_at', 'is', null)]))
+    .where(live(now))
     .executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
 }
