@@ -157,8 +157,9 @@ export interface RegistrationDeps {
  * one (open registration, when on) the client is the platform's, public, and quarantined.
  */
 export async function registerClient(deps: RegistrationDeps, input: { initialAccessToken?: string; open: boolean; body: unknown }): Promise<RegistrationResponse> {
+  // Any Authorization header is a claim to a token: a malformed or wrong one is refused, never taken as an open registration.
   const token = input.initialAccessToken ? await findLiveInitialAccessToken(deps.db, hashSecret(input.initialAccessToken), deps.now) : undefined;
-  if (input.initialAccessToken && !token) throw invalidToken('unknown, expired, revoked or used initial access token');
+  if (input.initialAccessToken !== undefined && !token) throw invalidToken('unknown, expired, revoked or used initial access token');
   if (!token && !input.open) throw invalidToken('registration needs an initial access token');
   const metadata = parseClientMetadata(input.body, { open: !token });
   const accessToken = newSecret('rat');

@@ -56,6 +56,12 @@ describe('dynamic client registration', () => {
     expect(t.logs.join('\n')).not.toContain(body.registration_access_token);
   });
 
+  it('a single-use token registers one client even when two registrations race', async () => {
+    const iat = await issue();
+    const results = await Promise.all([0, 1, 2].map((i) => register(metadata({ redirect_uris: [`https://race${i}.dcr.test/cb`] }), iat.token)));
+    expect(results.map((r) => r.statusCode).sort()).toEqual([201, 401, 401]);
+  });
+
   it('refuses an expired, a revoked, an unknown and a missing-while-closed token, creating nothing', async () => {
     const before = await t.db.selectFrom('apps').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     const expiring = await issue({ expires_in_days: 1, single_use: false });
@@ -130,6 +136,10 @@ describe('dynamic client registration', () => {
       expect(grab.json().error).toBe('invalid_redirect_uri');
     }
     expect(victim.app.redirectUris).toEqual(['https://victim.dcr.test/callback']);
+
+    // A header that is no bearer token is refused, not taken as an open registration past the limit.
+    const basic = await t.app.inject({ method: 'POST', url: '/oauth/register', headers: { authorization: 'Basic eDp5' }, payload: metadata({ redirect_uris: ['https://basic.dcr.test/cb'] }), remoteAddress: from() });
+    expect(basic.statusCode).toBe(401);
 
     const address = from();
     for (let i = 0; i < 3; i++) expect((await register(metadata({ redirect_uris: [`https://flood${i}.dcr.test/cb`] }), undefined, address)).statusCode).toBe(201);
