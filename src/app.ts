@@ -48,6 +48,7 @@ import healthRoutes from './health/index.js';
 import idpPlugin, { idpAdminRoutes } from './idp/index.js';
 import legalRoutes from './legal/index.js';
 import discoveryRoutes from './oauth/discovery-routes.js';
+import registrationRoutes, { initialAccessTokenRoutes, registrationAdminRoutes } from './registration/index.js';
 import oauthRoutes from './oauth/index.js';
 import openapiPlugin from './openapi/index.js';
 import profileRoutes from './profile/index.js';
@@ -189,12 +190,13 @@ export async function buildApp(config: ResolvedConfig, options: BuildOptions = {
 
   await app.register(discoveryRoutes);
   await app.register(oauthRoutes);
+  await app.register(registrationRoutes);
   if (!config.production) await app.register(demoRoutes);
   if (!config.production) await app.register(homeRoutes);
   await app.register(profileRoutes, { prefix: '/v1/profile' });
   await app.register(legalRoutes, { prefix: '/v1/legal' });
-  await app.register(devApi, { prefix: '/v1/dev', routes: [devAppUsersRoutes, devEventsRoutes, devLegalRoutes, webhookDevRoutes] });
-  await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes, consoleAdminRoutes, userImportRoutes] });
+  await app.register(devApi, { prefix: '/v1/dev', routes: [devAppUsersRoutes, devEventsRoutes, devLegalRoutes, webhookDevRoutes, initialAccessTokenRoutes] });
+  await app.register(adminApi, { prefix: '/v1/admin', routes: [idpAdminRoutes, adminLegalRoutes, consoleAdminRoutes, userImportRoutes, registrationAdminRoutes] });
 
   await app.register(healthRoutes);
   return app;

@@ -84,6 +84,9 @@ export const envSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE: z.enum(['0', '1']).optional(),
   DPOP_NONCES: z.enum(['0', '1']).default('1'),
   DPOP_NONCE_WINDOW: z.coerce.number().int().min(10).max(3600).default(300),
+  DYNAMIC_REGISTRATION: z.enum(['0', '1']).default('0'),
+  OPEN_REGISTRATION: z.enum(['0', '1']).default('0'),
+  OPEN_REGISTRATION_PER_HOUR: z.coerce.number().int().min(1).max(1000).default(10),
 });
 
 export interface IdpEnvConfig {
@@ -180,6 +183,12 @@ export interface Config {
    */
   dpop: { nonces: boolean; nonceWindowSeconds: number };
   /**
+   * Dynamic client registration (docs/reference/oauth.md#dynamic-client-registration-rfc-7591): off, on with a
+   * developer's initial access token, and `open` (no token: public clients only, quarantined until the
+   * operator approves them, at most `openPerHour` per IP).
+   */
+  registration: { enabled: boolean; open: boolean; openPerHour: number };
+  /**
    * Prometheus metrics (METRICS=1), served apart from the API: on their own port, on a loopback address
    * unless told otherwise, and behind `Authorization: Bearer <token>` when a token is set (required off
    * loopback). Undefined when off: nothing is collected or served.
@@ -250,6 +259,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   if (production && !e.SECRET_KEY) problems.push('SECRET_KEY: required when NODE_ENV=production (at least 32 characters)');
   if (production && !baseUrl.startsWith('https://')) problems.push('BASE_URL: must be https when NODE_ENV=production');
 
+  if (e.OPEN_REGISTRATION === '1' && e.DYNAMIC_REGISTRATION !== '1') problems.push('OPEN_REGISTRATION: needs DYNAMIC_REGISTRATION=1');
+
   if (problems.length) throw new ConfigError(problems);
 
   const config: Config = {
@@ -301,6 +312,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     },
     accountDeletionGraceDays: e.ACCOUNT_DELETION_GRACE_DAYS,
     dpop: { nonces: e.DPOP_NONCES === '1', nonceWindowSeconds: e.DPOP_NONCE_WINDOW },
+    registration: { enabled: e.DYNAMIC_REGISTRATION === '1', open: e.OPEN_REGISTRATION === '1', openPerHour: e.OPEN_REGISTRATION_PER_HOUR },
     metrics: e.METRICS === '1' ? { port: e.METRICS_PORT, host: e.METRICS_HOST, token: e.METRICS_TOKEN } : undefined,
     logLevel: e.LOG_LEVEL,
     bodyLimit: 64 * 1024,

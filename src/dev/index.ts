@@ -13,6 +13,7 @@ export { requireOwnedApp } from './auth.js';
 export { EventsQuery, listAppEventPage, listUserEventsOfApp } from './events.js';
 export { listAppLegalViews } from './legal.js';
 export { CreateAppBody, MAIL_KINDS, UpdateAppBody } from './schemas.js';
+export { validateRedirectUris } from './redirect-uris.js';
 export { type AppView, backchannelUriProblem, checkBackchannelUri, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 
 /**

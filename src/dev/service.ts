@@ -16,7 +16,7 @@ import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 type OptionalOnCreate =
   | 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale' | 'dpop_bound_access_tokens' | 'backchannel_logout_uri' | 'backchannel_logout_session_required'
   | 'password_policy' | 'mail' | 'require_pushed_authorization_requests';
-export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>>;
+export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>> & { disabled?: boolean };
 
 type PasswordPolicyView = { min_length: number; character_classes: number; max_age_days: number | null; history_count: number };
 type MailView = { reply_to: string | null; overrides: MailOverrides };
@@ -139,7 +139,7 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     backchannelLogout: { uri: input.backchannel_logout_uri ?? null, sessionRequired: input.backchannel_logout_session_required ?? false },
     passwordPolicy: input.password_policy ? toPolicy(input.password_policy) : defaultAppSettings().passwordPolicy,
     mail: input.mail ? { replyTo: input.mail.reply_to, overrides: input.mail.overrides as MailOverrides } : defaultAppSettings().mail,
-    disabled: false,
+    disabled: input.disabled ?? false,
     createdAt: now,
     updatedAt: now,
     oauth: { dpopBoundAccessTokens: input.dpop_bound_access_tokens ?? false, requirePushedAuthorizationRequests: input.require_pushed_authorization_requests ?? false },

@@ -14,7 +14,7 @@ const DISCOVERY_PATHS = ['/.well-known/openid-configuration', '/.well-known/oaut
 const JWKS_PATH = '/oauth/jwks';
 
 export default async function discoveryRoutes(app: FastifyInstance) {
-  const document = discoveryDocument(app.config.baseUrl);
+  const document = discoveryDocument(app.config.baseUrl, { registration: app.config.registration.enabled });
 
   // These requests name no app: every app's origins. Servers fetching the JWKS (no Origin) never read apps.
   app.addHook('onSend', corsOnSend({ unnamed: 'all-apps' }));

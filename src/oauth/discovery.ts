@@ -7,7 +7,7 @@ import { DPOP_SIGNING_ALGS } from '../tokens/index.js';
  * Authorization-server metadata (RFC 8414) and OpenID Provider metadata (OIDC Discovery 1.0): one
  * document served at both well-known paths (docs/reference/oauth.md#endpoints). Every endpoint lives under {base_url}.
  */
-export function discoveryDocument(baseUrl: string) {
+export function discoveryDocument(baseUrl: string, options: { registration: boolean } = { registration: false }) {
   const endpoint = (path: string) => `${baseUrl}${path}`;
   const clientAuthMethods = ['none', 'client_secret_basic', 'client_secret_post'];
   return {
@@ -48,5 +48,7 @@ export function discoveryDocument(baseUrl: string) {
     // RFC 9126 §5: pushed authorization requests; an app may require them (require_pushed_authorization_requests).
     pushed_authorization_request_endpoint: endpoint('/oauth/par'),
     require_pushed_authorization_requests: false,
+    // RFC 7591 §3: only when the operator turns dynamic client registration on (DYNAMIC_REGISTRATION=1).
+    ...(options.registration ? { registration_endpoint: endpoint('/oauth/register') } : {}),
   };
 }

@@ -27,6 +27,8 @@ declare module 'fastify' {
     acceptForm?: boolean;
     /** Other body media types the route parses itself (the user import's `application/x-ndjson`). */
     acceptTypes?: readonly string[];
+    /** Keep the RFC 7591 §3.2.2 error names (`invalid_redirect_uri`) in the `oauth` style (client registration). */
+    registrationErrors?: boolean;
   }
   interface FastifyRequest {
     /** Set once client_id and redirect_uri are verified: errors from then on redirect back. */
@@ -165,7 +167,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: App
 
   const redirect = request.errorRedirect;
   if (redirect && err.status < 500 && err.code !== 'rate_limited') {
-    const error = OAUTH_NAMES[err.code] ?? err.code;
+    const error = request.routeOptions.config.registrationErrors && err.code === 'invalid_redirect_uri' ? err.code : (OAUTH_NAMES[err.code] ?? err.code);
     reply.header('cache-control', 'no-store');
     return reply.redirect(
       appendQuery(redirect.redirectUri, { error, error_description: description, state: redirect.state, iss: options.issuer }),
@@ -181,7 +183,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: App
   }
   if (style === 'oauth') {
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
-    const error = OAUTH_NAMES[err.code] ?? err.code;
+    const error = request.routeOptions.config.registrationErrors && err.code === 'invalid_redirect_uri' ? err.code : (OAUTH_NAMES[err.code] ?? err.code);
     if (err.status === 401 && !reply.hasHeader('www-authenticate')) {
       reply.header('www-authenticate', err.code === 'invalid_client' ? 'Basic realm="gatehouse"' : `Bearer error="${error}"`);
     }

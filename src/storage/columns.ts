@@ -23,6 +23,8 @@ export const COLUMNS = {
   developers: everyColumn<'developers'>()(['id', 'email', 'name', 'api_key_hash', 'created_at', 'user_id']),
   developer_api_keys: everyColumn<'developer_api_keys'>()(['id', 'developer_id', 'name', 'key_hash', 'created_at', 'revoked_at']),
   apps: everyColumn<'apps'>()(['id', 'developer_id', 'name', 'type', 'client_secret_hash', 'redirect_uris', 'allowed_origins', 'feature_auth', 'feature_profile', 'required_fields', 'mfa', 'logo_url', 'accent_color', 'logo_url_dark', 'default_locale', 'disabled', 'created_at', 'updated_at', 'dpop_bound_access_tokens', 'require_pushed_authorization_requests', 'backchannel_logout_uri', 'backchannel_logout_session_required', 'password_min_length', 'password_character_classes', 'password_max_age_days', 'password_history_count', 'mail_reply_to', 'mail_overrides']),
+  initial_access_tokens: everyColumn<'initial_access_tokens'>()(['id', 'developer_id', 'name', 'token_hash', 'single_use', 'created_at', 'expires_at', 'used_at', 'revoked_at']),
+  client_registrations: everyColumn<'client_registrations'>()(['app_id', 'access_token_hash', 'method', 'initial_access_token_id', 'quarantined', 'created_at']),
   users: everyColumn<'users'>()(['id', 'email', 'email_verified', 'password_hash', 'name', 'phone_number', 'birthdate', 'status', 'password_changed_at', 'created_at', 'updated_at', 'deletion_scheduled_at', 'locale']),
   imported_users: everyColumn<'imported_users'>()(['user_id', 'external_id', 'imported_at']),
   provider_identities: everyColumn<'provider_identities'>()(['id', 'user_id', 'issuer', 'subject', 'email', 'created_at']),

@@ -462,6 +462,32 @@ export interface PushedAuthorizationRequestsTable {
   consumed_at: number | null;
 }
 
+/** An initial access token (RFC 7591 §3): a developer's permission to register clients in their name, by SHA-256. */
+export interface InitialAccessTokensTable {
+  id: string;
+  developer_id: string;
+  name: string;
+  token_hash: string;
+  /** 1: good for one registration. */
+  single_use: number;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+  revoked_at: number | null;
+}
+
+/** How a client registered itself (RFC 7591/7592): its registration access token by SHA-256, and whether it awaits approval. */
+export interface ClientRegistrationsTable {
+  app_id: string;
+  access_token_hash: string;
+  /** 'initial_access_token' | 'open'. */
+  method: 'initial_access_token' | 'open';
+  initial_access_token_id: string | null;
+  /** 1: registered openly and not yet approved (the app is disabled meanwhile). */
+  quarantined: number;
+  created_at: number;
+}
+
 export interface Database {
   developers: DevelopersTable;
   developer_api_keys: DeveloperApiKeysTable;
@@ -488,6 +514,8 @@ export interface Database {
   throttle_counters: ThrottleCountersTable;
   seen_once: SeenOnceTable;
   pushed_authorization_requests: PushedAuthorizationRequestsTable;
+  initial_access_tokens: InitialAccessTokensTable;
+  client_registrations: ClientRegistrationsTable;
   settings: SettingsTable;
   totp_factors: TotpFactorsTable;
   recovery_codes: RecoveryCodesTable;

@@ -159,6 +159,12 @@ export async function listAppOrigins(db: Kysely<Database>): Promise<Array<Pick<A
   return rows.map((row) => ({ redirectUris: JSON.parse(row.redirect_uris) as string[], allowedOrigins: JSON.parse(row.allowed_origins) as string[], disabled: row.disabled === 1 }));
 }
 
+/** Every app's redirect URIs: what an open client registration may not claim (docs/reference/oauth.md#dynamic-client-registration-rfc-7591). */
+export async function listAppRedirectUris(db: Kysely<Database>): Promise<Array<Pick<App, 'id' | 'redirectUris'>>> {
+  const rows = await db.selectFrom('apps').select(['id', 'redirect_uris']).execute();
+  return rows.map((row) => ({ id: row.id, redirectUris: JSON.parse(row.redirect_uris) as string[] }));
+}
+
 /**
  * A stamp of the apps' contents that every write below replaces, in the writer's transaction: a cache
  * of something derived from all apps (plugins/cors.ts) compares it, one row, instead of reading them.
