@@ -162,7 +162,7 @@ export async function startTour(locale: Locale, options: { withBusyStop?: boolea
   const port = await freePort();
   const base = `http://localhost:${port}`;
   // The short bound serves the busy stop; a tour without it keeps the default, so a loaded machine's slow sign-ins are not turned away.
-  const bound = options.withBusyStop === false ? {} : { PASSWORD_MAX_WAIT_MS: String(BUSY_BOUND_MS) };
+  const bound: Record<string, string> = options.withBusyStop === false ? {} : { PASSWORD_MAX_WAIT_MS: String(BUSY_BOUND_MS) };
   const t = await buildTestApp({ env: { BASE_URL: base, IP_AUTH_PER_MINUTE: '10000', ...bound } });
   await t.app.listen({ port, host: '127.0.0.1' });
   const callback = `${base}/app/callback`;
@@ -193,7 +193,9 @@ async function mailedResetLink(t: TestApp, email: string, locale: Locale): Promi
 }
 
 /** Answers the branded app's logo from inside the browser context (the tests reach no network). */
-export const answerLogo = (context: BrowserContext): Promise<void> => context.route(LOGO_URL, (route) => route.fulfill({ contentType: 'image/svg+xml', body: LOGO_SVG }));
+export async function answerLogo(context: BrowserContext): Promise<void> {
+  await context.route(LOGO_URL, (route) => route.fulfill({ contentType: 'image/svg+xml', body: LOGO_SVG }));
+}
 
 /**
  * Visits every stop in order, one browser context per actor (in the tour's language), and calls
