@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCALES, type Locale } from '../../src/plugins/i18n.js';
-import { haveChromium, launchChromium } from '../helpers/browser.js';
+import { haveChromium, launchChromium, SCHEME_AND_WIDTHS } from '../helpers/browser.js';
 import { insertTestUser } from '../helpers/factories.js';
 import { authorizeUrl } from '../helpers/oauth-flows.js';
 import { answerLogo, signIn, startTour, type Tour } from '../helpers/page-tour.js';
@@ -21,12 +21,6 @@ import { answerLogo, signIn, startTour, type Tour } from '../helpers/page-tour.j
 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const DIR = process.env.SCREENSHOTS_DIR ?? 'screenshots';
-const COMBINATIONS = [
-  { scheme: 'light', width: 1280, height: 800 },
-  { scheme: 'dark', width: 1280, height: 800 },
-  { scheme: 'light', width: 390, height: 844 },
-  { scheme: 'dark', width: 390, height: 844 },
-] as const;
 /**
  * The DOM is the same in every combination; only what CSS decides changes with the colour scheme and
  * the width, so after the first combination's full run, axe runs the rules that read the rendering.
@@ -165,7 +159,7 @@ describe.skipIf(!haveChromium)('the key hosted pages in all ten languages: axe-c
         for (const stop of stops(tour)) {
           await stop.visit(page, users);
           seen.push(`${stop.name} ${new URL(page.url()).pathname} ${await layoutOf(page)}`);
-          for (const [i, c] of COMBINATIONS.entries()) {
+          for (const [i, c] of SCHEME_AND_WIDTHS.entries()) {
             await page.emulateMedia({ colorScheme: c.scheme });
             await page.setViewportSize({ width: c.width, height: c.height });
             for (const v of await seriousViolations(page, i === 0 ? undefined : RENDERING_RULES)) {
