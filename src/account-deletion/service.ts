@@ -6,6 +6,7 @@ import { formatDateTime, type Locale } from '../plugins/i18n.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { isoTime, type Clock } from '../shared/time.js';
 import { cancelUserDeletion, listDueDeletions, purgeDeletedAccount, scheduleUserDeletion } from '../storage/repos/account-deletion.js';
+import { findApp } from '../storage/repos/apps.js';
 import { revokeBrowserSessionsOfUser } from '../storage/repos/browser-sessions.js';
 import { appendEvent } from '../storage/repos/events.js';
 import { revokeGrantsOfUser } from '../storage/repos/grants.js';
@@ -80,6 +81,7 @@ export class AccountDeletion {
           locale: ctx.locale,
           template: 'account_deletion_scheduled',
           params: { when: formatDateTime(ctx.locale, dueAt), account: `${this.config.authUrl}/account`, days: this.graceDays },
+          app: ctx.appId ? await findApp(trx, ctx.appId) : undefined,
         });
       }
     });

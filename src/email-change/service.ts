@@ -11,6 +11,7 @@ import type { Clock } from '../shared/time.js';
 import { checkOneTimeCode } from '../sign-in/one-time-codes.js';
 import { isValidEmailAddress } from '../shared/user-fields.js';
 import { appendEvent } from '../storage/repos/events.js';
+import { findApp } from '../storage/repos/apps.js';
 import {
   consumeOneTimeToken,
   findLiveOneTimeTokenByHash,
@@ -119,6 +120,8 @@ export class EmailChange {
         consumed_at: null,
       });
       const link = `${this.config.authUrl}/account/email/confirm?${new URLSearchParams({ token })}`;
+      // Read either way, so a taken address costs the same statements; only the person's own mail carries the app (docs/guides/app-mail.md).
+      const mailingApp = ctx.appId ? await findApp(trx, ctx.appId) : undefined;
       if (owner) {
         // Taken: the same statements and a mail of the same kind, but it carries no code and no link.
         await this.mailer.enqueue(trx, { kind: 'notice', to: email, locale: ctx.locale, template: 'email_change_taken', params: { link: `${this.config.authUrl}/password/forgot` } });
@@ -129,6 +132,7 @@ export class EmailChange {
           locale: ctx.locale,
           template: 'email_change_code',
           params: { code, link, minutes: EMAIL_CHANGE_TTL / 60 },
+          app: mailingApp,
         });
       }
     });
@@ -206,6 +210,7 @@ export class EmailChange {
         locale: ctx.locale,
         template: 'email_changed',
         params: { new: maskAddress(newEmail), when: formatDateTime(ctx.locale, now), account: `${this.config.authUrl}/account` },
+        app: ctx.appId ? await findApp(trx, ctx.appId) : undefined,
       });
     });
     this.mailer.nudge();

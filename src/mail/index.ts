@@ -68,9 +68,16 @@ export function withOverride(t: Translate, template: string, override: MailTextO
   };
 }
 
-/** The app's name, logo and accent (with a text colour chosen for contrast) as mail template parameters. */
+/**
+ * The platform's own brand, for mails no app causes (an address change, an account deletion, a link
+ * asked for by someone who is not the app's user): the name and accent of the hosted pages without an
+ * app (views/layout.eta, gatehouse.css), so every mail opens with whose it is (docs/guides/app-mail.md#platform-mails).
+ */
+export const PLATFORM_MAIL_BRAND: Readonly<Record<string, string>> = Object.freeze({ brandName: 'Gatehouse', accent: '#2457d6', accentContrast: '#ffffff' });
+
+/** The app's name, logo and accent (with a text colour chosen for contrast) as mail template parameters; the platform's without one. */
 export function mailBrandParams(app: MailingAppSettings | undefined): Record<string, string> {
-  if (!app || app.disabled) return {};
+  if (!app || app.disabled) return { ...PLATFORM_MAIL_BRAND };
   const { logoUrl, accentColor } = app.branding;
   const palette = accentColor ? brandPalette(accentColor).light : undefined;
   return { brandName: app.name, ...(logoUrl ? { logo: logoUrl } : {}), ...(palette ? { accent: palette.accent, accentContrast: palette.accentContrast } : {}) };

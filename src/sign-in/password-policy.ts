@@ -99,8 +99,14 @@ export function passwordProblemText(problem: PasswordProblem, policy: PasswordPo
   }
 }
 
-/** Has the password outlived the policy's maximum age? Never without a maximum, nor for an account without a password. */
+/**
+ * Has the password (just verified) outlived the policy's maximum age? Never without a maximum. A password
+ * never set here (`password_changed_at` null: an imported hash, which no policy could check) has outlived
+ * any maximum, so the first sign-in to such an app asks for one checked under its policy
+ * (docs/guides/password-policy.md#imported-passwords).
+ */
 export function passwordExpired(passwordChangedAt: number | null, policy: Pick<PasswordPolicy, 'maxAgeDays'>, now: number): boolean {
-  if (policy.maxAgeDays === null || passwordChangedAt === null) return false;
+  if (policy.maxAgeDays === null) return false;
+  if (passwordChangedAt === null) return true;
   return now - passwordChangedAt >= policy.maxAgeDays * 86400;
 }

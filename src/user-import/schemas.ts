@@ -81,7 +81,10 @@ export const ImportRowResult = z.object({
   email: z.string().optional(),
   user_id: z.string().optional().describe('The new user (`created`, not in a dry run) or the existing one (`unchanged`, `conflict`).'),
   reason: z.string().optional().describe('Why the row was not imported.'),
-  details: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  details: z
+    .array(z.object({ path: z.string(), message: z.string() }))
+    .optional()
+    .describe('Why the row was not imported; for a `created` row with a password, the apps whose password policy asks for a new one at the first sign-in.'),
 });
 
 export const ImportResult = z

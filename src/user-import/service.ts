@@ -198,7 +198,13 @@ export async function importUsers(deps: ImportDeps, parsed: ParsedImport, option
       for (const a of (row.value as { apps: unknown[] }).apps) if (a && typeof a === 'object' && typeof (a as { client_id?: unknown }).client_id === 'string') wantedApps.add((a as { client_id: string }).client_id);
     }
   }
-  for (const id of [...wantedApps].slice(0, 1000)) knownApps.set(id, Boolean(await findApp(db, id)));
+  // The apps with a maximum password age: an imported password is renewed at the first sign-in to them.
+  const renewingApps = new Set<string>();
+  for (const id of [...wantedApps].slice(0, 1000)) {
+    const found = await findApp(db, id);
+    knownApps.set(id, Boolean(found));
+    if (found && found.passwordPolicy.maxAgeDays !== null) renewingApps.add(id);
+  }
   if (options.app && !knownApps.get(options.app)) throw new AppError('invalid_request', { details: [{ path: 'app', message: 'no app has this client id' }] });
 
   const results: ImportRowResultView[] = new Array(parsed.rows.length);
@@ -254,19 +260,19 @@ export async function importUsers(deps: ImportDeps, parsed: ParsedImport, option
     }
     if (!toCreate.length) continue;
     if (options.dryRun) {
-      for (const c of toCreate) results[c.index] = { line: c.row.line, status: 'created', email: c.row.email };
+      for (const c of toCreate) results[c.index] = { line: c.row.line, status: 'created', email: c.row.email, ...renewalNote(c.row, renewingApps) };
       continue;
     }
     try {
       await db.transaction().execute((trx) => writeUsers(trx, toCreate, now));
-      for (const c of toCreate) results[c.index] = { line: c.row.line, status: 'created', email: c.row.email, user_id: c.rows.user.id };
+      for (const c of toCreate) results[c.index] = { line: c.row.line, status: 'created', email: c.row.email, user_id: c.rows.user.id, ...renewalNote(c.row, renewingApps) };
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
       // Someone registered one of these addresses meanwhile: each row alone, so only that one is a conflict.
       for (const c of toCreate) {
         try {
           await db.transaction().execute((trx) => writeUsers(trx, [c], now));
-          results[c.index] = { line: c.row.line, status: 'created', email: c.row.email, user_id: c.rows.user.id };
+          results[c.index] = { line: c.row.line, status: 'created', email: c.row.email, user_id: c.rows.user.id, ...renewalNote(c.row, renewingApps) };
         } catch (rowError) {
           if (!isUniqueViolation(rowError)) throw rowError;
           results[c.index] = { line: c.row.line, status: 'conflict', email: c.row.email, reason: 'email_taken', details: [{ path: 'email', message: 'an account with this email or external_id was created meanwhile' }] };
@@ -281,6 +287,18 @@ export async function importUsers(deps: ImportDeps, parsed: ParsedImport, option
   return { dry_run: options.dryRun, summary, results };
 }
 
+/**
+ * What the password policy of the row's apps does with its imported password: a hash cannot be checked
+ * for length or breaches, so an app with a maximum age asks for a new password, checked under its
+ * policy, at the first sign-in (docs/guides/password-policy.md#imported-passwords).
+ */
+function renewalNote(row: ValidRow, renewingApps: ReadonlySet<string>): Pick<ImportRowResultView, 'details'> {
+  if (!row.passwordHash) return {};
+  const apps = row.appIds.filter((a) => renewingApps.has(a.appId));
+  if (!apps.length) return {};
+  return { details: apps.map((a) => ({ path: 'password_hash', message: `the password policy of app ${a.appId} asks for a new password at the first sign-in to it` })) };
+}
+
 function newUserRows(row: ValidRow, box: SecretBox, now: number): ImportedUserRows {
   const id = newId('usr');
   return {
@@ -293,6 +311,7 @@ function newUserRows(row: ValidRow, box: SecretBox, now: number): ImportedUserRo
       phone_number: row.profile.phone_number,
       birthdate: row.profile.birthdate,
       status: row.input.status ?? 'active',
+      // Not set here, so no policy has checked it: an app with a maximum age renews it (passwordExpired).
       password_changed_at: null,
       created_at: row.createdAt,
       updated_at: now,

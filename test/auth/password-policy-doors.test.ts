@@ -3,6 +3,9 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { makeApp, makeUser } from '../helpers/factories.js';
 import { linkIn, mailTo, startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import type { App } from '../../src/storage/repos/apps.js';
+import { findUserByEmail } from '../../src/storage/repos/users.js';
+import { adminHeaders } from '../helpers/dev-api.js';
+import { HASH_MAKERS } from '../import/hashes.js';
 
 // docs/guides/password-policy.md: each door honours the policy of the app the person signs in to.
 let t: TestApp;
@@ -91,5 +94,54 @@ describe('maximum age', () => {
     } finally {
       t.clock.advance(-31 * 86400);
     }
+  });
+});
+
+describe('import', () => {
+  // An import carries hashes, which no policy can check for length or breaches: an app with a maximum
+  // age asks for a new password, checked under its policy, at the first sign-in to it
+  // (docs/guides/password-policy.md#imported-passwords).
+  const importRows = (rows: unknown[], query = '') => t.app.inject({ method: 'POST', url: `/v1/admin/users/import${query}`, headers: adminHeaders, payload: rows as never });
+
+  it('the dry run says which imported passwords an app will renew, and writes nothing', async () => {
+    const hash = (await HASH_MAKERS['bcrypt $2b$']!('password')).password_hash;
+    const rows = [
+      { email: 'imp-dry1@example.com', password_hash: hash, apps: [{ client_id: strict.id }, { client_id: plain.id }] },
+      { email: 'imp-dry2@example.com', password_hash: hash, apps: [{ client_id: plain.id }] },
+      { email: 'imp-dry3@example.com', apps: [{ client_id: strict.id }] },
+    ];
+    const dry = await importRows(rows, '?dry_run=true');
+    expect(dry.statusCode, dry.body).toBe(200);
+    expect(dry.json().results).toEqual([
+      { line: 1, status: 'created', email: 'imp-dry1@example.com', details: [{ path: 'password_hash', message: `the password policy of app ${strict.id} asks for a new password at the first sign-in to it` }] },
+      { line: 2, status: 'created', email: 'imp-dry2@example.com' },
+      { line: 3, status: 'created', email: 'imp-dry3@example.com' },
+    ]);
+    expect(await findUserByEmail(t.db, 'imp-dry1@example.com')).toBeUndefined();
+    // The real import reports the same.
+    const real = await importRows(rows);
+    expect(real.json().results[0].details).toEqual(dry.json().results[0].details);
+  });
+
+  it('attack: a breached password carried in by an import cannot sign in to an app with a maximum age until replaced under its policy', async () => {
+    const hash = (await HASH_MAKERS['bcrypt $2b$']!('password')).password_hash;
+    const res = await importRows([{ email: 'imp-weak@example.com', password_hash: hash, apps: [{ client_id: strict.id }] }]);
+    expect(res.json().summary.created).toBe(1);
+    const login = (payload: Record<string, unknown>) => post('/v1/auth/login', { email: 'imp-weak@example.com', ...payload });
+    // An app without a maximum age: the imported password signs in (its policy applies at the next change) and is rehashed.
+    expect((await login({ password: 'password', client_id: plain.id })).statusCode).toBe(200);
+    // The strict app: nothing but password_expired, even after the rehash, however recent the import.
+    const expired = await login({ password: 'password', client_id: strict.id });
+    expect(expired.statusCode).toBe(403);
+    expect(expired.json()).toMatchObject({ code: 'password_expired', max_age_days: 30 });
+    expect(expired.json().access_token).toBeUndefined();
+    // The new one is checked under the strict policy: length, classes, the breach list.
+    expect((await login({ password: 'password', new_password: 'short Pass 1', client_id: strict.id })).json()).toMatchObject({ code: 'weak_password', reason: 'too_short' });
+    expect((await login({ password: 'password', new_password: 'wile8&micrometer', client_id: strict.id })).json()).toMatchObject({ code: 'weak_password', reason: 'common' });
+    const renewed = await login({ password: 'password', new_password: 'Harbour lantern 2031!', client_id: strict.id });
+    expect(renewed.statusCode, renewed.body).toBe(200);
+    expect(renewed.json().access_token).toBeTruthy();
+    expect((await login({ password: 'Harbour lantern 2031!', client_id: strict.id })).statusCode).toBe(200);
+    expect((await login({ password: 'password', client_id: plain.id })).json().code).toBe('invalid_credentials');
   });
 });

@@ -41,7 +41,9 @@ describe('passwordProblem', () => {
     expect(passwordExpired(now - 10 * 86400, policy(), now)).toBe(false);
     expect(passwordExpired(now - 10 * 86400, policy({ maxAgeDays: 10 }), now)).toBe(true);
     expect(passwordExpired(now - 9 * 86400, policy({ maxAgeDays: 10 }), now)).toBe(false);
-    expect(passwordExpired(null, policy({ maxAgeDays: 1 }), now)).toBe(false);
+    // A password never set here (an imported hash) is one no policy checked: any maximum age asks for a new one.
+    expect(passwordExpired(null, policy({ maxAgeDays: 3650 }), now)).toBe(true);
+    expect(passwordExpired(null, policy(), now)).toBe(false);
   });
 });
 
