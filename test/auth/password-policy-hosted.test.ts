@@ -69,7 +69,7 @@ describe('hosted registration', () => {
     const res = await b.post(url, { csrf: csrfOf(page.body), email: uniqueEmail('hde'), password: 'violin harb', name: 'A', accept_terms: '1', action: 'register' });
     expect(fieldError(res.body, 'password')).toBe('Dieses Passwort ist zu kurz: Verwenden Sie mindestens 12 Zeichen.');
     const breached = await b.post(url, { csrf: csrfOf(page.body), email: uniqueEmail('hde'), password: 'password1234', name: 'A', accept_terms: '1', action: 'register' });
-    expect(fieldError(breached.body, 'password')).toMatch(/geleakter Passwörter/);
+    expect(fieldError(breached.body, 'password')).toMatch(/kompromittierter Passwörter/);
   });
 });
 
