@@ -9,8 +9,10 @@ import { freePort, runLoadGenerator, type ServerProcess } from './http/proc.js';
 
 /**
  * `npm run bench -- cpu [options]`: the server's CPU time per request of the grants (refresh, refresh-id,
- * code) on SQLite, for this build and, with `--baseline DIR`, another one, side by side. Unlike req/s it
- * hardly depends on what else the machine runs, so it can compare builds on a busy machine.
+ * code) on SQLite, for this build and, with `--baseline DIR`, another one, side by side. It depends less
+ * than req/s on what else the machine runs, but not nothing: a run that answers fewer requests shares
+ * fewer commits (group commit) and spends more of its time warming up, so compare runs that answered
+ * similar numbers (each line says how many).
  *
  * Each build's production server (dist/, its own node flags) gets a fresh SQLite file, an app and users
  * (bench/http/gatehouse.ts). One refresh token per scope and one code are minted through the server's

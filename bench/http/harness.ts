@@ -62,8 +62,9 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
   --no-build         do not run \`npm run build\` first
   --cpu              also print the server's CPU time per answered request (µs, median of the rounds) per
                      scenario and Gatehouse target, side by side (with --baseline: after / before). Read
-                     from /proc over the measured run (all the server's threads, and its main thread), so
-                     unlike req/s it hardly moves with what else the machine runs; every run line shows it
+                     from /proc over the measured run (all the server's threads, and its main thread): it
+                     moves less than req/s with what else the machine runs (though a slower run shares
+                     fewer commits); every run line shows it
   --write / --no-write   write bench/RESULTS.md (default: only for a full run: duration ≥ 10, rounds ≥ 3,
                      every scenario, both databases, references, not --profile)
   --keep             keep the temp dir (server logs, pools)
