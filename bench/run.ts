@@ -7,6 +7,7 @@
  *   login-flood     password logins from more clients than answered in time, each giving up after a timeout
  *   jwt-sign        our JWT signatures through node:crypto against jose's SignJWT
  *   statements      the storage layer's hot operations in process: SQLite rotations, the PostgreSQL bearer read
+ *   cpu             the server's CPU µs per grant (refresh, refresh-id, code) on SQLite, against --baseline DIR
  */
 const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void> }>> = {
   'users-listing': () => import('./users-listing.js'),
@@ -16,6 +17,7 @@ const benches: Record<string, () => Promise<{ main(args: string[]): Promise<void
   'login-flood': () => import('./login-flood.js'),
   'jwt-sign': () => import('./jwt-sign.js'),
   statements: () => import('./statements.js'),
+  cpu: () => import('./cpu.js'),
 };
 
 const [name, ...args] = process.argv.slice(2);

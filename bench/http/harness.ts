@@ -60,6 +60,11 @@ against references measured in the same run. See bench/RESULTS.md ("http") for w
                      \`npm run build\` there unless --no-build) on both databases, in the same rounds, and
                      print this build's req/s over the baseline's per scenario (a before/after comparison)
   --no-build         do not run \`npm run build\` first
+  --cpu              also print the server's CPU time per answered request (µs, median of the rounds) per
+                     scenario and Gatehouse target, side by side (with --baseline: after / before). Read
+                     from /proc over the measured run (all the server's threads, and its main thread): it
+                     moves less than req/s with what else the machine runs (though a slower run shares
+                     fewer commits); every run line shows it
   --write / --no-write   write bench/RESULTS.md (default: only for a full run: duration ≥ 10, rounds ≥ 3,
                      every scenario, both databases, references, not --profile)
   --keep             keep the temp dir (server logs, pools)
@@ -119,6 +124,7 @@ interface Options {
   baseline?: string;
   write?: boolean;
   keep: boolean;
+  cpu: boolean;
 }
 
 function parseOptions(args: string[]): Options {
@@ -161,6 +167,7 @@ function parseOptions(args: string[]): Options {
     baseline: value('baseline') ? resolve(value('baseline')!) : undefined,
     write: args.includes('--write') ? true : args.includes('--no-write') ? false : undefined,
     keep: args.includes('--keep'),
+    cpu: args.includes('--cpu'),
   };
 }
 
@@ -190,6 +197,8 @@ interface RunRecord {
   cpu: CpuShare;
   /** Error lines in the server's log during the run. */
   serverErrors: { count: number; kinds: string[] };
+  /** The server's CPU time per answered request over the measured run (µs): all its threads, and its main thread. */
+  cpuPerRequest?: { all: number; main: number };
   /** PostgreSQL only: transactions committed and rows written (inserted, updated, deleted) per answered request, warm-up included. */
   dbWrites?: { transactions: number; rows: number };
 }
@@ -247,7 +256,7 @@ async function stop(server: ServerProcess): Promise<void> {
   live.delete(server);
 }
 
-type JobSpec = Omit<LoadJob, 'url' | 'resultFile' | 'connections' | 'duration' | 'warmup' | 'poolFile'> & { pool?: string[]; connections?: number };
+type JobSpec = Omit<LoadJob, 'url' | 'resultFile' | 'connections' | 'duration' | 'warmup' | 'poolFile' | 'serverPid'> & { pool?: string[]; connections?: number };
 
 /** Runs autocannon in its own process against `server`, sampling the server's RSS meanwhile. */
 type Driven = { result: LoadResult; rss: RssSummary; logBytes: number; cpu: CpuShare; serverErrors: { count: number; kinds: string[] } };
@@ -264,6 +273,7 @@ async function drive(opts: Options, server: ServerProcess, spec: JobSpec): Promi
     ...(opts.rate ? { rate: opts.rate } : {}),
     ...rest,
     url: server.url,
+    serverPid: server.pid,
     connections: connections ?? opts.connections,
     duration: opts.duration,
     warmup: opts.warmup,
@@ -311,6 +321,7 @@ function toRecord(round: number, r: Driven, mint?: MintStats): RunRecord {
     seconds: run.seconds,
     mint,
     cpu: r.cpu,
+    cpuPerRequest: r.result.serverCpu && run.total > 0 ? { all: r.result.serverCpu.allNs / 1000 / run.total, main: r.result.serverCpu.mainNs / 1000 / run.total } : undefined,
     serverErrors: r.serverErrors,
   };
 }
@@ -321,7 +332,7 @@ function describe(scenario: ScenarioKey, target: Target, rec: RunRecord): string
   const mint = rec.mint ? ` (minted ${rec.mint.made} in ${rec.mint.seconds.toFixed(1)} s${rec.mint.stoppedBy === 'time' ? ', time box' : ''}${rec.mint.failures ? `, ${rec.mint.failures} mint requests failed with 5xx and were retried` : ''})` : '';
   const errs = rec.errors || rec.timeouts ? ` errors ${rec.errors} timeouts ${rec.timeouts}` : '';
   const writes = rec.dbWrites ? `, per request: ${rec.dbWrites.transactions.toFixed(2)} PostgreSQL transactions, ${rec.dbWrites.rows.toFixed(2)} rows written` : '';
-  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} answered/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (by fifths of the run: ${rec.rssFifths.map((b) => (b / 2 ** 20).toFixed(0)).join('/')}), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)} (main thread ${rec.cpu.serverMainThread.toFixed(2)}), database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${writes}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
+  return `  [round ${rec.round}] ${scenario} @ ${target}: ${rec.rps.toFixed(0)} answered/s, p50 ${rec.p50} ms, p99 ${rec.p99} ms, RSS max ${(rec.rssMax / 2 ** 20).toFixed(0)} MB (by fifths of the run: ${rec.rssFifths.map((b) => (b / 2 ** 20).toFixed(0)).join('/')}), non-2xx ${rec.non2xx}${rec.warmupNon2xx ? ` (+${rec.warmupNon2xx} in warm-up)` : ''} [${codes}]${errs}${pool}${mint}, log ${(rec.logBytes / 2 ** 20).toFixed(1)} MB, CPU cores: server ${rec.cpu.server.toFixed(2)} (main thread ${rec.cpu.serverMainThread.toFixed(2)}), database ${rec.cpu.database.toFixed(2)}, load generator ${rec.cpu.loadGenerator.toFixed(2)}, other ${rec.cpu.foreign.toFixed(2)}${rec.cpuPerRequest ? `, server CPU per request ${rec.cpuPerRequest.all.toFixed(0)} µs (main thread ${rec.cpuPerRequest.main.toFixed(0)} µs)` : ''}${writes}${rec.serverErrors.count ? `\n      server logged ${rec.serverErrors.count} errors: ${rec.serverErrors.kinds.join('; ')}` : ''}`;
 }
 
 // Gatehouse -------------------------------------------------------------------------------------------
@@ -750,6 +761,30 @@ function beforeAfterTable(opts: Options): string {
   return lines.join('\n');
 }
 
+/** `--cpu`: the server's CPU µs per answered request, per scenario and Gatehouse target (medians of the rounds). */
+function cpuTable(opts: Options): string {
+  const targets = (['sqlite-before', 'sqlite', 'postgres-before', 'postgres'] as const).filter((t) => opts.scenarios.some((s) => results.get(keyOf(s, t))?.length));
+  const cell = (key: ScenarioKey, t: Target) => {
+    const runs = (results.get(keyOf(key, t)) ?? []).filter((r) => r.cpuPerRequest && r.dryAt === undefined);
+    if (!runs.length) return { all: NaN, main: NaN };
+    return { all: median(runs.map((r) => r.cpuPerRequest!.all)), main: median(runs.map((r) => r.cpuPerRequest!.main)) };
+  };
+  const ratio = (after: number, before: number) => (Number.isFinite(after / before) ? `${(after / before).toFixed(2)}×` : '–');
+  const pairs = (['sqlite', 'postgres'] as const).filter((d) => targets.includes(d) && targets.includes(`${d}-before`));
+  const lines = [
+    'Server CPU per answered request, µs (all threads / main thread; median of the rounds):',
+    '',
+    `| scenario | ${targets.map((t) => TARGET_NAMES[t]).join(' | ')}${pairs.map((d) => ` | ${d} after / before`).join('')} |`,
+    `|---|${targets.map(() => '---:').join('|')}${pairs.map(() => '|---:').join('')}|`,
+  ];
+  for (const s of SCENARIOS.filter((x) => opts.scenarios.includes(x.key))) {
+    const cells = targets.map((t) => cell(s.key, t));
+    const ratios = pairs.map((d) => ratio(cell(s.key, d).all, cell(s.key, `${d}-before`).all));
+    lines.push(`| ${s.key} | ${cells.map((c) => `${fmt(c.all)} / ${fmt(c.main)}`).join(' | ')}${ratios.map((r) => ` | ${r}`).join('')} |`);
+  }
+  return lines.join('\n');
+}
+
 function mainTable(opts: Options): string {
   const lines = [
     '| scenario | Gatehouse SQLite req/s | Gatehouse PostgreSQL req/s | reference req/s | ratio SQLite / PostgreSQL (median of the rounds\' ratios) |',
@@ -1059,6 +1094,7 @@ export async function main(args: string[]): Promise<void> {
     const minutes = (Date.now() - startedAt) / 60_000;
     const throughput = SCENARIOS.some((s) => opts.scenarios.includes(s.key));
     const table = [...(throughput ? [mainTable(opts)] : []), ...(throughput && opts.baseline ? [beforeAfterTable(opts)] : []), ...(burstResults.size ? [burstTable()] : [])].join('\n\n');
+    if (opts.cpu && throughput) console.log(`\n${cpuTable(opts)}`);
     const details = throughput ? detailTable(opts) : '';
     console.log(`\n${table}\n\n${details}\n\nErrors the servers logged during the runs:\n${errorNotes()}\n\nPool minting:\n${mintNotes()}\n\nmachine: ${machine().text}; total ${minutes.toFixed(1)} min`);
     const dry = [...results.values()].flat().filter((r) => r.dryAt !== undefined).length;

@@ -1,5 +1,5 @@
 import autocannon from 'autocannon';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 /**
  * The load generator of `npm run bench -- http`, always run in its own process (never in the one that
@@ -33,6 +33,8 @@ export interface LoadJob {
   poolFile?: string;
   variants?: Array<{ path?: string; headers?: Record<string, string>; body?: string }>;
   resultFile: string;
+  /** The server's process id: its CPU time over the measured run is read from /proc (serverCpu). */
+  serverPid?: number;
 }
 
 export interface LoadSummary {
@@ -62,9 +64,48 @@ export interface LoadResult {
   /** The measured run on the system's monotonic clock in µs (the clock of V8 CPU profiles). */
   runStartUs?: number;
   runEndUs?: number;
+  /** CPU time the server ran over the measured run (ns): all its threads, and its main thread (the event loop). */
+  serverCpu?: { allNs: number; mainNs: number };
 }
 
 const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+
+/**
+ * CPU time (ns) a server's threads have run so far, from /proc/<pid>/task/<tid>/schedstat (its first
+ * field), with its cluster workers' when it has some: all threads, and the main threads (event loops).
+ * Read by the load generator itself, right at the edges of the measured run.
+ */
+function serverCpuNs(pid: number): { allNs: number; mainNs: number } {
+  const ran = (file: string) => {
+    try {
+      return Number(readFileSync(file, 'utf8').split(' ', 1)[0]);
+    } catch {
+      return 0; // a thread that ended between listing and reading
+    }
+  };
+  let children: number[] = [];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    // no children file: a single process
+  }
+  let allNs = 0;
+  let mainNs = 0;
+  for (const p of [pid, ...children]) {
+    let tasks: string[] = [];
+    try {
+      tasks = readdirSync(`/proc/${p}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tasks) {
+      const ns = ran(`/proc/${p}/task/${tid}/schedstat`);
+      allNs += ns;
+      if (tid === String(p)) mainNs += ns;
+    }
+  }
+  return { allNs, mainNs };
+}
 
 const DRY_PATH = '/__bench_pool_dry__';
 
@@ -166,9 +207,14 @@ async function main(): Promise<void> {
   if (!dry) {
     phase = 'run';
     runStarted = Date.now();
+    const cpuBefore = job.serverPid === undefined ? undefined : serverCpuNs(job.serverPid);
     result.runStartUs = monotonicUs();
     result.run = withoutDry(summarize(await run(job.duration), job.okStatus));
     result.runEndUs = monotonicUs();
+    if (cpuBefore) {
+      const cpuAfter = serverCpuNs(job.serverPid!);
+      result.serverCpu = { allNs: cpuAfter.allNs - cpuBefore.allNs, mainNs: cpuAfter.mainNs - cpuBefore.mainNs };
+    }
   } else {
     result.run = { seconds: 0, total: 0, ok: 0, non2xx: 0, statusCodes: {}, errors: 0, timeouts: 0, rps: 0, reqAvg: 0, latency: { p50: 0, p90: 0, p99: 0, avg: 0, max: 0 } };
   }

@@ -11,11 +11,15 @@ export class SecretBox {
     this.key = Buffer.from(hkdfSync('sha256', secretKey, 'gatehouse', `gatehouse:${purpose}`, 32));
   }
 
-  seal(plaintext: string | Uint8Array): string {
-    const iv = randomBytes(12);
+  /**
+   * `iv`: 12 random bytes never used before, drawn by the caller together with its other random values
+   * (docs/adr/0014-one-random-draw-per-token-response.md); drawn here when not given.
+   */
+  seal(plaintext: string | Uint8Array, iv: Uint8Array = randomBytes(12)): string {
+    if (iv.length !== 12) throw new Error('a sealed value takes a 12-byte IV');
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
     const body = Buffer.concat([typeof plaintext === 'string' ? cipher.update(plaintext, 'utf8') : cipher.update(plaintext), cipher.final()]);
-    return ['v1', iv.toString('base64url'), body.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
+    return ['v1', Buffer.from(iv.buffer, iv.byteOffset, 12).toString('base64url'), body.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
   }
 
   open(sealed: string): string {

@@ -15,7 +15,17 @@ export function newSecret(prefix: string): string {
  * tokens. The wall clock, not the injectable one: the time only orders keys (its seconds would not).
  */
 export function newOrderedSecret(prefix: string): string {
-  return `${prefix}_${encodeTime(Date.now())}${randomBytes(32).toString('base64url')}`;
+  return orderedSecretOf(prefix, randomBytes(32));
+}
+
+/**
+ * newOrderedSecret from 32 random bytes the caller drew (crypto.randomBytes) together with the other
+ * random values of one response: one call to the generator instead of one per value
+ * (docs/adr/0014-one-random-draw-per-token-response.md). The bytes must be fresh and used for nothing else.
+ */
+export function orderedSecretOf(prefix: string, random: Uint8Array): string {
+  if (random.length !== 32) throw new Error('an ordered secret takes 32 random bytes');
+  return `${prefix}_${encodeTime(Date.now())}${Buffer.from(random.buffer, random.byteOffset, 32).toString('base64url')}`;
 }
 
 /** A secret of newOrderedSecret's layout: prefix, time, and 43 base64url characters (256 bits). */
@@ -60,6 +70,18 @@ export function newId(prefix: string): string {
     lastRandom = Array.from(randomBytes(16), (b) => b & 31);
   }
   return `${prefix}_${encodeTime(now)}${lastRandom.map((d) => CROCKFORD[d]).join('')}`;
+}
+
+/**
+ * An identifier of newId's layout from 16 random bytes the caller drew (as orderedSecretOf), for values
+ * that must only be unique, never ordered (an access token's `jti`): unlike newId, two minted in the same
+ * millisecond need not sort in the order they were minted.
+ */
+export function idOf(prefix: string, random: Uint8Array): string {
+  if (random.length !== 16) throw new Error('an id takes 16 random bytes');
+  let text = `${prefix}_${encodeTime(Date.now())}`;
+  for (let i = 0; i < 16; i++) text += CROCKFORD[random[i]! & 31];
+  return text;
 }
 
 /** A uniformly random numeric code (email codes, magic-link codes). */

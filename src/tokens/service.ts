@@ -5,7 +5,8 @@ import type { ResolvedConfig } from '../config.js';
 import { AppError } from '../errors.js';
 import { acrOf, type Amr, parseAmr, serializeAmr } from '../shared/acr.js';
 import { SecretBox } from '../shared/crypto.js';
-import { hashSecret, newId, newOrderedSecret } from '../shared/ids.js';
+import { randomBytes } from 'node:crypto';
+import { hashSecret, idOf, newId, newOrderedSecret, orderedSecretOf } from '../shared/ids.js';
 import { hasScope, isSubsetScope, joinScope, scopeList } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
 import type { App } from '../storage/repos/apps.js';
@@ -100,7 +101,8 @@ export interface BearerIdentity<G extends LiveGrant = LiveGrant> {
 /** What a token response is minted from: the grant it belongs to, its user and app. */
 export interface MintInput {
   app: App;
-  user: UserRow;
+  /** What the tokens say of the user (a refresh reads no more of it: RefreshFamily). */
+  user: Pick<UserRow, 'id' | 'email' | 'email_verified' | 'name'>;
   grantId: string;
   grantExpiresAt: number;
   scope: string;
@@ -146,11 +148,11 @@ export const bindRefreshTo = (app: Pick<App, 'type'>, jkt: string | undefined): 
 export interface PreparedTokens {
   response: Promise<TokenResponse>;
   /**
-   * The response's JSON text as a rotation stores it for replay, once the access token is signed: the
-   * ID token (if any) as its signing input with an empty signature, signed again when it is replayed
+   * The response's JSON text as a rotation stores it for replay, sealed, once the access token is signed:
+   * the ID token (if any) as its signing input with an empty signature, signed again when it is replayed
    * (TokenService.replayed), so the rotation need not wait for the RSA signature.
    */
-  replayText(): Promise<string>;
+  sealedReplay(): Promise<string>;
   refreshRow: Insertable<RefreshTokensTable>;
 }
 
@@ -384,7 +386,9 @@ export class TokenService {
   prepareTokens(input: MintInput): PreparedTokens {
     const now = this.clock.now();
     const ttl = this.config.ttl;
-    const refreshToken = newOrderedSecret('rt');
+    // The refresh token, the access token's jti and the replay's IV in one draw (docs/adr/0014-one-random-draw-per-token-response.md).
+    const random = randomBytes(32 + 16 + 12);
+    const refreshToken = orderedSecretOf('rt', random.subarray(0, 32));
     const refreshRow = {
       token_hash: hashSecret(refreshToken),
       grant_id: input.grantId,
@@ -398,7 +402,7 @@ export class TokenService {
     };
     const accessToken = this.keys.signing(
       {
-        sub: input.user.id, aud: input.app.id, client_id: input.app.id, scope: input.scope, jti: newId('at'), sid: input.grantId,
+        sub: input.user.id, aud: input.app.id, client_id: input.app.id, scope: input.scope, jti: idOf('at', random.subarray(32, 48)), sid: input.grantId,
         ...(input.dpopJkt !== undefined ? { cnf: { jkt: input.dpopJkt } } : {}),
       },
       { alg: 'ES256', typ: 'at+jwt', expiresIn: ttl.accessToken },
@@ -428,12 +432,12 @@ export class TokenService {
     const response = Promise.all([accessToken.jwt, idToken?.jwt]).then(([access, id]) => withTokens(access, id));
     // A caller whose statement failed no longer waits for the response: its failure must not go unhandled.
     response.catch(() => undefined);
-    const replayText = async () => JSON.stringify(withTokens(await accessToken.jwt, idToken && `${idToken.input}.`));
-    return { response, replayText, refreshRow };
+    const sealedReplay = async () => this.box.seal(JSON.stringify(withTokens(await accessToken.jwt, idToken && `${idToken.input}.`)), random.subarray(48, 60));
+    return { response, sealedReplay, refreshRow };
   }
 
   /**
-   * A response stored for replay (PreparedTokens.replayText) as it was first answered: its ID token signed
+   * A response stored for replay (PreparedTokens.sealedReplay) as it was first answered: its ID token signed
    * again from its signing input, which gives the very same JWT (RS256 is deterministic). A response
    * stored whole is returned as it is.
    */
@@ -482,7 +486,7 @@ export class TokenService {
         dpopJkt: input.dpopJkt,
         sid: grant.sid,
       });
-      const sealedResponse = this.box.seal(await prepared.replayText());
+      const sealedResponse = await prepared.sealedReplay();
       const [won, response] = await Promise.all([this.rotations.submit({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
       if (won === true) return JSON.stringify(response);
     }

@@ -104,7 +104,7 @@ describe('grant_type=refresh_token (docs/security/checklist.md#refresh-tokens)',
   });
 
   // A rotation stores the ID token of its response as a signing input and signs it again on a replay
-  // (src/tokens/service.ts, PreparedTokens.replayText): the replay must be the same text, and a valid token.
+  // (src/tokens/service.ts, PreparedTokens.sealedReplay): the replay must be the same text, and a valid token.
   it('item 96: a replay in the grace window answers the first body, its ID token valid, across a key rotation', async () => {
     const { tokens } = await signedInWithTokens(t, appA);
     const first = await refresh(t.app, appA, tokens.refresh_token);

@@ -263,29 +263,25 @@ export async function findRefreshToken(db: Kysely<Database>, tokenHash: string):
   return db.selectFrom('refresh_tokens').select(COLUMNS.refresh_tokens).where('token_hash', '=', tokenHash).executeTakeFirst();
 }
 
-/** A refresh token with its grant and the grant's user: everything a rotation reads, in one query. */
+/**
+ * A refresh token with its grant and the grant's user: what a rotation reads (TokenService.refresh), in
+ * one query. Only the columns a rotation uses: every refresh reads this, and each further column is read
+ * and materialised for nothing (the replay reads the token whole again, findRefreshToken).
+ */
 export interface RefreshFamily {
-  token: RefreshTokenRow;
-  /** The grant without where it was created (a rotation has no use for it: not read on the hot path). */
-  grant: Omit<GrantRow, 'user_agent' | 'ip_area'>;
-  user: UserRow;
+  token: Pick<RefreshTokenRow, 'token_hash' | 'grant_id' | 'app_id' | 'scope' | 'expires_at' | 'consumed_at'>;
+  grant: Pick<GrantRow, 'id' | 'app_id' | 'user_id' | 'scope' | 'auth_time' | 'amr' | 'expires_at' | 'revoked_at' | 'dpop_jkt' | 'sid'>;
+  /** What the liveness rule (isLiveGrant) and the tokens (ID token claims) read of the user. */
+  user: Pick<UserRow, 'id' | 'email' | 'email_verified' | 'name' | 'status'>;
 }
-
-/** A user's columns (all but its id) as the joined reads below select them from `u`, prefixed `u_`. */
-const USER_COLUMNS = [
-  'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
-  'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
-  'u.created_at as u_created_at', 'u.updated_at as u_updated_at', 'u.deletion_scheduled_at as u_deletion_scheduled_at', 'u.locale as u_locale',
-] as const;
 
 /** The columns of a refresh family (RefreshFamily), read from the token `t`, its grant `g` and the grant's user `u`. */
 const REFRESH_FAMILY_COLUMNS = [
-  't.token_hash as t_token_hash', 't.grant_id as t_grant_id', 't.app_id as t_app_id', 't.scope as t_scope', 't.created_at as t_created_at',
-  't.expires_at as t_expires_at', 't.consumed_at as t_consumed_at', 't.successor_response as t_successor_response', 't.successor_hash as t_successor_hash',
-  'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.amr as g_amr', 'g.nonce as g_nonce',
-  'g.created_at as g_created_at', 'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.revoked_reason as g_revoked_reason',
-  'g.awaiting_completion as g_awaiting_completion', 'g.dpop_jkt as g_dpop_jkt', 'g.sid as g_sid',
-  ...USER_COLUMNS,
+  't.token_hash as t_token_hash', 't.grant_id as t_grant_id', 't.app_id as t_app_id', 't.scope as t_scope', 't.expires_at as t_expires_at',
+  't.consumed_at as t_consumed_at',
+  'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.amr as g_amr',
+  'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.dpop_jkt as g_dpop_jkt', 'g.sid as g_sid',
+  'u.email as u_email', 'u.email_verified as u_email_verified', 'u.name as u_name', 'u.status as u_status',
 ] as const;
 
 /**
@@ -307,20 +303,12 @@ type RefreshFamilyRow = Awaited<ReturnType<typeof selectRefreshFamily>>['rows'][
 
 function toRefreshFamily(row: RefreshFamilyRow): RefreshFamily {
   return {
-    token: {
-      token_hash: row.t_token_hash, grant_id: row.t_grant_id, app_id: row.t_app_id, scope: row.t_scope, created_at: row.t_created_at, expires_at: row.t_expires_at,
-      consumed_at: row.t_consumed_at, successor_response: row.t_successor_response, successor_hash: row.t_successor_hash,
-    },
+    token: { token_hash: row.t_token_hash, grant_id: row.t_grant_id, app_id: row.t_app_id, scope: row.t_scope, expires_at: row.t_expires_at, consumed_at: row.t_consumed_at },
     grant: {
-      id: row.t_grant_id, app_id: row.g_app_id, user_id: row.g_user_id, scope: row.g_scope, auth_time: row.g_auth_time, amr: row.g_amr, nonce: row.g_nonce,
-      created_at: row.g_created_at, expires_at: row.g_expires_at, revoked_at: row.g_revoked_at, revoked_reason: row.g_revoked_reason,
-      awaiting_completion: row.g_awaiting_completion, dpop_jkt: row.g_dpop_jkt, sid: row.g_sid,
+      id: row.t_grant_id, app_id: row.g_app_id, user_id: row.g_user_id, scope: row.g_scope, auth_time: row.g_auth_time, amr: row.g_amr,
+      expires_at: row.g_expires_at, revoked_at: row.g_revoked_at, dpop_jkt: row.g_dpop_jkt, sid: row.g_sid,
     },
-    user: {
-      id: row.g_user_id, email: row.u_email, email_verified: row.u_email_verified, password_hash: row.u_password_hash, name: row.u_name,
-      phone_number: row.u_phone_number, birthdate: row.u_birthdate, status: row.u_status, password_changed_at: row.u_password_changed_at,
-      created_at: row.u_created_at, updated_at: row.u_updated_at, deletion_scheduled_at: row.u_deletion_scheduled_at, locale: row.u_locale,
-    },
+    user: { id: row.g_user_id, email: row.u_email, email_verified: row.u_email_verified, name: row.u_name, status: row.u_status },
   };
 }
 
@@ -523,6 +511,13 @@ export interface CodeRedemption {
   membership: { status: 'active' | 'blocked' } | undefined;
   consentedScope: string;
 }
+
+/** A user's columns (all but its id) as the code's redemption selects them from `u`, prefixed `u_`: the sign-in policy judges the whole user. */
+const USER_COLUMNS = [
+  'u.email as u_email', 'u.email_verified as u_email_verified', 'u.password_hash as u_password_hash', 'u.name as u_name',
+  'u.phone_number as u_phone_number', 'u.birthdate as u_birthdate', 'u.status as u_status', 'u.password_changed_at as u_password_changed_at',
+  'u.created_at as u_created_at', 'u.updated_at as u_updated_at', 'u.deletion_scheduled_at as u_deletion_scheduled_at', 'u.locale as u_locale',
+] as const;
 
 /** The columns of a code's redemption (CodeRedemption), read from the code row `c` and what it joins. */
 const REDEMPTION_COLUMNS = [
