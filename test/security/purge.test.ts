@@ -32,6 +32,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   throttle_counters: 'updated_at',
   seen_once: 'expires_at',
   pushed_authorization_requests: 'created_at',
+  device_authorizations: 'created_at',
   outbox: 'created_at',
   webhook_deliveries: 'created_at',
   logout_deliveries: 'created_at',
