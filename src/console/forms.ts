@@ -52,7 +52,7 @@ export function appInput(body: FormBody) {
 const numberOf = (value: string): number | string => (/^-?\d{1,9}$/.test(value.trim()) ? Number(value.trim()) : value);
 
 /**
- * The settings form's fields beyond `appInput` (save only): back-channel logout, DPoP and the password
+ * The settings form's fields beyond `appInput` (save only): back-channel logout, DPoP, the device flow and the password
  * policy, in the API's shape; an empty maximum age means none (the API's null).
  */
 export function appSettingsInput(body: FormBody) {
@@ -63,6 +63,7 @@ export function appSettingsInput(body: FormBody) {
     backchannel_logout_uri: field(body, 'backchannel_logout_uri').trim() || null,
     backchannel_logout_session_required: field(body, 'backchannel_logout_session_required') === 'on',
     dpop_bound_access_tokens: field(body, 'dpop_bound_access_tokens') === 'on',
+    device_authorization_grant: field(body, 'device_authorization_grant') === 'on',
     password_policy: {
       min_length: policyField('password_min_length'),
       character_classes: policyField('password_character_classes'),

@@ -3,7 +3,9 @@ import { decodeJwt } from 'jose';
 import { buildTestApp, FrozenClock, nextWindowStart, type TestApp } from '../helpers/app.js';
 import { Browser, csrfOf, makeClient, PASSWORD, type TestClient } from '../helpers/oauth-flows.js';
 import { makeUser } from '../helpers/factories.js';
+import { generateSync } from 'otplib';
 import { normalizeUserCode } from '../../src/shared/user-code.js';
+import { appBody, bearer, createDeveloperViaApi } from '../helpers/dev-api.js';
 
 /**
  * The device authorization grant (RFC 8628, docs/reference/oauth.md#device-authorization-grant-rfc-8628) through
@@ -150,6 +152,48 @@ describe('device authorization grant', () => {
     // A decided request is no longer on offer to the page.
     const reused = await new Browser(t.app).submit('/device', { user_code: c.user_code });
     expect(reused.statusCode).toBe(400);
+  });
+
+  it('an app that requires a second factor: the person sets one up on the hosted /mfa page, which resumes the device flow', async () => {
+    const strict = await makeClient(t, { name: 'Bank TV', mfa: 'required', oauth: ON });
+    const c = await codes(strict);
+    const person = new Browser(t.app);
+    const { email } = await person.register();
+    await t.db.updateTable('users').set({ email_verified: 1 }).where('email', '=', email).execute();
+    const entered = await person.submit('/device', { user_code: c.user_code });
+    const toMfa = await person.get(String(entered.headers.location));
+    expect(toMfa.statusCode).toBe(302);
+    expect(String(toMfa.headers.location)).toMatch(/^\/mfa\?client_id=/);
+    const mfaPage = await person.get(String(toMfa.headers.location));
+    const secret = /data-field="totp_secret">([^<]+)</.exec(mfaPage.body)?.[1];
+    expect(secret).toBeTruthy();
+    const verified = await person.post(String(toMfa.headers.location), { csrf: csrfOf(mfaPage.body), action: 'verify', code: generateSync({ secret: secret!, epoch: t.clock.now() }) });
+    // New recovery codes are shown once, with the way on: back into the device flow.
+    const next = verified.statusCode === 303 ? String(verified.headers.location) : /href="(\/device\/continue[^"]*)"/.exec(verified.body)?.[1]?.replace(/&amp;/g, '&');
+    expect(next).toMatch(/^\/device\/continue\?client_id=/);
+    const confirm = await person.get(next!);
+    expect(confirm.statusCode).toBe(200);
+    expect(confirm.body).toContain('Bank TV');
+    const approved = await person.post(next!, { csrf: csrfOf(confirm.body), action: 'approve' });
+    expect((await person.get(String(approved.headers.location))).body).toContain('data-device-done="approved"');
+    t.clock.advance(5);
+    const tokens = await poll(strict, c.device_code);
+    expect(tokens.statusCode, tokens.body).toBe(200);
+    expect(decodeJwt(tokens.json().id_token).amr).toContain('otp');
+  });
+
+  it('the developer API sets, shows and changes device_authorization_grant (default false)', async () => {
+    const dev = await createDeveloperViaApi(t);
+    const created = await t.app.inject({ method: 'POST', url: '/v1/dev/apps', headers: bearer(dev.apiKey), payload: appBody() });
+    expect(created.json().device_authorization_grant).toBe(false);
+    const id = created.json().id as string;
+    const patched = await t.app.inject({ method: 'PATCH', url: `/v1/dev/apps/${id}`, headers: bearer(dev.apiKey), payload: { device_authorization_grant: true } });
+    expect(patched.statusCode).toBe(200);
+    expect((await t.app.inject({ method: 'GET', url: `/v1/dev/apps/${id}`, headers: bearer(dev.apiKey) })).json().device_authorization_grant).toBe(true);
+    const started = await t.app.inject({ method: 'POST', url: '/oauth/device_authorization', payload: { client_id: id } });
+    expect(started.statusCode).toBe(200);
+    const bad = await t.app.inject({ method: 'PATCH', url: `/v1/dev/apps/${id}`, headers: bearer(dev.apiKey), payload: { device_authorization_grant: 'yes' } });
+    expect(bad.statusCode).toBe(400);
   });
 
   it('polling faster than the interval is slow_down, and the interval then grows by 5 s', async () => {
