@@ -54,6 +54,7 @@ async function writeFlow(request: FastifyRequest, reply: FastifyReply, update: (
 
 /** Forgets the device request (and the resumption into it) once it is decided or gone. */
 async function clearDevice(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  if (!request.browserSession) return;
   const state = readFlow(request);
   await request.server.browserSessions.writeData(request, reply, { ...state, device: undefined, resume: undefined, profile: undefined });
 }
