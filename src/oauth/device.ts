@@ -1,12 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../errors.js';
 import { authenticateClient } from '../sign-in/client-auth.js';
 import { hashSecret, newSecret } from '../shared/ids.js';
-import { DEFAULT_SCOPE, joinScope, scopeList, unknownScopes } from '../shared/scopes.js';
 import { appendQuery } from '../shared/url.js';
 import { formatUserCode, newUserCode, userCodeHash } from '../shared/user-code.js';
 import { isUniqueViolation } from '../storage/unique-violation.js';
 import { insertDeviceAuthorization } from '../storage/repos/device-authorizations.js';
+import { checkScope } from './authorize.js';
 import { assertDeviceGrantAllowed } from './grants/device-code.js';
 import { singleParams } from './params.js';
 import { noStore } from './token.js';
@@ -26,14 +25,6 @@ export const MAX_DEVICE_AUTHORIZATIONS_PER_MINUTE = 30;
 /** A fresh user code that collides with a stored one is drawn again this many times. */
 const USER_CODE_DRAWS = 5;
 
-function checkScope(raw: string | undefined): string {
-  const scope = raw === undefined || raw.trim() === '' ? DEFAULT_SCOPE : raw;
-  if (/[^\x21\x23-\x5b\x5d-\x7e ]/.test(scope)) throw new AppError('invalid_scope');
-  const unknown = unknownScopes(scope);
-  if (unknown.length) throw new AppError('invalid_scope', { message: `Unknown scope: ${unknown.slice(0, 3).join(' ')}.` });
-  return joinScope(scopeList(scope));
-}
-
 export async function deviceAuthorization(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
   const params = singleParams(request.body);
@@ -42,7 +33,7 @@ export async function deviceAuthorization(app: FastifyInstance, request: Fastify
   const { app: client } = await authenticateClient(app, credentials);
   request.corsAppId = client.id;
   assertDeviceGrantAllowed(client);
-  const scope = checkScope(params.scope);
+  const scope = checkScope(params);
 
   const deviceCode = newSecret('dc');
   const now = app.clock.now();
