@@ -33,7 +33,7 @@ async function seed(storage: Storage, users: number): Promise<void> {
     .values({
       id: 'app_1', developer_id: 'dev_1', name: 'a', type: 'public', client_secret_hash: null, redirect_uris: '[]', allowed_origins: '[]',
       feature_auth: 1, feature_profile: 1, required_fields: '[]', mfa: 'optional', disabled: 0, created_at: NOW, updated_at: NOW,
-      dpop_bound_access_tokens: 0, require_pushed_authorization_requests: 0,
+      dpop_bound_access_tokens: 0, require_pushed_authorization_requests: 0, device_authorization_grant: 0,
     })
     .execute();
   for (let u = 0; u < users; u++) {

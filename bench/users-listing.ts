@@ -36,7 +36,7 @@ async function seed(storage: Storage, users: number): Promise<{ appId: string; a
   await insertDeveloper(db, { id: 'dev_bench', email: 'bench@example.com', name: 'Bench', createdAt: now }, hashSecret(apiKey));
   await db
     .insertInto('apps')
-    .values({ id: 'app_bench', developer_id: 'dev_bench', name: 'Bench', type: 'public', client_secret_hash: null, redirect_uris: '["https://bench.example/cb"]', allowed_origins: '[]', feature_auth: 1, feature_profile: 1, required_fields: '[]', mfa: 'optional', disabled: 0, created_at: now, updated_at: now, dpop_bound_access_tokens: 0, require_pushed_authorization_requests: 0 })
+    .values({ id: 'app_bench', developer_id: 'dev_bench', name: 'Bench', type: 'public', client_secret_hash: null, redirect_uris: '["https://bench.example/cb"]', allowed_origins: '[]', feature_auth: 1, feature_profile: 1, required_fields: '[]', mfa: 'optional', disabled: 0, created_at: now, updated_at: now, dpop_bound_access_tokens: 0, require_pushed_authorization_requests: 0, device_authorization_grant: 0 })
     .execute();
   const base = now - users - 10;
   const chunk = 100_000;

@@ -21,6 +21,7 @@ import * as backchannelLogout from './2026-12-09T0200_backchannel_logout.js';
 import * as passwordPolicyAndMail from './2026-12-09T0500_password_policy_and_mail.js';
 import * as par from './2026-12-10T0100_par.js';
 import * as dynamicRegistration from './2026-12-11T0300_dynamic_registration.js';
+import * as deviceAuthorization from './2026-12-11T0200_device_authorization.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -51,6 +52,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-09T0500_password_policy_and_mail': { all: passwordPolicyAndMail },
   '2026-12-10T0100_par': { all: par },
   '2026-12-11T0300_dynamic_registration': { all: dynamicRegistration },
+  '2026-12-11T0200_device_authorization': { all: deviceAuthorization },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

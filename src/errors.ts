@@ -58,6 +58,9 @@ export const ERROR_CATALOGUE = {
   use_dpop_nonce: [400, 'The DPoP proof must carry the nonce from the DPoP-Nonce response header.'],
   invalid_client_metadata: [400, 'A client metadata value is invalid or not supported.'],
   invalid_request_uri: [400, 'The request_uri is unknown, used, expired, or was pushed by another client.'],
+  authorization_pending: [400, 'The person has not approved or denied the request on the device page yet.'],
+  slow_down: [400, 'Polling faster than the interval: wait 5 seconds more between polls from now on.'],
+  expired_token: [400, 'The device code has expired: start a new device authorization.'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

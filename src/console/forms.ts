@@ -52,7 +52,7 @@ export function appInput(body: FormBody) {
 const numberOf = (value: string): number | string => (/^-?\d{1,9}$/.test(value.trim()) ? Number(value.trim()) : value);
 
 /**
- * The settings form's fields beyond `appInput` (save only): back-channel logout, DPoP, PAR and the password
+ * The settings form's fields beyond `appInput` (save only): back-channel logout, DPoP, PAR, the device flow and the password
  * policy, in the API's shape; an empty maximum age means none (the API's null).
  */
 export function appSettingsInput(body: FormBody) {
@@ -64,6 +64,7 @@ export function appSettingsInput(body: FormBody) {
     backchannel_logout_session_required: field(body, 'backchannel_logout_session_required') === 'on',
     dpop_bound_access_tokens: field(body, 'dpop_bound_access_tokens') === 'on',
     require_pushed_authorization_requests: field(body, 'require_pushed_authorization_requests') === 'on',
+    device_authorization_grant: field(body, 'device_authorization_grant') === 'on',
     password_policy: {
       min_length: policyField('password_min_length'),
       character_classes: policyField('password_character_classes'),

@@ -141,7 +141,7 @@ function postedAppValues(body: FormBody) {
   };
 }
 
-/** The settings form's back-channel logout, DPoP, PAR and password-policy values as the page shows them. */
+/** The settings form's back-channel logout, DPoP, PAR, device-flow and password-policy values as the page shows them. */
 function settingsFormValues(view: AppView) {
   const policy = view.password_policy;
   return {
@@ -149,6 +149,7 @@ function settingsFormValues(view: AppView) {
     backchannel_logout_session_required: view.backchannel_logout_session_required,
     dpop_bound_access_tokens: view.dpop_bound_access_tokens,
     require_pushed_authorization_requests: view.require_pushed_authorization_requests,
+    device_authorization_grant: view.device_authorization_grant,
     password_min_length: String(policy.min_length),
     password_character_classes: String(policy.character_classes),
     password_max_age_days: policy.max_age_days === null ? '' : String(policy.max_age_days),
@@ -162,6 +163,7 @@ function postedSettingsValues(body: FormBody) {
     backchannel_logout_session_required: field(body, 'backchannel_logout_session_required') === 'on',
     dpop_bound_access_tokens: field(body, 'dpop_bound_access_tokens') === 'on',
     require_pushed_authorization_requests: field(body, 'require_pushed_authorization_requests') === 'on',
+    device_authorization_grant: field(body, 'device_authorization_grant') === 'on',
     password_min_length: field(body, 'password_min_length'),
     password_character_classes: field(body, 'password_character_classes'),
     password_max_age_days: field(body, 'password_max_age_days'),

@@ -67,7 +67,7 @@ export async function ensureConsoleApp(db: Kysely<Database>, config: ResolvedCon
     disabled: false,
     createdAt: now,
     updatedAt: now,
-    oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: false },
+    oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: false, deviceAuthorizationGrant: false },
   };
   try {
     await insertApp(db, app);

@@ -56,6 +56,10 @@ const RequirePar = z
   .boolean()
   .describe('true: `/oauth/authorize` accepts only a `request_uri` from `POST /oauth/par` (RFC 9126) for this app.');
 
+const DeviceGrant = z
+  .boolean()
+  .describe('true: the app may use the device authorization grant (RFC 8628): `POST /oauth/device_authorization`, the `/device` page and `grant_type=urn:ietf:params:oauth:grant-type:device_code` (docs/reference/oauth.md#device-authorization-grant-rfc-8628).');
+
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
 /** The app's default language: one of the hosted pages' locales (docs/guides/hosted-pages.md). */
@@ -142,6 +146,7 @@ export const CreateAppBody = z.strictObject({
   password_policy: PasswordPolicy.default(PASSWORD_POLICY_DEFAULT),
   mail: MailSettings.default({ reply_to: null, overrides: {} }),
   require_pushed_authorization_requests: RequirePar.default(false),
+  device_authorization_grant: DeviceGrant.default(false),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -163,6 +168,7 @@ export const UpdateAppBody = z.strictObject({
   password_policy: PasswordPolicy.partial().optional().describe('The fields sent replace those of the policy; the others stay.'),
   mail: MailSettings.partial().optional().describe('`reply_to` and/or `overrides` (the whole set of overrides) replace the current ones.'),
   require_pushed_authorization_requests: RequirePar.optional(),
+  device_authorization_grant: DeviceGrant.optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -192,6 +198,7 @@ export const AppView = z
       .object({ reply_to: z.string().nullable(), overrides: z.record(z.string(), z.record(z.string(), z.object({ subject: z.string().optional(), intro: z.string().optional() }))) })
       .describe('Reply-To and text overrides of the mails this app causes (docs/guides/app-mail.md).'),
     require_pushed_authorization_requests: RequirePar,
+    device_authorization_grant: DeviceGrant,
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

@@ -15,7 +15,7 @@ import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
 type OptionalOnCreate =
   | 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale' | 'dpop_bound_access_tokens' | 'backchannel_logout_uri' | 'backchannel_logout_session_required'
-  | 'password_policy' | 'mail' | 'require_pushed_authorization_requests';
+  | 'password_policy' | 'mail' | 'require_pushed_authorization_requests' | 'device_authorization_grant';
 export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>> & { disabled?: boolean };
 
 type PasswordPolicyView = { min_length: number; character_classes: number; max_age_days: number | null; history_count: number };
@@ -49,6 +49,7 @@ export interface AppView {
   password_policy: PasswordPolicyView;
   mail: MailView;
   require_pushed_authorization_requests: boolean;
+  device_authorization_grant: boolean;
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -96,6 +97,7 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     },
     mail: { reply_to: app.mail.replyTo, overrides: app.mail.overrides },
     require_pushed_authorization_requests: app.oauth.requirePushedAuthorizationRequests,
+    device_authorization_grant: app.oauth.deviceAuthorizationGrant,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -142,7 +144,11 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
     disabled: input.disabled ?? false,
     createdAt: now,
     updatedAt: now,
-    oauth: { dpopBoundAccessTokens: input.dpop_bound_access_tokens ?? false, requirePushedAuthorizationRequests: input.require_pushed_authorization_requests ?? false },
+    oauth: {
+      dpopBoundAccessTokens: input.dpop_bound_access_tokens ?? false,
+      requirePushedAuthorizationRequests: input.require_pushed_authorization_requests ?? false,
+      deviceAuthorizationGrant: input.device_authorization_grant ?? false,
+    },
   };
   await inTransaction(db, async (trx) => {
     if ((await countAppsOfDeveloper(trx, developerId)) >= MAX_APPS_PER_DEVELOPER) {
@@ -177,6 +183,7 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
     oauth: {
       dpopBoundAccessTokens: patch.dpop_bound_access_tokens ?? app.oauth.dpopBoundAccessTokens,
       requirePushedAuthorizationRequests: patch.require_pushed_authorization_requests ?? app.oauth.requirePushedAuthorizationRequests,
+      deviceAuthorizationGrant: patch.device_authorization_grant ?? app.oauth.deviceAuthorizationGrant,
     },
     backchannelLogout: {
       uri: patch.backchannel_logout_uri === undefined ? app.backchannelLogout.uri : patch.backchannel_logout_uri,

@@ -110,7 +110,8 @@ function checkPkce(client: App, params: Params): string | null {
   return result.challenge;
 }
 
-function checkScope(params: Params): string {
+/** The requested scope, checked and normalised (default `openid profile email`); shared with /oauth/device_authorization. */
+export function checkScope(params: Params): string {
   const scope = params.scope === undefined || params.scope.trim() === '' ? DEFAULT_SCOPE : params.scope;
   if (/[^\x21\x23-\x5b\x5d-\x7e ]/.test(scope)) throw new AppError('invalid_scope');
   const unknown = unknownScopes(scope);

@@ -21,7 +21,7 @@ export function discoveryDocument(baseUrl: string, options: { registration: bool
     end_session_endpoint: endpoint('/oauth/logout'),
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
-    grant_types_supported: ['authorization_code', 'refresh_token'],
+    grant_types_supported: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code'],
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: clientAuthMethods,
     revocation_endpoint_auth_methods_supported: clientAuthMethods,
@@ -48,6 +48,8 @@ export function discoveryDocument(baseUrl: string, options: { registration: bool
     // RFC 9126 §5: pushed authorization requests; an app may require them (require_pushed_authorization_requests).
     pushed_authorization_request_endpoint: endpoint('/oauth/par'),
     require_pushed_authorization_requests: false,
+    // RFC 8628 §4: the device authorization grant, for apps that turn it on (device_authorization_grant).
+    device_authorization_endpoint: endpoint('/oauth/device_authorization'),
     // RFC 7591 §3: only when the operator turns dynamic client registration on (DYNAMIC_REGISTRATION=1).
     ...(options.registration ? { registration_endpoint: endpoint('/oauth/register') } : {}),
   };

@@ -7,16 +7,17 @@ import { introspect, revoke } from './revoke.js';
 import { json, noBody, OPTIONAL_CLIENT_AUTH, redirect, shareRouteDocs } from '../shared/responses.js';
 import { TokenResponse } from '../shared/schemas.js';
 import { EXAMPLE, EXAMPLE_TOKENS } from '../shared/examples.js';
-import { AuthorizeForm, Introspection, ParParams, PushedRequest, IntrospectParams, RevokeParams, TokenParams, UserinfoClaims, UserinfoForm } from './schemas.js';
+import { AuthorizeForm, DeviceAuthorizationParams, DeviceAuthorizationResponse, Introspection, ParParams, PushedRequest, IntrospectParams, RevokeParams, TokenParams, UserinfoClaims, UserinfoForm } from './schemas.js';
 import { token } from './token.js';
 import { pushAuthorizationRequest } from './par.js';
+import { deviceAuthorization } from './device.js';
 import { userinfo } from './userinfo.js';
 
 /**
- * The OAuth 2.0 / OpenID Connect core (docs/reference/oauth.md#endpoints): /oauth/authorize, /oauth/par, /oauth/token, /oauth/revoke,
+ * The OAuth 2.0 / OpenID Connect core (docs/reference/oauth.md#endpoints): /oauth/authorize, /oauth/par, /oauth/device_authorization, /oauth/token, /oauth/revoke,
  * /oauth/introspect, /oauth/userinfo. Token-style endpoints answer RFC 6749 §5.2 errors with
  * no-store; authorize renders HTML errors until client and redirect_uri are verified, then redirects.
- * CORS (docs/reference/rest-api.md#cors) on token, par, revoke and userinfo only; never on authorize.
+ * CORS (docs/reference/rest-api.md#cors) on token, par, device_authorization, revoke and userinfo only; never on authorize.
  */
 export default async function oauth(app: FastifyInstance) {
   const tokenClientId = (request: FastifyRequest) => parseBasic(request.headers.authorization)?.clientId ?? firstValue(request.body, 'client_id');
@@ -53,7 +54,10 @@ export default async function oauth(app: FastifyInstance) {
         consumes: tokenMedia,
         body: TokenParams,
         response: { 200: json('Tokens (`Cache-Control: no-store`).', TokenResponse) },
-        errors: { ...clientErrors, 400: ['invalid_request', 'invalid_grant', 'invalid_scope', 'unsupported_grant_type', 'unauthorized_client'] },
+        errors: {
+          ...clientErrors,
+          400: ['invalid_request', 'invalid_grant', 'invalid_scope', 'unsupported_grant_type', 'unauthorized_client', 'authorization_pending', 'slow_down', 'expired_token', 'access_denied'],
+        },
         examples: {
           refresh: {
             summary: 'Rotate a refresh token',
@@ -90,6 +94,24 @@ export default async function oauth(app: FastifyInstance) {
       onSend: namedClientCors,
     },
     (request, reply) => pushAuthorizationRequest(app, request, reply));
+  app.post(
+    '/oauth/device_authorization',
+    {
+      config: tokenConfig,
+      schema: {
+        operationId: 'deviceAuthorization',
+        summary: 'Device authorization request (RFC 8628; docs/reference/oauth.md#device-authorization-grant-rfc-8628)',
+        description:
+          'For apps with `device_authorization_grant` on; client authentication as at `/oauth/token`. The device shows `user_code` and `verification_uri` (or `verification_uri_complete` as a QR code), then polls `/oauth/token` with `grant_type=urn:ietf:params:oauth:grant-type:device_code` and `device_code`, at most every `interval` seconds, until the person approves or denies on the `/device` page or the codes expire. At most 30 requests per IP per minute.',
+        security: OPTIONAL_CLIENT_AUTH,
+        consumes: tokenMedia,
+        body: DeviceAuthorizationParams,
+        response: { 200: json('The codes (`Cache-Control: no-store`).', DeviceAuthorizationResponse) },
+        errors: { ...clientErrors, 400: ['invalid_request', 'invalid_scope', 'unauthorized_client'] },
+      },
+      onSend: namedClientCors,
+    },
+    (request, reply) => deviceAuthorization(app, request, reply));
   app.post(
     '/oauth/revoke',
     {
@@ -148,7 +170,7 @@ export default async function oauth(app: FastifyInstance) {
     '/oauth/userinfo',
     { config: tokenConfig, schema: { operationId: 'userinfoByPost', summary: 'UserInfo, posted (the token may be the `access_token` form field)', consumes: tokenMedia, body: UserinfoForm, ...userinfoDocs }, onSend: userinfoCors },
     (request, reply) => userinfo(app, request, reply));
-  for (const url of ['/oauth/token', '/oauth/par', '/oauth/revoke', '/oauth/userinfo']) {
+  for (const url of ['/oauth/token', '/oauth/par', '/oauth/device_authorization', '/oauth/revoke', '/oauth/userinfo']) {
     app.options(url, { config: { errorStyle: 'oauth' } }, answerPreflight);
   }
 }

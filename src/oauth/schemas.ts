@@ -19,7 +19,7 @@ export const UserinfoForm = z.object({ access_token: z.string().max(8192).option
 
 /** The token endpoint's body: parameters the handler reads and checks itself, in RFC 6749 order. */
 export const TokenParams = ParamsBody.describe(
-  '`grant_type=authorization_code`: `code`, `redirect_uri`, `client_id`, `code_verifier`; `grant_type=refresh_token`: `refresh_token`, `client_id`, optional narrower `scope`. Confidential apps add `client_secret` (or use Basic). Each parameter at most once; others are ignored.',
+  '`grant_type=authorization_code`: `code`, `redirect_uri`, `client_id`, `code_verifier`; `grant_type=refresh_token`: `refresh_token`, `client_id`, optional narrower `scope`; `grant_type=urn:ietf:params:oauth:grant-type:device_code`: `device_code`, `client_id`. Confidential apps add `client_secret` (or use Basic). Each parameter at most once; others are ignored.',
 );
 export const ParParams = ParamsBody.describe(
   'The authorization request (`response_type`, `client_id`, `redirect_uri`, `scope`, `state`, `code_challenge`, `code_challenge_method`, `nonce`, `prompt`, `max_age`, `login_hint`, `ui_locales`, `dpop_jkt`), each at most once; confidential apps add `client_secret` (or use Basic). Never `request_uri`.',
@@ -30,6 +30,19 @@ export const PushedRequest = z
     expires_in: z.number().int().describe('Seconds the request_uri stays usable (60).'),
   })
   .meta({ id: 'PushedAuthorizationResponse', description: 'RFC 9126 §2.2.' });
+export const DeviceAuthorizationParams = ParamsBody.describe(
+  '`client_id`, optional `scope` (default `openid profile email`; add `offline_access` for a refresh token the app keeps), each at most once; confidential apps add `client_secret` (or use Basic).',
+);
+export const DeviceAuthorizationResponse = z
+  .object({
+    device_code: z.string().describe('For the device only: it polls `/oauth/token` with it.'),
+    user_code: z.string().describe('`XXXX-XXXX` from `BCDFGHJKLMNPQRSTVWXZ`, for the person to type on the `/device` page (any case, dash optional).'),
+    verification_uri: z.string().describe('`{AUTH_URL}/device`.'),
+    verification_uri_complete: z.string().describe('The same page with the user code filled in (for a QR code); the person still confirms it.'),
+    expires_in: z.number().int().describe('Seconds both codes stay usable (600).'),
+    interval: z.number().int().describe('Seconds to wait between polls (5).'),
+  })
+  .meta({ id: 'DeviceAuthorizationResponse', description: 'RFC 8628 §3.2.' });
 export const RevokeParams = ParamsBody.describe('`token`, optional `token_type_hint`, `client_id` (and `client_secret` for confidential apps, or Basic).');
 export const IntrospectParams = ParamsBody.describe('`token`, optional `token_type_hint`; the confidential app authenticates (Basic or `client_id` + `client_secret`).');
 

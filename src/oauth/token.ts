@@ -4,6 +4,7 @@ import type { App } from '../storage/repos/apps.js';
 import { type AppReader, authenticateClient } from '../sign-in/client-auth.js';
 import { authorizationCodeGrant } from './grants/authorization-code.js';
 import { refreshTokenGrant } from './grants/refresh-token.js';
+import { DEVICE_CODE_GRANT, deviceCodeGrant } from './grants/device-code.js';
 import { singleParams, type Params } from './params.js';
 
 /** POST /oauth/token: parameter hygiene → grant type → the grant's handler, which first authenticates the client. */
@@ -26,6 +27,7 @@ type GrantHandler = (app: FastifyInstance, request: FastifyRequest, params: Para
 const GRANTS: Record<string, GrantHandler> = {
   authorization_code: authorizationCodeGrant,
   refresh_token: refreshTokenGrant,
+  [DEVICE_CODE_GRANT]: deviceCodeGrant,
 };
 
 export function noStore(reply: FastifyReply): FastifyReply {

@@ -10,6 +10,7 @@ import authMailPages from './auth-mail.js';
 import brandingRoutes, { brandOf } from './branding.js';
 import consentPages from './consent.js';
 import continuePages from './continue.js';
+import devicePages from './device.js';
 import { shownFlowApp } from './flow.js';
 import { documentPage } from './docs.js';
 import legalPages from './legal.js';
@@ -109,4 +110,5 @@ export default async function hostedPages(app: FastifyInstance) {
   await app.register(authMailPages);
   await app.register(mfaPages);
   await app.register(passkeyPages);
+  await app.register(devicePages);
 }

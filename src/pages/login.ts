@@ -36,7 +36,8 @@ async function providerName(app: FastifyInstance): Promise<string | undefined> {
 
 /** Hidden fields for `/oauth/idp/start` from the authorization request in flight (web flow, response_mode=code). */
 function idpFields(resume: string | undefined): Array<[string, string]> | undefined {
-  if (!resume) return undefined;
+  // A device sign-in (docs/guides/device-sign-in.md) has no redirect_uri for the provider's web flow to return to.
+  if (!resume?.startsWith('/oauth/authorize?')) return undefined;
   const q = new URLSearchParams(resume.slice(resume.indexOf('?') + 1));
   const fields: Array<[string, string]> = [];
   for (const key of ['client_id', 'redirect_uri', 'state', 'code_challenge', 'code_challenge_method', 'nonce', 'scope']) {

@@ -5,6 +5,7 @@ import type { LoggerOptions } from 'pino';
 const SECRET_QUERY_PARAMS = new Set([
   'code', 'token', 'magic_token', 'reset_token', 'session', 'refresh_token', 'access_token', 'id_token',
   'code_verifier', 'ticket', 'client_secret', 'idp_code', 'api_key', 'password', 'state', 'nonce', 'code_challenge', 'request_uri',
+  'user_code', 'device_code',
 ]);
 
 export function redactUrl(url: string): string {
@@ -51,6 +52,8 @@ export function loggerOptions(level: string): Exclude<FastifyServerOptions['logg
         '*.client_secret',
         '*.code',
         '*.code_verifier',
+        '*.device_code',
+        '*.user_code',
         '*.refresh_token',
         '*.access_token',
         '*.id_token',

@@ -3,8 +3,8 @@ import type { Amr } from './acr.js';
 /**
  * Page state of an authorization request in flight, kept server-side in the browser session's `data`
  * (never in a form or a URL the user can edit):
- * - `resume`: the same-origin path `/oauth/authorize?<query>` that every sign-in page (login, register,
- *   magic link, provider sign-in) returns to with a 303 when it is done;
+ * - `resume`: the same-origin path `/oauth/authorize?<query>` (or `/device/continue?client_id=…`) that every
+ *   sign-in page (login, register, magic link, provider sign-in) returns to with a 303 when it is done;
  * - `consent` / `profile`: the step `/oauth/authorize` is waiting for, with what the page must show.
  */
 
@@ -79,7 +79,10 @@ export interface FlowState {
   [key: string]: unknown;
 }
 
-/** Only `/oauth/authorize?…` paths are ever resumed: never an absolute or protocol-relative URL. */
+/**
+ * Only `/oauth/authorize?…` and the device page's `/device/continue?…` (docs/guides/device-sign-in.md) are
+ * ever resumed: never an absolute or protocol-relative URL.
+ */
 export function isSafeResume(value: unknown): value is string {
-  return typeof value === 'string' && value.length <= 8192 && /^\/oauth\/authorize\?[^\\#\s]*$/.test(value);
+  return typeof value === 'string' && value.length <= 8192 && /^\/(oauth\/authorize|device\/continue)\?[^\\#\s]*$/.test(value);
 }

@@ -11,6 +11,7 @@ import { findConsentedScope, grantConsent, revokeConsent } from '../storage/repo
 import { appendEvent } from '../storage/repos/events.js';
 import { AWAITING, awaitSecondFactor, type CodeRedemption, finishPendingGrant, type GrantRow, recordSecondFactor, revokeGrantsOfUser } from '../storage/repos/grants.js';
 import { findSignInBasis, type SignInBasis } from '../storage/repos/sign-in-basis.js';
+import { decideDeviceAuthorization } from '../storage/repos/device-authorizations.js';
 import { type PublicUser, toPublicUser, updateUser, type UserRow } from '../storage/repos/users.js';
 import type { Database } from '../storage/schema.js';
 import { inTransaction } from '../storage/transaction.js';
@@ -194,6 +195,15 @@ export class SignIn {
     return codeBasisProblem(user, membership, { issuedAt: code.created_at, scope: code.scope, consentedScope });
   }
 
+  /**
+   * Whether a device authorization (RFC 8628) approved at `issuedAt` still stands when the device redeems
+   * it: the rule an authorization code's basis follows (policy.ts: codeBasisProblem), read now.
+   */
+  async deviceBasisProblem(db: Kysely<Database>, user: UserRow, appId: string, approval: { issuedAt: number; scope: string }): Promise<SignInRefusal | CodeBasisProblem | null> {
+    const basis = await findSignInBasis(db, appId, user.id);
+    return codeBasisProblem(user, basis.membership, { issuedAt: approval.issuedAt, scope: approval.scope, consentedScope: basis.consentedScope });
+  }
+
   // Steps --------------------------------------------------------------------------------------------
 
   /** Records consent for `scope` (kept as a union with earlier consent) and its event. */
@@ -284,6 +294,28 @@ export class SignIn {
       dpopJkt: input.dpopJkt,
       sid: input.sid,
     });
+  }
+
+  /**
+   * The person's decision on a device authorization request (RFC 8628 §3.3) from the `/device` page: an
+   * approval records the app sign-in, as issueCode does (call inside the page's transaction). False when
+   * the request was decided meanwhile or has expired. Without `approval` (how the person authenticated), a denial.
+   */
+  async decideDevice(
+    trx: Kysely<Database>,
+    input: { app: App; user: UserRow; deviceCodeHash: string; approval?: { authTime: number; amr: readonly Amr[] } },
+  ): Promise<boolean> {
+    const now = this.deps.clock.now();
+    const { approval } = input;
+    const decided = await decideDeviceAuthorization(trx, input.deviceCodeHash, {
+      status: approval ? 'approved' : 'denied',
+      userId: input.user.id,
+      authTime: approval?.authTime ?? null,
+      amr: approval ? serializeAmr(approval.amr) : null,
+      now,
+    });
+    if (decided && approval) await recordAppSignIn(trx, input.app.id, input.user.id, now);
+    return decided;
   }
 
   /**

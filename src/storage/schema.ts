@@ -65,6 +65,8 @@ export interface AppsTable {
   dpop_bound_access_tokens: number;
   /** 1: authorization requests only by reference to a pushed one (RFC 9126 §6). */
   require_pushed_authorization_requests: number;
+  /** 1: the app may use the device authorization grant (RFC 8628). */
+  device_authorization_grant: number;
 }
 
 export interface UsersTable {
@@ -488,6 +490,28 @@ export interface ClientRegistrationsTable {
   created_at: number;
 }
 
+/**
+ * A device authorization request (RFC 8628) by the SHA-256 of its device code; the user code is only
+ * stored hashed too. `status`: pending → approved | denied (the `/device` page) → redeemed (the token endpoint).
+ */
+export interface DeviceAuthorizationsTable {
+  device_code_hash: string;
+  user_code_hash: string;
+  app_id: string;
+  scope: string;
+  status: 'pending' | 'approved' | 'denied' | 'redeemed';
+  created_at: number;
+  expires_at: number;
+  /** Seconds the device must wait between polls; +5 at every `slow_down` (RFC 8628 §3.5). */
+  poll_interval: number;
+  polled_at: number | null;
+  /** Who approved or denied, and how they authenticated (the grant's `auth_time` and `amr`). */
+  user_id: string | null;
+  auth_time: number | null;
+  amr: string | null;
+  decided_at: number | null;
+}
+
 export interface Database {
   developers: DevelopersTable;
   developer_api_keys: DeveloperApiKeysTable;
@@ -516,6 +540,7 @@ export interface Database {
   pushed_authorization_requests: PushedAuthorizationRequestsTable;
   initial_access_tokens: InitialAccessTokensTable;
   client_registrations: ClientRegistrationsTable;
+  device_authorizations: DeviceAuthorizationsTable;
   settings: SettingsTable;
   totp_factors: TotpFactorsTable;
   recovery_codes: RecoveryCodesTable;

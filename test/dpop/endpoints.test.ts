@@ -163,7 +163,7 @@ describe('DPoP at the endpoints', () => {
   });
 
   it('an app with dpop_bound_access_tokens refuses a REST sign-in without a proof, and binds one with it', async () => {
-    const strict = await makeClient(t, { oauth: { dpopBoundAccessTokens: true, requirePushedAuthorizationRequests: false } });
+    const strict = await makeClient(t, { oauth: { dpopBoundAccessTokens: true, requirePushedAuthorizationRequests: false, deviceAuthorizationGrant: false } });
     const email = `strict.${Date.now()}@example.com`;
     const without = await t.app.inject({ method: 'POST', url: '/v1/auth/register', payload: { email, password: 'correct horse battery staple 42', client_id: strict.app.id } });
     expect(without.statusCode).toBe(400);

@@ -137,7 +137,7 @@ describe('DPoP-bound codes at /oauth/idp/exchange and /oauth/idp/resume', () => 
   });
 
   it('an app with dpop_bound_access_tokens: a code from exchange does not redeem without a proof', async () => {
-    const strictId = (await makeApp(t.db, { redirectUris: [REDIRECT], oauth: { dpopBoundAccessTokens: true, requirePushedAuthorizationRequests: false } })).id;
+    const strictId = (await makeApp(t.db, { redirectUris: [REDIRECT], oauth: { dpopBoundAccessTokens: true, requirePushedAuthorizationRequests: false, deviceAuthorizationGrant: false } })).id;
     const { idToken } = await signedInAtProvider(strictId);
     const { verifier, challenge } = pkce();
     const res = await t.app.inject({ method: 'POST', url: '/oauth/idp/exchange', payload: { client_id: strictId, redirect_uri: REDIRECT, id_token: idToken, response_mode: 'code', code_challenge: challenge, code_challenge_method: 'S256' } });

@@ -3,8 +3,9 @@ import { createRequire } from 'node:module';
 import type { Page } from 'playwright-core';
 
 /**
- * axe-core in Chromium for the browser tests of the account page (docs/guides/hosted-pages.md): the four combinations every page is checked in, and the serious and critical
- * findings on a page as it is now (axe injected through DevTools, so the page's CSP does not apply).
+ * axe-core in Chromium for the browser tests (docs/guides/hosted-pages.md): the serious and critical
+ * findings on a page as it is now (axe injected through DevTools, so the page's CSP does not apply), and
+ * the four combinations of colour scheme and width every page is checked in.
  */
 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -20,16 +21,22 @@ export interface Violation {
   id: string;
   impact: string | null;
   help: string;
-  nodes: Array<{ target: string[] }>;
+  nodes: Array<{ target: string[]; failureSummary?: string }>;
+}
+
+/** axe on the page as it is now: its serious and critical violations, and the rules it saw pass. */
+export async function audit(page: Page): Promise<{ serious: Violation[]; passed: string[] }> {
+  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
+  const result = await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Violation[]; passes: Array<{ id: string }> }> } }).axe;
+    const { violations, passes } = await axe.run(document);
+    return { violations, passed: passes.map((p) => p.id) };
+  });
+  return { serious: result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'), passed: result.passed };
 }
 
 export async function seriousViolations(page: Page): Promise<Violation[]> {
-  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Violation[] }> } }).axe;
-    return (await axe.run(document)).violations;
-  });
-  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  return (await audit(page)).serious;
 }
 
 /** axe in every combination, the page as it is; one line per finding (`state` names the page state). Leaves the page light at 1280 px. */

@@ -38,7 +38,7 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     mfa: 'optional',
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
     defaultLocale: null,
-    oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: false },
+    oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: false, deviceAuthorizationGrant: false },
     backchannelLogout: { uri: null, sessionRequired: false },
     ...defaultAppSettings(),
     disabled: false,

@@ -24,7 +24,7 @@ describe('FAPI 2.0 Security Profile behaviours', () => {
 
   beforeAll(async () => {
     t = await buildTestApp({ env: { DPOP_NONCES: '0' } });
-    const fapi = { redirectUris: [CALLBACK], oauth: { dpopBoundAccessTokens: true, requirePushedAuthorizationRequests: true } };
+    const fapi = { redirectUris: [CALLBACK], oauth: { dpopBoundAccessTokens: true, requirePushedAuthorizationRequests: true, deviceAuthorizationGrant: false } };
     spa = await makeClient(t, { name: 'FAPI SPA', ...fapi });
     backend = await makeClient(t, { name: 'FAPI backend', type: 'confidential', ...fapi });
   });

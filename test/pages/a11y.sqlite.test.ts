@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { audit } from '../helpers/axe.js';
 import { haveChromium, launchChromium } from '../helpers/browser.js';
 import { startTour, walkTour, type Tour } from '../helpers/page-tour.js';
 
@@ -12,8 +11,6 @@ import { startTour, walkTour, type Tour } from '../helpers/page-tour.js';
  * change, the page stays). SQLite only (`*.sqlite.test.ts`): the pages render the same whatever the
  * database, and this is the suite's most expensive browser test.
  */
-
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 const COMBINATIONS = [
   { scheme: 'light', width: 1280, height: 800 },
@@ -47,27 +44,6 @@ const EXPECTED_PATHS: Array<[string, string]> = [
   ['logout-done', '/oauth/logout'],
   ['mfa', '/mfa'],
 ];
-
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: Array<{ target: string[]; failureSummary?: string }>;
-}
-
-/**
- * axe on the page as it is now (injected through DevTools, so the page's CSP does not apply): its
- * serious and critical violations, and the rules it saw pass.
- */
-async function audit(page: Page): Promise<{ serious: Violation[]; passed: string[] }> {
-  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
-  const result = await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Violation[]; passes: Array<{ id: string }> }> } }).axe;
-    const { violations, passes } = await axe.run(document);
-    return { violations, passed: passes.map((p) => p.id) };
-  });
-  return { serious: result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical'), passed: result.passed };
-}
 
 describe.skipIf(!haveChromium)('hosted pages pass axe-core (light and dark, desktop and 390 px)', () => {
   let browser: Browser;

@@ -90,7 +90,7 @@ describe('openid-client v6: PAR and DPoP', () => {
   });
 
   it('an app that requires PAR and DPoP: works through openid-client, refuses a plain authorization URL', async () => {
-    const strict = await makeClient(t, { name: 'FAPI app', type: 'confidential', redirectUris: [CALLBACK], oauth: { dpopBoundAccessTokens: true, requirePushedAuthorizationRequests: true } });
+    const strict = await makeClient(t, { name: 'FAPI app', type: 'confidential', redirectUris: [CALLBACK], oauth: { dpopBoundAccessTokens: true, requirePushedAuthorizationRequests: true, deviceAuthorizationGrant: false } });
     const keyPair = await oidc.randomDPoPKeyPair('ES256');
     const { config, tokens } = await signIn(strict, oidc.getDPoPHandle(await configFor(strict), keyPair));
     expect(tokens.token_type).toBe('dpop');

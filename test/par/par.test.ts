@@ -32,7 +32,7 @@ describe('pushed authorization requests (RFC 9126)', () => {
     spa = await makeClient(t, { name: 'PAR SPA', redirectUris: [CALLBACK] });
     other = await makeClient(t, { name: 'Other SPA', redirectUris: [CALLBACK] });
     backend = await makeClient(t, { name: 'PAR backend', type: 'confidential', redirectUris: [CALLBACK] });
-    strict = await makeClient(t, { name: 'PAR only', redirectUris: [CALLBACK], oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: true } });
+    strict = await makeClient(t, { name: 'PAR only', redirectUris: [CALLBACK], oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: true, deviceAuthorizationGrant: false } });
     const issuer = new URL(base);
     as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, insecure));
   });

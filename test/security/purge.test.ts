@@ -32,6 +32,7 @@ const WRITTEN_AT: Record<PurgeTable, string> = {
   throttle_counters: 'updated_at',
   seen_once: 'expires_at',
   pushed_authorization_requests: 'created_at',
+  device_authorizations: 'created_at',
   outbox: 'created_at',
   webhook_deliveries: 'created_at',
   logout_deliveries: 'created_at',
@@ -102,6 +103,12 @@ async function pushRequest(t: TestApp, client: TestClient) {
   expect(res.statusCode).toBe(201);
 }
 
+/** A device authorization request (RFC 8628): a row that lives 10 minutes. */
+async function startDeviceAuthorization(t: TestApp, client: TestClient) {
+  await t.db.updateTable('apps').set({ device_authorization_grant: 1 }).where('id', '=', client.app.id).execute();
+  expect((await post(t, '/oauth/device_authorization', { client_id: client.app.id })).statusCode).toBe(200);
+}
+
 describe('purge: every table that accumulates rows', () => {
   let t: TestApp;
   afterAll(async () => t?.close());
@@ -131,6 +138,7 @@ describe('purge: every table that accumulates rows', () => {
     const keysBefore = await countAll(t.db, 'signing_keys');
     expect(await t.app.throttle.firstSighting('dpop-jti:old', 181)).toBe(true); // a DPoP proof's jti, long expired by the purge
     await pushRequest(t, client);
+    await startDeviceAuthorization(t, client);
 
     await settleDeliveries(t);
     t.clock.advance(8 * DAY); // past every expiry + the 1-day grace, and the 7-day outbox retention
@@ -146,6 +154,7 @@ describe('purge: every table that accumulates rows', () => {
     await requestMagicLinks(t, client, [d.email]);
     expect(await t.app.throttle.firstSighting('dpop-jti:recent', 181)).toBe(true);
     await pushRequest(t, client);
+    await startDeviceAuthorization(t, client);
     const e = await restRegister(t, client);
     expect((await post(t, '/v1/auth/logout', { refresh_token: e.refreshToken })).statusCode).toBe(204); // revoked within the grace
     await settleDeliveries(t);
@@ -171,6 +180,7 @@ describe('purge: every table that accumulates rows', () => {
       throttle_counters: { old: 1, recent: before.throttle_counters.recent },
       seen_once: { old: 0, recent: before.seen_once.recent },
       pushed_authorization_requests: { old: 0, recent: before.pushed_authorization_requests.recent },
+      device_authorizations: { old: 0, recent: before.device_authorizations.recent },
       outbox: { old: 0, recent: before.outbox.recent },
       webhook_deliveries: { old: 0, recent: before.webhook_deliveries.recent },
       logout_deliveries: { old: 0, recent: before.logout_deliveries.recent },
@@ -182,7 +192,7 @@ describe('purge: every table that accumulates rows', () => {
     expect(await countAll(t.db, 'signing_keys')).toBe(keysBefore);
     // The answer counts exactly the rows that went, per table.
     expect(counts).toEqual(Object.fromEntries(TABLES.map((table) => [table, before[table].old - after[table].old])));
-    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'seen_once', 'pushed_authorization_requests', 'outbox', 'webhook_deliveries', 'logout_deliveries'] as const) {
+    for (const table of ['authorization_codes', 'refresh_tokens', 'grants', 'one_time_tokens', 'browser_sessions', 'throttle_counters', 'seen_once', 'pushed_authorization_requests', 'device_authorizations', 'outbox', 'webhook_deliveries', 'logout_deliveries'] as const) {
       expect(counts![table], table).toBeGreaterThan(0);
     }
 

@@ -35,7 +35,7 @@ const row = (i: number): AppRow => ({
   created_at: i,
   updated_at: i,
   dpop_bound_access_tokens: 0,
-  require_pushed_authorization_requests: 0,
+  require_pushed_authorization_requests: 0, device_authorization_grant: 0,
 });
 
 describe('objects built on hot paths', () => {

@@ -58,8 +58,8 @@ export interface App {
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
-  /** Sender-constrained tokens (docs/reference/oauth.md): DPoP required, pushed authorization requests required. */
-  oauth: { dpopBoundAccessTokens: boolean; requirePushedAuthorizationRequests: boolean };
+  /** Sender-constrained tokens (docs/reference/oauth.md): DPoP required, pushed authorization requests required; the device authorization grant allowed. */
+  oauth: { dpopBoundAccessTokens: boolean; requirePushedAuthorizationRequests: boolean; deviceAuthorizationGrant: boolean };
 }
 
 /** What a bearer check needs of the token's app: who it is, and whether it may still serve the token. */
@@ -100,7 +100,7 @@ export function toApp(row: AppRow): App {
     mail: { replyTo: row.mail_reply_to, overrides: JSON.parse(row.mail_overrides) as MailOverrides },
     createdAt: row.created_at,
     updatedAt: row.updated_at,
-    oauth: { dpopBoundAccessTokens: row.dpop_bound_access_tokens === 1, requirePushedAuthorizationRequests: row.require_pushed_authorization_requests === 1 },
+    oauth: { dpopBoundAccessTokens: row.dpop_bound_access_tokens === 1, requirePushedAuthorizationRequests: row.require_pushed_authorization_requests === 1, deviceAuthorizationGrant: row.device_authorization_grant === 1 },
   };
 }
 
@@ -134,6 +134,7 @@ function toRow(app: App): AppRow {
     updated_at: app.updatedAt,
     dpop_bound_access_tokens: app.oauth.dpopBoundAccessTokens ? 1 : 0,
     require_pushed_authorization_requests: app.oauth.requirePushedAuthorizationRequests ? 1 : 0,
+    device_authorization_grant: app.oauth.deviceAuthorizationGrant ? 1 : 0,
   };
 }
 

@@ -21,6 +21,7 @@ export type PurgeTable =
   | 'throttle_counters'
   | 'seen_once'
   | 'pushed_authorization_requests'
+  | 'device_authorizations'
   | 'outbox'
   | 'webhook_deliveries'
   | 'logout_deliveries'
@@ -106,6 +107,7 @@ export const PURGE_STEPS: readonly PurgeStep[] = [
   ),
   rule('seen_once', 'key', 'expired before the grace', dead('expires_at')),
   rule('pushed_authorization_requests', 'uri_hash', 'expired before the grace', dead('expires_at')),
+  rule('device_authorizations', 'device_code_hash', 'expired before the grace', dead('expires_at')),
   rule('outbox', 'id', 'delivered before the retention', (eb, cut) => eb('sent_at', '<', cut.outbox)),
   // The sender gives up on a mail 24 h after it was created; the retention is at least a day.
   rule('outbox', 'id', 'never delivered, created before the retention (abandoned)', (eb, cut) =>
