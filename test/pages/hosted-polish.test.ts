@@ -406,7 +406,7 @@ describe('hosted pages: the way through', () => {
     await new Browser(t.app).register(plainEmail);
     const plain = await lastMail(plainEmail);
     expect(plain.html).not.toContain('<img');
-    expect(plain.html).toContain('background:#2457d6;color:#fff;');
+    expect(plain.html).toContain('background:#2457d6;color:#ffffff;'); // the platform brand (docs/guides/app-mail.md#platform-mails)
   });
 
   it('a verification link confirms nothing for another account: the mailbox owner signed in elsewhere cannot verify a squatter\'s account', async () => {
