@@ -20,6 +20,7 @@ import * as dpop from './2026-12-09T0400_dpop.js';
 import * as backchannelLogout from './2026-12-09T0200_backchannel_logout.js';
 import * as passwordPolicyAndMail from './2026-12-09T0500_password_policy_and_mail.js';
 import * as par from './2026-12-10T0100_par.js';
+import * as resourcesAndClientCredentials from './2026-12-11T0100_resources_and_client_credentials.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -49,6 +50,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-09T0200_backchannel_logout': { all: backchannelLogout },
   '2026-12-09T0500_password_policy_and_mail': { all: passwordPolicyAndMail },
   '2026-12-10T0100_par': { all: par },
+  '2026-12-11T0100_resources_and_client_credentials': { all: resourcesAndClientCredentials },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -56,6 +56,7 @@ export const ERROR_CATALOGUE = {
   insufficient_scope: [403, 'The token lacks the required scope.'],
   invalid_dpop_proof: [400, 'The DPoP proof is missing, invalid, replayed, or made with another key than the token or code is bound to.'],
   use_dpop_nonce: [400, 'The DPoP proof must carry the nonce from the DPoP-Nonce response header.'],
+  invalid_target: [400, 'The requested resource is unknown, not allowed for this client, or not among those authorized.'],
   invalid_request_uri: [400, 'The request_uri is unknown, used, expired, or was pushed by another client.'],
 } as const satisfies Record<string, readonly [number, string]>;
 

@@ -21,7 +21,7 @@ export function discoveryDocument(baseUrl: string) {
     end_session_endpoint: endpoint('/oauth/logout'),
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
-    grant_types_supported: ['authorization_code', 'refresh_token'],
+    grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: clientAuthMethods,
     revocation_endpoint_auth_methods_supported: clientAuthMethods,
@@ -48,5 +48,28 @@ export function discoveryDocument(baseUrl: string) {
     // RFC 9126 §5: pushed authorization requests; an app may require them (require_pushed_authorization_requests).
     pushed_authorization_request_endpoint: endpoint('/oauth/par'),
     require_pushed_authorization_requests: false,
+  };
+}
+
+/**
+ * Protected-resource metadata (RFC 9728 §2) of Gatehouse's own resource endpoints (`/oauth/userinfo`,
+ * `/v1/profile`), docs/reference/oauth.md#protected-resource-metadata-rfc-9728: the resource is the issuer.
+ */
+export function protectedResourceDocument(baseUrl: string) {
+  return protectedResourceMetadata({ resource: baseUrl, authorizationServer: baseUrl, scopes: ['openid', 'profile', 'email'] });
+}
+
+/**
+ * The RFC 9728 document an API protected by Gatehouse publishes at its own
+ * `/.well-known/oauth-protected-resource` (docs/guides/protect-an-api.md): its resource URI (one the app
+ * declared in `resource_uris`), Gatehouse as its authorization server, and the scopes it understands.
+ */
+export function protectedResourceMetadata(input: { resource: string; authorizationServer: string; scopes?: readonly string[] }) {
+  return {
+    resource: input.resource,
+    authorization_servers: [input.authorizationServer],
+    bearer_methods_supported: ['header'],
+    scopes_supported: [...(input.scopes ?? [])],
+    dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
   };
 }

@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import { authenticateClient } from '../sign-in/client-auth.js';
 import { insertPushedRequest } from '../storage/repos/pushed-requests.js';
 import { checkAuthorizeParams, KNOWN_PARAMS, REQUEST_URI_PREFIX, requestUriHash } from './authorize.js';
-import { singleParams } from './params.js';
+import { paramsWithResource } from './params.js';
 import { noStore } from './token.js';
 
 /**
@@ -17,7 +17,7 @@ export const PUSHED_REQUEST_SECONDS = 60;
 
 export async function pushAuthorizationRequest(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
-  const params = singleParams(request.body);
+  const params = paramsWithResource(request.body);
   // RFC 9449 §10.1: a proof here binds the code to its key, as dpop_jkt would.
   const proofJkt = await app.tokens.dpop.proofKey(request, reply, { path: '/oauth/par', site: 'token' });
   const credentials = { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip };
@@ -29,7 +29,7 @@ export async function pushAuthorizationRequest(app: FastifyInstance, request: Fa
     if (pushed.dpop_jkt !== undefined && pushed.dpop_jkt !== proofJkt) throw app.tokens.dpop.keyMismatch('token', 'dpop_jkt differs from the key of the DPoP proof');
     pushed.dpop_jkt = proofJkt;
   }
-  const checked = checkAuthorizeParams(client, pushed, app.config.production);
+  const checked = checkAuthorizeParams(client, pushed, app.config);
   const kept = Object.fromEntries(Object.entries(checked.params).filter(([name]) => KNOWN_PARAMS.has(name)));
   const requestUri = `${REQUEST_URI_PREFIX}${randomBytes(32).toString('base64url')}`;
   const now = app.clock.now();

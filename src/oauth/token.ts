@@ -4,7 +4,8 @@ import type { App } from '../storage/repos/apps.js';
 import { type AppReader, authenticateClient } from '../sign-in/client-auth.js';
 import { authorizationCodeGrant } from './grants/authorization-code.js';
 import { refreshTokenGrant } from './grants/refresh-token.js';
-import { singleParams, type Params } from './params.js';
+import { paramsWithResource, type Params } from './params.js';
+import { clientCredentialsGrant } from './grants/client-credentials.js';
 
 /** POST /oauth/token: parameter hygiene → grant type → the grant's handler, which first authenticates the client. */
 
@@ -26,6 +27,7 @@ type GrantHandler = (app: FastifyInstance, request: FastifyRequest, params: Para
 const GRANTS: Record<string, GrantHandler> = {
   authorization_code: authorizationCodeGrant,
   refresh_token: refreshTokenGrant,
+  client_credentials: clientCredentialsGrant,
 };
 
 export function noStore(reply: FastifyReply): FastifyReply {
@@ -34,7 +36,7 @@ export function noStore(reply: FastifyReply): FastifyReply {
 
 export async function token(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
-  const params = singleParams(request.body);
+  const params = paramsWithResource(request.body);
   const grantType = params.grant_type;
   if (!grantType) throw new AppError('invalid_request', { message: 'The grant_type parameter is required.' });
   const handler = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;
