@@ -47,14 +47,16 @@ export function unallowedResources(requested: readonly string[], declared: reado
 /**
  * RFC 8707 §2.2: the resources a token request may have (`asked`, space-separated) out of those its
  * grant authorized (`authorized`, as stored): all authorized when none is asked; a resource not
- * authorized is `invalid_target`.
+ * authorized, or no longer declared by the app (`declared`, or Gatehouse's own `own`), is `invalid_target`.
  */
-export function narrowedAudience(asked: string | undefined, authorized: string | null): string[] {
+export function narrowedAudience(asked: string | undefined, authorized: string | null, declared: readonly string[], own: string): string[] {
   const requested = resourceList(asked);
   const allowed = resourceList(authorized);
   const outside = requested.filter((resource) => !allowed.includes(resource));
   if (outside.length) throw new AppError('invalid_target', { message: 'A requested resource was not authorized for this grant.', detail: 'resource not authorized' });
-  return requested.length ? requested : allowed;
+  const audience = requested.length ? requested : allowed;
+  if (unallowedResources(audience, declared, own).length) throw new AppError('invalid_target', { message: 'A resource of this grant is no longer declared by the application.', detail: 'resource no longer declared' });
+  return audience;
 }
 
 /** `aud` of an access token for `resources` (RFC 9068 §3): one string for one, an array for several. */

@@ -496,7 +496,7 @@ export class TokenService {
       throw this.dpop.keyMismatch('token', input.dpopJkt === undefined ? 'refresh token bound to a DPoP key, no proof' : 'refresh token bound to another DPoP key');
     }
     if (input.scope !== undefined && !isSubsetScope(input.scope, row.scope)) throw new AppError('invalid_scope', { detail: 'scope wider than granted' });
-    const audience = narrowedAudience(input.resource, grant.resources);
+    const audience = narrowedAudience(input.resource, grant.resources, input.client.resourceUris, this.config.baseUrl);
 
     if (row.consumed_at === null) {
       if (row.expires_at <= now) throw new AppError('invalid_grant', { reason: 'refresh_token_expired' });

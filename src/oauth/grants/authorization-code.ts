@@ -71,7 +71,7 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   if (row.dpop_jkt !== null && row.dpop_jkt !== dpopJkt) throw app.tokens.dpop.keyMismatch('token', 'code bound to another DPoP key');
 
   // RFC 8707 §2.2: within the resources the code was issued for; not burned, as a request the client can correct.
-  const audience = narrowedAudience(params.resource, row.resources);
+  const audience = narrowedAudience(params.resource, row.resources, client.resourceUris, app.config.baseUrl);
 
   const now = app.clock.now();
   /** Why this request cannot redeem the code on `redemption` (null when it can): the code row, then its basis. */
