@@ -22,6 +22,7 @@ import * as passwordPolicyAndMail from './2026-12-09T0500_password_policy_and_ma
 import * as par from './2026-12-10T0100_par.js';
 import * as dynamicRegistration from './2026-12-11T0300_dynamic_registration.js';
 import * as deviceAuthorization from './2026-12-11T0200_device_authorization.js';
+import * as resourcesAndClientCredentials from './2026-12-11T0100_resources_and_client_credentials.js';
 
 export type MigrationDialect = 'sqlite' | 'postgres';
 
@@ -53,6 +54,7 @@ const MIGRATIONS: Record<string, Partial<Record<'all' | MigrationDialect, Migrat
   '2026-12-10T0100_par': { all: par },
   '2026-12-11T0300_dynamic_registration': { all: dynamicRegistration },
   '2026-12-11T0200_device_authorization': { all: deviceAuthorization },
+  '2026-12-11T0100_resources_and_client_credentials': { all: resourcesAndClientCredentials },
 };
 
 export function migrationsFor(dialect: MigrationDialect): Record<string, Migration> {

@@ -57,6 +57,7 @@ export const ERROR_CATALOGUE = {
   invalid_dpop_proof: [400, 'The DPoP proof is missing, invalid, replayed, or made with another key than the token or code is bound to.'],
   use_dpop_nonce: [400, 'The DPoP proof must carry the nonce from the DPoP-Nonce response header.'],
   invalid_client_metadata: [400, 'A client metadata value is invalid or not supported.'],
+  invalid_target: [400, 'The requested resource is unknown, not allowed for this client, or not among those authorized.'],
   invalid_request_uri: [400, 'The request_uri is unknown, used, expired, or was pushed by another client.'],
   authorization_pending: [400, 'The person has not approved or denied the request on the device page yet.'],
   slow_down: [400, 'Polling faster than the interval: wait 5 seconds more between polls from now on.'],

@@ -52,8 +52,8 @@ export function appInput(body: FormBody) {
 const numberOf = (value: string): number | string => (/^-?\d{1,9}$/.test(value.trim()) ? Number(value.trim()) : value);
 
 /**
- * The settings form's fields beyond `appInput` (save only): back-channel logout, DPoP, PAR, the device flow and the password
- * policy, in the API's shape; an empty maximum age means none (the API's null).
+ * The settings form's fields beyond `appInput` (save only): back-channel logout, DPoP, PAR, the device flow, the APIs and
+ * client credentials, and the password policy, in the API's shape; an empty maximum age means none (the API's null).
  */
 export function appSettingsInput(body: FormBody) {
   const maxAge = field(body, 'password_max_age_days').trim();
@@ -65,6 +65,9 @@ export function appSettingsInput(body: FormBody) {
     dpop_bound_access_tokens: field(body, 'dpop_bound_access_tokens') === 'on',
     require_pushed_authorization_requests: field(body, 'require_pushed_authorization_requests') === 'on',
     device_authorization_grant: field(body, 'device_authorization_grant') === 'on',
+    resource_uris: lines(body, 'resource_uris'),
+    client_credentials: field(body, 'client_credentials') === 'on',
+    client_credentials_scopes: field(body, 'client_credentials_scopes').split(/\s+/).filter(Boolean),
     password_policy: {
       min_length: policyField('password_min_length'),
       character_classes: policyField('password_character_classes'),

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import {
   type AppView,
   backchannelUriProblem,
+  resourceUrisProblem,
   CreateAppBody,
   MAIL_KINDS,
   createApp,
@@ -150,6 +151,9 @@ function settingsFormValues(view: AppView) {
     dpop_bound_access_tokens: view.dpop_bound_access_tokens,
     require_pushed_authorization_requests: view.require_pushed_authorization_requests,
     device_authorization_grant: view.device_authorization_grant,
+    resource_uris: view.resource_uris.join('\n'),
+    client_credentials: view.client_credentials,
+    client_credentials_scopes: view.client_credentials_scopes.join(' '),
     password_min_length: String(policy.min_length),
     password_character_classes: String(policy.character_classes),
     password_max_age_days: policy.max_age_days === null ? '' : String(policy.max_age_days),
@@ -164,6 +168,9 @@ function postedSettingsValues(body: FormBody) {
     dpop_bound_access_tokens: field(body, 'dpop_bound_access_tokens') === 'on',
     require_pushed_authorization_requests: field(body, 'require_pushed_authorization_requests') === 'on',
     device_authorization_grant: field(body, 'device_authorization_grant') === 'on',
+    resource_uris: field(body, 'resource_uris'),
+    client_credentials: field(body, 'client_credentials') === 'on',
+    client_credentials_scopes: field(body, 'client_credentials_scopes'),
     password_min_length: field(body, 'password_min_length'),
     password_character_classes: field(body, 'password_character_classes'),
     password_max_age_days: field(body, 'password_max_age_days'),
@@ -421,9 +428,12 @@ export default async function consolePages(app: FastifyInstance) {
     const checked = check(UpdateAppBody, input, request, settingsFieldOf);
     // The back-channel URI's target policy depends on the deployment, so it runs beside the schema, as in the API.
     const uriProblem = backchannelUriProblem(input.backchannel_logout_uri, { publicOnly: config.webhooks.publicOnly });
-    if (!checked.ok || uriProblem) {
+    const resourceProblem = resourceUrisProblem(input.resource_uris, config.production);
+    if (!checked.ok || uriProblem || resourceProblem) {
       const errors = checked.ok ? {} : { ...checked.errors };
-      if (uriProblem && !errors.backchannel_logout_uri) errors.backchannel_logout_uri = translatedErrorText(app.messages.translator(consoleLocaleOf(request)), uriProblem);
+      const translate = app.messages.translator(consoleLocaleOf(request));
+      if (uriProblem && !errors.backchannel_logout_uri) errors.backchannel_logout_uri = translatedErrorText(translate, uriProblem);
+      if (resourceProblem && !errors.resource_uris) errors.resource_uris = translatedErrorText(translate, resourceProblem.message);
       reply.code(400);
       return appPage(request, reply, toAppView(owned), { values: { ...postedAppValues(body), ...postedSettingsValues(body), type: owned.type }, errors });
     }

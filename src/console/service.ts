@@ -68,6 +68,8 @@ export async function ensureConsoleApp(db: Kysely<Database>, config: ResolvedCon
     createdAt: now,
     updatedAt: now,
     oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: false, deviceAuthorizationGrant: false },
+    resourceUris: [],
+    clientCredentials: { enabled: false, scopes: [], notBefore: null },
   };
   try {
     await insertApp(db, app);

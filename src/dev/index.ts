@@ -4,7 +4,7 @@ import { EXAMPLE } from '../shared/examples.js';
 import { requestContext } from '../shared/request-context.js';
 import { json, noBody, shareRouteDocs } from '../shared/responses.js';
 import { AppList, AppParams, AppView, CreateAppBody, NoQuery, UpdateAppBody } from './schemas.js';
-import { checkBackchannelUri, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
+import { checkBackchannelUri, checkResourceUris, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 import type { ZodTypeProvider } from '../plugins/validation.js';
 
 // The module's public face: what other modules may use (docs/architecture/modules.md).
@@ -14,7 +14,7 @@ export { EventsQuery, listAppEventPage, listUserEventsOfApp } from './events.js'
 export { listAppLegalViews } from './legal.js';
 export { CreateAppBody, MAIL_KINDS, UpdateAppBody } from './schemas.js';
 export { validateRedirectUris } from './redirect-uris.js';
-export { type AppView, backchannelUriProblem, checkBackchannelUri, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
+export { type AppView, backchannelUriProblem, resourceUrisProblem, checkBackchannelUri, createApp, listApps, removeApp, rotateClientSecret, toAppView, updateApp } from './service.js';
 
 /**
  * The developer API (`/v1/dev`, docs/reference/rest-api.md#developers). Every route in this scope is authenticated by a developer
@@ -77,6 +77,7 @@ async function appsRoutes(scope: FastifyInstance) {
     },
     async (request, reply) => {
       checkBackchannelUri(request.body.backchannel_logout_uri, { publicOnly: app.config.webhooks.publicOnly });
+      checkResourceUris(request.body.resource_uris, app.config.production);
       reply.code(201);
       return createApp(app.db, now(), request.developer.id, request.body, requestContext(request));
     },
@@ -129,6 +130,7 @@ async function appsRoutes(scope: FastifyInstance) {
     async (request) => {
       const owned = await app.requireOwnedApp(request, request.params.id);
       checkBackchannelUri(request.body.backchannel_logout_uri, { publicOnly: app.config.webhooks.publicOnly });
+      checkResourceUris(request.body.resource_uris, app.config.production);
       return updateApp(app.db, now(), owned, request.body, requestContext(request));
     },
   );

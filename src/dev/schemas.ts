@@ -4,6 +4,8 @@ import { isValidOrigin } from '../shared/cors.js';
 import { isValidEmailAddress } from '../shared/user-fields.js';
 import { PASSWORD_HISTORY_MAX, PASSWORD_MAX, PASSWORD_MAX_AGE_DAYS_MAX, PASSWORD_MIN } from '../sign-in/password-policy.js';
 import { validateRedirectUris } from './redirect-uris.js';
+import { MAX_RESOURCES, resourceUriProblem } from '../shared/resources.js';
+import { SUPPORTED_SCOPES as USER_SCOPES } from '../shared/scopes.js';
 
 /** Request schemas of the developer API (docs/reference/rest-api.md#developers). Unknown keys are refused, so typos surface as 400. */
 
@@ -59,6 +61,22 @@ const RequirePar = z
 const DeviceGrant = z
   .boolean()
   .describe('true: the app may use the device authorization grant (RFC 8628): `POST /oauth/device_authorization`, the `/device` page and `grant_type=urn:ietf:params:oauth:grant-type:device_code` (docs/reference/oauth.md#device-authorization-grant-rfc-8628).');
+const ResourceUris = z
+  .array(z.string().superRefine((value, ctx) => {
+    const problem = resourceUriProblem(value, false);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  }))
+  .max(MAX_RESOURCES)
+  .refine((uris) => new Set(uris).size === uris.length, 'must not contain duplicates')
+  .describe(`The APIs (RFC 8707 resource URIs: absolute, no fragment, https in production; at most ${MAX_RESOURCES}) this app may ask access tokens for with \`resource\` (docs/reference/oauth.md#resource-indicators-rfc-8707).`);
+const ClientCredentials = z
+  .boolean()
+  .describe('true: this confidential app may use `grant_type=client_credentials` for tokens of its own, with no user (docs/reference/oauth.md#client-credentials).');
+const ClientCredentialsScopes = z
+  .array(z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]{1,64}$/, 'must be a scope token (RFC 6749 §3.3), at most 64 characters').refine((scope) => !(USER_SCOPES as readonly string[]).includes(scope), 'names a user, which a client-credentials token has not'))
+  .max(MAX_RESOURCES)
+  .refine((scopes) => new Set(scopes).size === scopes.length, 'must not contain duplicates')
+  .describe('The scopes a client-credentials token of this app may carry (your APIs define them); not openid, profile, email or offline_access.');
 
 const Features = z.strictObject({ auth: z.boolean(), profile: z.boolean() });
 
@@ -147,6 +165,9 @@ export const CreateAppBody = z.strictObject({
   mail: MailSettings.default({ reply_to: null, overrides: {} }),
   require_pushed_authorization_requests: RequirePar.default(false),
   device_authorization_grant: DeviceGrant.default(false),
+  resource_uris: ResourceUris.default([]),
+  client_credentials: ClientCredentials.default(false),
+  client_credentials_scopes: ClientCredentialsScopes.default([]),
 });
 export type CreateAppInput = z.output<typeof CreateAppBody>;
 
@@ -169,6 +190,9 @@ export const UpdateAppBody = z.strictObject({
   mail: MailSettings.partial().optional().describe('`reply_to` and/or `overrides` (the whole set of overrides) replace the current ones.'),
   require_pushed_authorization_requests: RequirePar.optional(),
   device_authorization_grant: DeviceGrant.optional(),
+  resource_uris: ResourceUris.optional(),
+  client_credentials: ClientCredentials.optional(),
+  client_credentials_scopes: ClientCredentialsScopes.optional(),
   disabled: z.boolean().optional(),
 });
 export type UpdateAppInput = z.output<typeof UpdateAppBody>;
@@ -199,6 +223,9 @@ export const AppView = z
       .describe('Reply-To and text overrides of the mails this app causes (docs/guides/app-mail.md).'),
     require_pushed_authorization_requests: RequirePar,
     device_authorization_grant: DeviceGrant,
+    resource_uris: z.array(z.string()).describe('The APIs this app may ask access tokens for (RFC 8707).'),
+    client_credentials: ClientCredentials,
+    client_credentials_scopes: z.array(z.string()).describe('The scopes a client-credentials token of this app may carry.'),
     disabled: z.boolean(),
     created_at: z.string(),
     updated_at: z.string(),

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { AppError } from '../errors.js';
+import { resourceUriProblem } from '../shared/resources.js';
 import { isLocale, type Locale } from '../plugins/i18n.js';
 import { hashSecret, newId, newSecret } from '../shared/ids.js';
 import type { RequestContext } from '../shared/request-context.js';
@@ -15,7 +16,7 @@ import type { CreateAppInput, UpdateAppInput } from './schemas.js';
 /** A new app: branding is optional for callers other than the API (first start, the CLI). */
 type OptionalOnCreate =
   | 'logo_url' | 'logo_url_dark' | 'accent_color' | 'default_locale' | 'dpop_bound_access_tokens' | 'backchannel_logout_uri' | 'backchannel_logout_session_required'
-  | 'password_policy' | 'mail' | 'require_pushed_authorization_requests' | 'device_authorization_grant';
+  | 'password_policy' | 'mail' | 'require_pushed_authorization_requests' | 'device_authorization_grant' | 'resource_uris' | 'client_credentials' | 'client_credentials_scopes';
 export type NewAppInput = Omit<CreateAppInput, OptionalOnCreate> & Partial<Pick<CreateAppInput, OptionalOnCreate>> & { disabled?: boolean };
 
 type PasswordPolicyView = { min_length: number; character_classes: number; max_age_days: number | null; history_count: number };
@@ -50,6 +51,9 @@ export interface AppView {
   mail: MailView;
   require_pushed_authorization_requests: boolean;
   device_authorization_grant: boolean;
+  resource_uris: string[];
+  client_credentials: boolean;
+  client_credentials_scopes: string[];
   disabled: boolean;
   created_at: string;
   updated_at: string;
@@ -69,6 +73,27 @@ export function backchannelUriProblem(value: string | null | undefined, policy: 
 export function checkBackchannelUri(value: string | null | undefined, policy: TargetPolicy): void {
   const problem = backchannelUriProblem(value, policy);
   if (problem) throw new AppError('invalid_request', { details: [{ path: 'body.backchannel_logout_uri', message: problem }], detail: `backchannel_logout_uri refused: ${problem}` });
+}
+
+/** Client credentials are for confidential apps only (docs/reference/oauth.md#client-credentials): a public app's client_id proves nothing. */
+function checkClientCredentials(app: App): void {
+  if (app.clientCredentials.enabled && app.type !== 'confidential') {
+    throw new AppError('invalid_request', { details: [{ path: 'body.client_credentials', message: 'only a confidential app may use client credentials' }], detail: 'client_credentials on a public app' });
+  }
+}
+
+/** What is wrong with the first resource URI that is not allowed on this deployment (https in production), or null. */
+export function resourceUrisProblem(uris: readonly string[] | undefined, production: boolean): { index: number; message: string } | null {
+  for (const [index, uri] of (uris ?? []).entries()) {
+    const message = resourceUriProblem(uri, production);
+    if (message) return { index, message };
+  }
+  return null;
+}
+
+export function checkResourceUris(uris: readonly string[] | undefined, production: boolean): void {
+  const problem = resourceUrisProblem(uris, production);
+  if (problem) throw new AppError('invalid_request', { details: [{ path: `body.resource_uris.${problem.index}`, message: problem.message }], detail: 'resource_uris refused' });
 }
 
 export function toAppView(app: App, clientSecret?: string): AppView {
@@ -98,6 +123,9 @@ export function toAppView(app: App, clientSecret?: string): AppView {
     mail: { reply_to: app.mail.replyTo, overrides: app.mail.overrides },
     require_pushed_authorization_requests: app.oauth.requirePushedAuthorizationRequests,
     device_authorization_grant: app.oauth.deviceAuthorizationGrant,
+    resource_uris: app.resourceUris,
+    client_credentials: app.clientCredentials.enabled,
+    client_credentials_scopes: app.clientCredentials.scopes,
     disabled: app.disabled,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
@@ -149,7 +177,10 @@ export async function createApp(db: Kysely<Database>, now: number, developerId: 
       requirePushedAuthorizationRequests: input.require_pushed_authorization_requests ?? false,
       deviceAuthorizationGrant: input.device_authorization_grant ?? false,
     },
+    resourceUris: input.resource_uris ?? [],
+    clientCredentials: { enabled: input.client_credentials ?? false, scopes: input.client_credentials_scopes ?? [], notBefore: null },
   };
+  checkClientCredentials(app);
   await inTransaction(db, async (trx) => {
     if ((await countAppsOfDeveloper(trx, developerId)) >= MAX_APPS_PER_DEVELOPER) {
       throw new AppError('invalid_request', { message: `A developer may have at most ${MAX_APPS_PER_DEVELOPER} apps. Delete one you no longer use first.`, detail: 'app limit reached' });
@@ -194,9 +225,16 @@ export async function updateApp(db: Kysely<Database>, now: number, app: App, pat
       replyTo: patch.mail?.reply_to === undefined ? app.mail.replyTo : patch.mail.reply_to,
       overrides: patch.mail?.overrides === undefined ? app.mail.overrides : (patch.mail.overrides as MailOverrides),
     },
+    resourceUris: patch.resource_uris ?? app.resourceUris,
+    clientCredentials: {
+      enabled: patch.client_credentials ?? app.clientCredentials.enabled,
+      scopes: patch.client_credentials_scopes ?? app.clientCredentials.scopes,
+      notBefore: app.clientCredentials.notBefore,
+    },
     disabled: patch.disabled ?? app.disabled,
     updatedAt: now,
   };
+  checkClientCredentials(updated);
   await inTransaction(db, async (trx) => {
     await saveApp(trx, updated);
     // The names of the fields sent, never their values (redirect URIs and origins are the app's business).

@@ -15,6 +15,7 @@ import { isRegisteredRedirectUri, unregisteredRedirectUri } from '../shared/redi
 import { duplicatedParams, type Params } from './params.js';
 import { consumePushedRequest } from '../storage/repos/pushed-requests.js';
 import { sha256 } from '../shared/sha256.js';
+import { joinedResourceParam, MAX_RESOURCES, resourceList, resourceUriProblem, unallowedResources } from '../shared/resources.js';
 
 /**
  * GET /oauth/authorize (docs/reference/oauth.md#endpoints, docs/reference/oauth.md#openid-connect-what-is-implemented) as a pipeline of small named checks, in
@@ -43,6 +44,8 @@ export interface AuthorizeRequest {
   session?: string;
   /** RFC 9449 §10: the thumbprint of the DPoP key that must redeem the code. */
   dpopJkt?: string;
+  /** RFC 8707: the resources the tokens may be for (the app's declared ones, or Gatehouse's own); empty: none named. */
+  resources: string[];
   params: Params;
   /** Pushed by the client (RFC 9126), or the resumption of a pushed request this browser session holds. */
   pushed: boolean;
@@ -81,9 +84,13 @@ function checkRedirectUri(client: App, raw: unknown, production: boolean): strin
 
 // Step 3 onwards: errors now go back to the verified redirect_uri.
 function checkHygiene(raw: unknown): Params {
-  const duplicated = duplicatedParams(raw);
+  // `resource` alone may repeat (RFC 8707 §2); it is kept space-separated, which no URI contains.
+  const duplicated = duplicatedParams(raw).filter((name) => name !== 'resource');
   if (duplicated.length) throw new AppError('invalid_request', { message: `Parameters must not be repeated: ${duplicated.slice(0, 5).join(', ')}.` });
-  const params = raw as Params;
+  const resource = joinedResourceParam((raw as Record<string, unknown>).resource);
+  const params = { ...(raw as Params) };
+  if (resource === undefined) delete params.resource;
+  else params.resource = resource;
   for (const [name, max] of Object.entries(LIMITS)) {
     if ((params[name]?.length ?? 0) > max) throw new AppError('invalid_request', { message: `The ${name} parameter is too long.` });
   }
@@ -136,6 +143,20 @@ function checkDpopJkt(params: Params): string | undefined {
   return params.dpop_jkt;
 }
 
+/** Where the developer declared the resource server (settings), or Gatehouse itself (`own`); else `invalid_target` (RFC 8707 §2). */
+export function checkResources(client: App, joined: string | undefined, own: string, production: boolean): string[] {
+  const resources = resourceList(joined);
+  if (resources.length > MAX_RESOURCES) throw new AppError('invalid_target', { message: `At most ${MAX_RESOURCES} resources.` });
+  for (const resource of resources) {
+    const problem = resourceUriProblem(resource, production);
+    if (problem) throw new AppError('invalid_target', { message: `A resource ${problem}.`, detail: 'malformed resource' });
+  }
+  if (unallowedResources(resources, client.resourceUris, own).length) {
+    throw new AppError('invalid_target', { message: 'A requested resource is not one this application declared.', detail: 'resource not declared' });
+  }
+  return resources;
+}
+
 function checkMaxAge(params: Params): number | undefined {
   if (params.max_age === undefined) return undefined;
   if (!/^\d{1,9}$/.test(params.max_age)) throw new AppError('invalid_request', { message: 'max_age must be a whole number of seconds.' });
@@ -172,10 +193,10 @@ async function pushedParams(app: FastifyInstance, client: App, requestUri: strin
  * Steps 2 onwards for a known client: redirect_uri, then every parameter. Shared by `/oauth/authorize`
  * (which then redirects its errors: `onRedirectVerified`) and `/oauth/par` (which answers them as JSON).
  */
-export function checkAuthorizeParams(client: App, raw: Record<string, unknown>, production: boolean, onRedirectVerified?: (redirect: { redirectUri: string; state?: string }) => void): Omit<AuthorizeRequest, 'pushed'> {
+export function checkAuthorizeParams(client: App, raw: Record<string, unknown>, settings: { production: boolean; baseUrl: string }, onRedirectVerified?: (redirect: { redirectUri: string; state?: string }) => void): Omit<AuthorizeRequest, 'pushed'> {
   // A request object may be what carries redirect_uri: then the refusal can only be the HTML page.
   if (raw.redirect_uri === undefined) refuseRequestObjects(raw as Params);
-  const redirectUri = checkRedirectUri(client, raw, production);
+  const redirectUri = checkRedirectUri(client, raw, settings.production);
   // A repeated state is not echoed (which one would be right?); the error says why.
   onRedirectVerified?.({ redirectUri, state: typeof raw.state === 'string' ? raw.state : undefined });
 
@@ -188,6 +209,7 @@ export function checkAuthorizeParams(client: App, raw: Record<string, unknown>, 
   const prompt = checkPrompt(params);
   const maxAge = checkMaxAge(params);
   const dpopJkt = checkDpopJkt(params);
+  const resources = checkResources(client, params.resource, settings.baseUrl, settings.production);
   return {
     app: client,
     redirectUri,
@@ -201,6 +223,7 @@ export function checkAuthorizeParams(client: App, raw: Record<string, unknown>, 
     uiLocales: params.ui_locales || undefined,
     session: params.session || undefined,
     dpopJkt,
+    resources,
     params,
   };
 }
@@ -214,7 +237,7 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
   const client = await checkClient(app, raw);
   const pushed = isPushedRequestUri(raw.request_uri);
   if (pushed) raw = await pushedParams(app, client, raw.request_uri as string);
-  const req = checkAuthorizeParams(client, raw, app.config.production, (redirect) => {
+  const req = checkAuthorizeParams(client, raw, app.config, (redirect) => {
     request.errorRedirect = redirect;
   });
   // RFC 9126 §6: this app's requests come only by reference (or resume one that did).
@@ -227,7 +250,7 @@ export async function parseAuthorizeRequest(app: FastifyInstance, request: Fasti
 /** The parameters an authorization request may carry that Gatehouse reads; others are ignored (RFC 6749 §3.1) and never stored. */
 export const KNOWN_PARAMS = new Set([
   'response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'response_mode', 'nonce', 'code_challenge',
-  'code_challenge_method', 'prompt', 'max_age', 'login_hint', 'ui_locales', 'session', 'consent', 'dpop_jkt',
+  'code_challenge_method', 'prompt', 'max_age', 'login_hint', 'ui_locales', 'session', 'consent', 'dpop_jkt', 'resource',
 ]);
 
 /** The authorize query to come back to, minus what must not repeat (a forced login or consent once done). */
@@ -238,6 +261,10 @@ export function resumePath(params: Params, drop: { prompt?: string; session?: bo
     // Checked when the request arrived; the authentication it may have demanded is the one the resumed request uses.
     if (k === 'max_age') continue;
     if (k === 'session' && drop.session) continue;
+    if (k === 'resource') {
+      for (const resource of resourceList(v)) query.append(k, resource);
+      continue;
+    }
     if (k === 'prompt' && drop.prompt) {
       const rest = v.split(' ').filter((p) => p && p !== drop.prompt);
       if (rest.length) query.append(k, rest.join(' '));
@@ -366,6 +393,7 @@ export async function authorize(app: FastifyInstance, request: FastifyRequest, r
       amr: who.amr,
       device: deviceOf(requestContext(request)),
       dpopJkt: req.dpopJkt,
+      resources: req.resources,
       // The browser session's sid when it is this user's (a session JWT's sign-in has none of its own).
       sid: request.browserSession?.user_id === user.id ? request.browserSession.sid : null,
     }),
@@ -396,6 +424,10 @@ export async function authorizeByPost(app: FastifyInstance, request: FastifyRequ
     return reply.redirect(`/oauth/authorize?${new URLSearchParams({ client_id: client.id, request_uri: body.request_uri })}`, 303);
   }
   const req = await parseAuthorizeRequest(app, request, request.body);
-  const query = new URLSearchParams(Object.entries(req.params).filter(([name]) => KNOWN_PARAMS.has(name)));
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(req.params)) {
+    if (!KNOWN_PARAMS.has(name)) continue;
+    for (const one of name === 'resource' ? resourceList(value) : [value]) query.append(name, one);
+  }
   return reply.redirect(`/oauth/authorize?${query.toString()}`, 303);
 }

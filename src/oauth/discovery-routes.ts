@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { answerPreflight, corsOnSend } from '../plugins/cors.js';
-import { discoveryDocument } from './discovery.js';
+import { discoveryDocument, protectedResourceDocument } from './discovery.js';
+import { PROTECTED_RESOURCE_PATH } from '../shared/resources.js';
 import { json, shareRouteDocs } from '../shared/responses.js';
-import { Discovery, Jwks } from './schemas.js';
+import { Discovery, Jwks, ProtectedResourceMetadata } from './schemas.js';
 
 /**
  * Public metadata: both discovery documents and the JWKS (docs/reference/oauth.md#endpoints), with CORS for the origins of
@@ -18,7 +19,7 @@ export default async function discoveryRoutes(app: FastifyInstance) {
 
   // These requests name no app: every app's origins. Servers fetching the JWKS (no Origin) never read apps.
   app.addHook('onSend', corsOnSend({ unnamed: 'all-apps' }));
-  for (const path of [...DISCOVERY_PATHS, JWKS_PATH]) app.options(path, answerPreflight);
+  for (const path of [...DISCOVERY_PATHS, JWKS_PATH, PROTECTED_RESOURCE_PATH]) app.options(path, answerPreflight);
 
   app.addHook('onRoute', (route) => shareRouteDocs(route, { tags: ['oauth'] }));
   const cached = { 'Cache-Control': { description: '`public, max-age=300`.', type: 'string' } };
@@ -37,6 +38,18 @@ export default async function discoveryRoutes(app: FastifyInstance) {
       return document;
     });
   }
+  const resourceDocument = protectedResourceDocument(app.config.baseUrl);
+  const resourceSchema = {
+    operationId: 'getProtectedResourceMetadata',
+    summary: "Protected-resource metadata (RFC 9728) of Gatehouse's own resource endpoints",
+    description: 'What `resource_metadata` in the `WWW-Authenticate` of a 401 from `/oauth/userinfo` or `/v1/profile` points to (docs/reference/oauth.md#protected-resource-metadata-rfc-9728).',
+    response: { 200: json('The metadata.', ProtectedResourceMetadata, cached) },
+    examples: { metadata: { summary: 'The metadata', status: 200, response: resourceDocument } },
+  };
+  app.get(PROTECTED_RESOURCE_PATH, { schema: resourceSchema }, async (_request, reply) => {
+    reply.header('cache-control', CACHE_CONTROL);
+    return resourceDocument;
+  });
   const jwks = {
     operationId: 'getJwks',
     summary: 'The JSON Web Key Set (`jwks_uri`)',

@@ -21,7 +21,7 @@ export function discoveryDocument(baseUrl: string, options: { registration: bool
     end_session_endpoint: endpoint('/oauth/logout'),
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
-    grant_types_supported: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code'],
+    grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code'],
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: clientAuthMethods,
     revocation_endpoint_auth_methods_supported: clientAuthMethods,
@@ -52,5 +52,28 @@ export function discoveryDocument(baseUrl: string, options: { registration: bool
     device_authorization_endpoint: endpoint('/oauth/device_authorization'),
     // RFC 7591 §3: only when the operator turns dynamic client registration on (DYNAMIC_REGISTRATION=1).
     ...(options.registration ? { registration_endpoint: endpoint('/oauth/register') } : {}),
+  };
+}
+
+/**
+ * Protected-resource metadata (RFC 9728 §2) of Gatehouse's own resource endpoints (`/oauth/userinfo`,
+ * `/v1/profile`), docs/reference/oauth.md#protected-resource-metadata-rfc-9728: the resource is the issuer.
+ */
+export function protectedResourceDocument(baseUrl: string) {
+  return protectedResourceMetadata({ resource: baseUrl, authorizationServer: baseUrl, scopes: ['openid', 'profile', 'email'] });
+}
+
+/**
+ * The RFC 9728 document an API protected by Gatehouse publishes at its own
+ * `/.well-known/oauth-protected-resource` (docs/guides/protect-an-api.md): its resource URI (one the app
+ * declared in `resource_uris`), Gatehouse as its authorization server, and the scopes it understands.
+ */
+export function protectedResourceMetadata(input: { resource: string; authorizationServer: string; scopes?: readonly string[] }) {
+  return {
+    resource: input.resource,
+    authorization_servers: [input.authorizationServer],
+    bearer_methods_supported: ['header'],
+    scopes_supported: [...(input.scopes ?? [])],
+    dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
   };
 }

@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import { authenticateClient } from '../sign-in/client-auth.js';
 import { insertPushedRequest } from '../storage/repos/pushed-requests.js';
 import { checkAuthorizeParams, KNOWN_PARAMS, REQUEST_URI_PREFIX, requestUriHash } from './authorize.js';
-import { singleParams } from './params.js';
+import { paramsWithResource } from './params.js';
 import { noStore } from './token.js';
 
 /**
@@ -32,7 +32,7 @@ export async function pushAuthorizationRequest(app: FastifyInstance, request: Fa
   await app.throttle.hitKey(`par:${request.ip}`, MAX_PUSHED_REQUESTS_PER_MINUTE, 60);
   const failureKey = `par-client-failure:${request.ip}`;
   await app.throttle.assertUnderLimit(failureKey, MAX_FAILED_PAR_AUTH_PER_MINUTE, 60);
-  const params = singleParams(request.body);
+  const params = paramsWithResource(request.body);
   // RFC 9449 §10.1: a proof here binds the code to its key, as dpop_jkt would.
   const codeJkt = await app.tokens.dpop.codeKey(request, reply, '/oauth/par', params.dpop_jkt);
   const credentials = { authorization: request.headers.authorization, clientId: params.client_id, clientSecret: params.client_secret, ip: request.ip };
@@ -43,7 +43,7 @@ export async function pushAuthorizationRequest(app: FastifyInstance, request: Fa
   request.corsAppId = client.id;
   if (params.request_uri !== undefined) throw new AppError('invalid_request', { message: 'request_uri cannot be pushed (RFC 9126 §2.1).' });
   const pushed: Record<string, string> = { ...params, client_id: client.id, ...(codeJkt !== undefined ? { dpop_jkt: codeJkt } : {}) };
-  const checked = checkAuthorizeParams(client, pushed, app.config.production);
+  const checked = checkAuthorizeParams(client, pushed, app.config);
   // FAPI 2.0 Security Profile §5.3.2.2 (docs/reference/oauth.md#fapi-20-security-profile): PKCE for every pushed request, confidential clients included.
   if (checked.codeChallenge === null) throw new AppError('invalid_request', { message: 'PKCE: code_challenge (S256) is required for a pushed request.' });
   const kept = Object.fromEntries(Object.entries(checked.params).filter(([name]) => KNOWN_PARAMS.has(name)));

@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js';
+import { joinedResourceParam } from '../shared/resources.js';
 
 /**
  * Request parameters of the OAuth endpoints: every parameter may appear at most once (RFC 6749 §3.1,
@@ -38,6 +39,20 @@ export function singleParams(raw: unknown): Params {
     });
   }
   return out;
+}
+
+/**
+ * singleParams, except that `resource` may repeat (RFC 8707 §2): its values kept space-separated in
+ * `resource` (no URI contains a space; shared/resources.ts reads them).
+ */
+export function paramsWithResource(raw: unknown): Params {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return singleParams(raw);
+  const { resource, ...rest } = raw as Record<string, unknown>;
+  const params = singleParams(rest);
+  if (resource === undefined) return params;
+  const resources = joinedResourceParam(resource);
+  if (resources === undefined) throw new AppError('invalid_request', { message: 'resource must be one or more strings.' });
+  return { ...params, resource: resources };
 }
 
 /** A required parameter, or `invalid_request`. */

@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import { hashSecret } from '../shared/ids.js';
 import { findRefreshToken, isGrantLive, findGrant, revokeGrant } from '../storage/repos/grants.js';
 import { authenticateClient } from '../sign-in/client-auth.js';
+import { revokeClientCredentialTokens } from '../storage/repos/apps.js';
 import { required, singleParams } from './params.js';
 import { noStore } from './token.js';
 
@@ -25,8 +26,14 @@ export async function revoke(app: FastifyInstance, request: FastifyRequest, repl
     if (refresh) {
       if (refresh.app_id === client.id) await app.tokens.revokeRefreshToken(token, client.id);
     } else {
-      const claims = await app.tokens.checkAccessToken(token);
-      if (claims && claims.clientId === client.id) await revokeGrant(app.db, claims.grantId, app.clock.now(), 'revoked_by_client');
+      const claims = await app.tokens.checkAccessToken(token, undefined, { anyAudience: true });
+      if (claims) {
+        if (claims.clientId === client.id) await revokeGrant(app.db, claims.grantId, app.clock.now(), 'revoked_by_client');
+      } else {
+        // A client-credentials token has no grant of its own: the app's client tokens issued so far go together (RFC 7009 §2.1).
+        const clientToken = await app.tokens.checkClientToken(token);
+        if (clientToken && clientToken.clientId === client.id) await revokeClientCredentialTokens(app.db, client.id, app.clock.now());
+      }
     }
   }
   return reply.code(200).send();
@@ -63,8 +70,25 @@ export async function introspect(app: FastifyInstance, request: FastifyRequest, 
       iss: app.config.baseUrl,
     });
   }
-  const claims = await app.tokens.checkAccessToken(token);
-  if (!claims || claims.clientId !== client.id) return reply.send(inactive);
+  const claims = await app.tokens.checkAccessToken(token, undefined, { anyAudience: true });
+  if (!claims) {
+    const clientToken = await app.tokens.checkClientToken(token);
+    if (!clientToken || clientToken.clientId !== client.id) return reply.send(inactive);
+    return reply.send({
+      active: true,
+      token_type: clientToken.jkt === undefined ? 'Bearer' : 'DPoP',
+      ...(clientToken.jkt === undefined ? {} : { cnf: { jkt: clientToken.jkt } }),
+      client_id: clientToken.clientId,
+      scope: clientToken.scope,
+      sub: clientToken.clientId,
+      aud: clientToken.aud,
+      iss: app.config.baseUrl,
+      iat: clientToken.iat,
+      exp: clientToken.exp,
+      jti: clientToken.jti,
+    });
+  }
+  if (claims.clientId !== client.id) return reply.send(inactive);
   const payload = decodeJwt(token);
   return reply.send({
     active: true,
@@ -73,7 +97,7 @@ export async function introspect(app: FastifyInstance, request: FastifyRequest, 
     client_id: claims.clientId,
     scope: claims.scope,
     sub: claims.sub,
-    aud: claims.clientId,
+    aud: claims.aud,
     iss: app.config.baseUrl,
     iat: payload.iat,
     exp: claims.exp,

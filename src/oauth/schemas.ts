@@ -19,10 +19,10 @@ export const UserinfoForm = z.object({ access_token: z.string().max(8192).option
 
 /** The token endpoint's body: parameters the handler reads and checks itself, in RFC 6749 order. */
 export const TokenParams = ParamsBody.describe(
-  '`grant_type=authorization_code`: `code`, `redirect_uri`, `client_id`, `code_verifier`; `grant_type=refresh_token`: `refresh_token`, `client_id`, optional narrower `scope`; `grant_type=urn:ietf:params:oauth:grant-type:device_code`: `device_code`, `client_id`. Confidential apps add `client_secret` (or use Basic). Each parameter at most once; others are ignored.',
+  '`grant_type=authorization_code`: `code`, `redirect_uri`, `client_id`, `code_verifier`; `grant_type=refresh_token`: `refresh_token`, `client_id`, optional narrower `scope`; `grant_type=client_credentials` (confidential apps that turned it on): optional `scope`; `grant_type=urn:ietf:params:oauth:grant-type:device_code`: `device_code`, `client_id`. Any grant: `resource` (RFC 8707, may repeat) narrows the access token\'s `aud`, within the resources authorized (client credentials: the app\'s declared ones). Confidential apps add `client_secret` (or use Basic). Each parameter but `resource` at most once; others are ignored.',
 );
 export const ParParams = ParamsBody.describe(
-  'The authorization request (`response_type`, `client_id`, `redirect_uri`, `scope`, `state`, `code_challenge`, `code_challenge_method`, `nonce`, `prompt`, `max_age`, `login_hint`, `ui_locales`, `dpop_jkt`), each at most once; confidential apps add `client_secret` (or use Basic). Never `request_uri`.',
+  'The authorization request (`response_type`, `client_id`, `redirect_uri`, `scope`, `state`, `code_challenge`, `code_challenge_method`, `nonce`, `prompt`, `max_age`, `login_hint`, `ui_locales`, `dpop_jkt`), each at most once, and `resource` (RFC 8707, may repeat); confidential apps add `client_secret` (or use Basic). Never `request_uri`.',
 );
 export const PushedRequest = z
   .object({
@@ -54,7 +54,7 @@ export const Introspection = z
     client_id: z.string().optional(),
     scope: z.string().optional(),
     sub: z.string().optional(),
-    aud: z.string().optional(),
+    aud: z.union([z.string(), z.array(z.string())]).optional().describe('The app, or the resources the token was narrowed to (RFC 8707).'),
     iss: z.string().optional(),
     iat: z.number().int().optional(),
     exp: z.number().int().optional(),
@@ -89,6 +89,16 @@ export const Discovery = z
     id_token_signing_alg_values_supported: z.array(z.string()),
   })
   .meta({ id: 'Discovery', description: 'Authorization-server metadata (RFC 8414) and OpenID Provider metadata (OIDC Discovery 1.0); further members as those define.' });
+
+export const ProtectedResourceMetadata = z
+  .looseObject({
+    resource: z.string().describe("Gatehouse's own resource identifier (its issuer)."),
+    authorization_servers: z.array(z.string()),
+    bearer_methods_supported: z.array(z.string()),
+    scopes_supported: z.array(z.string()),
+    dpop_signing_alg_values_supported: z.array(z.string()),
+  })
+  .meta({ id: 'ProtectedResourceMetadata', description: 'OAuth 2.0 Protected Resource Metadata (RFC 9728) of Gatehouse\'s own resource endpoints.' });
 
 export const Jwks = z
   .object({ keys: z.array(z.looseObject({ kty: z.string(), kid: z.string(), alg: z.string(), use: z.string().optional() })) })

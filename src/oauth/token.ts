@@ -5,7 +5,8 @@ import { type AppReader, authenticateClient } from '../sign-in/client-auth.js';
 import { authorizationCodeGrant } from './grants/authorization-code.js';
 import { refreshTokenGrant } from './grants/refresh-token.js';
 import { DEVICE_CODE_GRANT, deviceCodeGrant } from './grants/device-code.js';
-import { singleParams, type Params } from './params.js';
+import { paramsWithResource, type Params } from './params.js';
+import { clientCredentialsGrant } from './grants/client-credentials.js';
 
 /** POST /oauth/token: parameter hygiene → grant type → the grant's handler, which first authenticates the client. */
 
@@ -28,6 +29,7 @@ const GRANTS: Record<string, GrantHandler> = {
   authorization_code: authorizationCodeGrant,
   refresh_token: refreshTokenGrant,
   [DEVICE_CODE_GRANT]: deviceCodeGrant,
+  client_credentials: clientCredentialsGrant,
 };
 
 export function noStore(reply: FastifyReply): FastifyReply {
@@ -36,7 +38,7 @@ export function noStore(reply: FastifyReply): FastifyReply {
 
 export async function token(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
   noStore(reply);
-  const params = singleParams(request.body);
+  const params = paramsWithResource(request.body);
   const grantType = params.grant_type;
   if (!grantType) throw new AppError('invalid_request', { message: 'The grant_type parameter is required.' });
   const handler = Object.hasOwn(GRANTS, grantType) ? GRANTS[grantType] : undefined;

@@ -278,7 +278,7 @@ export class SignIn {
   /** Issues an authorization code and records the app sign-in (call inside the door's transaction). */
   async issueCode(
     trx: Kysely<Database>,
-    input: { app: App; user: UserRow; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number; amr: readonly Amr[]; device?: Device; dpopJkt?: string; sid?: string | null },
+    input: { app: App; user: UserRow; redirectUri: string; scope: string; codeChallenge: string | null; nonce: string | null; authTime: number; amr: readonly Amr[]; device?: Device; dpopJkt?: string; sid?: string | null; resources?: readonly string[] },
   ): Promise<string> {
     await recordAppSignIn(trx, input.app.id, input.user.id, this.deps.clock.now());
     return this.deps.tokens.issueAuthorizationCode(trx, {
@@ -293,6 +293,7 @@ export class SignIn {
       device: input.device,
       dpopJkt: input.dpopJkt,
       sid: input.sid,
+      resources: input.resources,
     });
   }
 

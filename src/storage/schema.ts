@@ -67,6 +67,14 @@ export interface AppsTable {
   require_pushed_authorization_requests: number;
   /** 1: the app may use the device authorization grant (RFC 8628). */
   device_authorization_grant: number;
+  /** JSON string[]: the APIs (RFC 8707 resource URIs) the app may ask tokens for. */
+  resource_uris: Generated<string>;
+  /** 1: the app may use grant_type=client_credentials (confidential apps only). */
+  client_credentials: Generated<number>;
+  /** The scopes a client-credentials token may carry (space-separated). */
+  client_credentials_scopes: Generated<string>;
+  /** Client-credentials tokens issued at or before this time are revoked (RFC 7009 at /oauth/revoke); null: none. */
+  client_credentials_not_before: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface UsersTable {
@@ -181,6 +189,8 @@ export interface GrantsTable {
   dpop_jkt: string | null;
   /** The public session id (`sid`) of ID and logout tokens (docs/guides/back-channel-logout.md); null before 2026-12-09T0200_backchannel_logout. */
   sid: string | null;
+  /** The resources (RFC 8707) its authorization named, space-separated; null: none, tokens are for the app itself. */
+  resources: string | null;
 }
 
 export interface AuthorizationCodesTable {
@@ -206,6 +216,8 @@ export interface AuthorizationCodesTable {
   dpop_jkt: string | null;
   /** The public session id (`sid`) of ID and logout tokens (docs/guides/back-channel-logout.md); null before 2026-12-09T0200_backchannel_logout. */
   sid: string | null;
+  /** The resources (RFC 8707) the authorization request named, space-separated; null: none. */
+  resources: string | null;
 }
 
 export interface RefreshTokensTable {

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { hashSecret, idOf, newId, newOrderedSecret, orderedSecretOf } from '../shared/ids.js';
 import { hasScope, isSubsetScope, joinScope, scopeList } from '../shared/scopes.js';
 import type { Clock } from '../shared/time.js';
-import type { App } from '../storage/repos/apps.js';
+import { type App, findApp } from '../storage/repos/apps.js';
 import { appendEvent } from '../storage/repos/events.js';
 import {
   AWAITING,
@@ -45,8 +45,10 @@ import type { KeyStore } from '../plugins/keys.js';
 import type { Storage } from '../storage/connect.js';
 import type { RequestContext } from '../shared/request-context.js';
 import { Coalescer } from '../shared/coalescer.js';
+import { audienceIncludesUs, audienceOf, narrowedAudience } from '../shared/resources.js';
 import type { Dpop } from './dpop.js';
 import type { Device } from '../shared/ip-area.js';
+import { PROTECTED_RESOURCE_PATH } from '../shared/resources.js';
 
 /**
  * Token issuing shared by every sign-in path (OAuth code exchange, REST sign-in, provider exchange):
@@ -73,8 +75,29 @@ export interface AccessTokenClaims<G extends LiveGrant = LiveGrant> {
   exp: number;
   /** The thumbprint of the DPoP key the token is bound to (`cnf.jkt`), if it is. */
   jkt?: string;
+  /** The token's audience: its app, or the resources it was narrowed to (RFC 8707). */
+  aud: string | string[];
   /** The live grant, with the token's app (its client), as the liveness reader read it. */
   grant: G;
+}
+
+/** A client-credentials access token (no user: `sub` is the client, RFC 9068 §2.2), still valid. */
+export interface ClientTokenClaims {
+  clientId: string;
+  scope: string;
+  aud: string | string[];
+  jti: string;
+  iat: number;
+  exp: number;
+  jkt?: string;
+}
+
+/** The answer to grant_type=client_credentials: no refresh token, no ID token (RFC 6749 §4.4.3). */
+export interface ClientTokenResponse {
+  access_token: string;
+  token_type: 'Bearer' | 'DPoP';
+  expires_in: number;
+  scope: string;
 }
 
 export interface SessionClaims {
@@ -115,6 +138,8 @@ export interface MintInput {
   dpopJkt?: string;
   /** The grant's `sid` (ID tokens carry it; null for a grant stored before it had one). */
   sid: string | null;
+  /** RFC 8707: the resources the access token is for (its `aud`); empty or absent: the app itself. */
+  audience?: readonly string[];
 }
 
 /** What a new grant records (TokenService.createGrant). */
@@ -133,6 +158,8 @@ export interface GrantInput {
   dpopJkt?: string | null;
   /** The browser session's public `sid` (docs/guides/back-channel-logout.md); absent: a sid of the grant's own. */
   sid?: string | null;
+  /** RFC 8707: the resources the authorization named (a later token request may narrow to some of them). */
+  resources?: readonly string[];
 }
 
 /**
@@ -299,6 +326,7 @@ export class TokenService {
       dpop_jkt: input.dpopJkt ?? null,
       // One browser session's sign-ins share its sid; a sign-in without one (REST, a provider's server) is a session of its own.
       sid: input.sid ?? newId('sid'),
+      resources: input.resources?.length ? input.resources.join(' ') : null,
     };
   }
 
@@ -350,11 +378,15 @@ export class TokenService {
     dpopJkt?: string;
     /** The browser session's public `sid` (docs/guides/back-channel-logout.md); absent: a sid of the grant's own. */
     sid?: string | null;
+    /** RFC 8707: the resources authorized (the grant keeps them), and those this access token is for. */
+    resources?: readonly string[];
+    audience?: readonly string[];
   }): PreparedTokens & { grantRow: Insertable<GrantsTable> } {
     const grantRow = this.grantRow({
       appId: input.app.id, userId: input.user.id, scope: input.scope, authTime: input.authTime, amr: input.amr, nonce: input.nonce, device: input.device,
       dpopJkt: bindRefreshTo(input.app, input.dpopJkt),
       sid: input.sid,
+      resources: input.resources,
     });
     const prepared = this.prepareTokens({
       app: input.app,
@@ -368,6 +400,7 @@ export class TokenService {
       nonce: input.nonce ?? null,
       dpopJkt: input.dpopJkt,
       sid: grantRow.sid ?? null,
+      audience: input.audience,
     });
     return Object.assign(prepared, { grantRow });
   }
@@ -402,7 +435,8 @@ export class TokenService {
     };
     const accessToken = this.keys.signing(
       {
-        sub: input.user.id, aud: input.app.id, client_id: input.app.id, scope: input.scope, jti: idOf('at', random.subarray(32, 48)), sid: input.grantId,
+        // RFC 8707 §2: narrowed to the resources asked for; otherwise for the app itself (docs/reference/oauth.md#resource-indicators-rfc-8707).
+        sub: input.user.id, aud: input.audience?.length ? audienceOf(input.audience) : input.app.id, client_id: input.app.id, scope: input.scope, jti: idOf('at', random.subarray(32, 48)), sid: input.grantId,
         ...(input.dpopJkt !== undefined ? { cnf: { jkt: input.dpopJkt } } : {}),
       },
       { alg: 'ES256', typ: 'at+jwt', expiresIn: ttl.accessToken },
@@ -454,7 +488,7 @@ export class TokenService {
    * JSON text); after the window, or once the successor itself was used, it revokes the family.
    * The caller reads the presented token's family (findRefreshFamily, or with its client in one statement).
    */
-  async refresh(input: { family: RefreshFamily | undefined; client: App; scope?: string; dpopJkt?: string }, ctx: RequestContext): Promise<string> {
+  async refresh(input: { family: RefreshFamily | undefined; client: App; scope?: string; dpopJkt?: string; resource?: string }, ctx: RequestContext): Promise<string> {
     const now = this.clock.now();
     const { family } = input;
     if (!family) throw new AppError('invalid_grant', { reason: 'refresh_token_unknown' });
@@ -466,6 +500,7 @@ export class TokenService {
       throw this.dpop.keyMismatch('token', input.dpopJkt === undefined ? 'refresh token bound to a DPoP key, no proof' : 'refresh token bound to another DPoP key');
     }
     if (input.scope !== undefined && !isSubsetScope(input.scope, row.scope)) throw new AppError('invalid_scope', { detail: 'scope wider than granted' });
+    const audience = narrowedAudience(input.resource, grant.resources, input.client.resourceUris, this.config.baseUrl);
 
     if (row.consumed_at === null) {
       if (row.expires_at <= now) throw new AppError('invalid_grant', { reason: 'refresh_token_expired' });
@@ -485,6 +520,7 @@ export class TokenService {
         nonce: null,
         dpopJkt: input.dpopJkt,
         sid: grant.sid,
+        audience,
       });
       const sealedResponse = await prepared.sealedReplay();
       const [won, response] = await Promise.all([this.rotations.submit({ tokenHash: hash, at: now, sealedResponse, successor: prepared.refreshRow }), prepared.response]);
@@ -547,6 +583,8 @@ export class TokenService {
       dpopJkt?: string;
       /** That browser session's public `sid`, which the grant and its ID tokens take over. */
       sid?: string | null;
+      /** RFC 8707: the resources the request named; the grant keeps them. */
+      resources?: readonly string[];
     },
   ): Promise<string> {
     const now = this.clock.now();
@@ -569,6 +607,7 @@ export class TokenService {
       ip_area: input.device?.ipArea ?? null,
       dpop_jkt: input.dpopJkt ?? null,
       sid: input.sid ?? null,
+      resources: input.resources?.length ? input.resources.join(' ') : null,
     });
     return code;
   }
@@ -643,26 +682,80 @@ export class TokenService {
     return reads.submit(id);
   }
 
-  /** Verifies an access token (RFC 9068 profile) and that its grant is still live; null otherwise (as checkSession). */
-  async checkAccessToken<G extends LiveGrant = LiveGrant>(token: string, readGrant: LiveGrantReader<G> = liveGrants as LiveGrantReader<G>): Promise<AccessTokenClaims<G> | null> {
-    let payload: Awaited<ReturnType<KeyStore['verify']>>;
+  /** An access token's verified payload (signature, `typ`, issuer, expiry), or null. */
+  private async verifiedAccessToken(token: string): Promise<Record<string, unknown> | null> {
     try {
-      payload = await this.keys.verify(token, { typ: 'at+jwt', algorithms: ['ES256'] });
+      return (await this.keys.verify(token, { typ: 'at+jwt', algorithms: ['ES256'] })) as Record<string, unknown>;
     } catch (error) {
       if (error instanceof joseErrors.JOSEError) return null;
       throw error;
     }
-    const { sub, client_id: clientId, scope, sid, jti, aud, cnf } = payload as Record<string, unknown>;
+  }
+
+  /**
+   * Verifies a user's access token (RFC 9068 profile) and that its grant is still live; null otherwise (as
+   * checkSession). Unless `anyAudience` (revocation and introspection by its client), its audience must
+   * include Gatehouse: a token narrowed to another API is refused (docs/reference/oauth.md#resource-indicators-rfc-8707).
+   */
+  async checkAccessToken<G extends LiveGrant = LiveGrant>(
+    token: string,
+    readGrant: LiveGrantReader<G> = liveGrants as LiveGrantReader<G>,
+    options: { anyAudience?: boolean } = {},
+  ): Promise<AccessTokenClaims<G> | null> {
+    const payload = await this.verifiedAccessToken(token);
+    if (!payload) return null;
+    const { sub, client_id: clientId, scope, sid, jti, aud, cnf } = payload;
+    // No `sid`: no user grant (a client-credentials token, checkClientToken), never a user.
     if (typeof sub !== 'string' || typeof clientId !== 'string' || typeof scope !== 'string' || typeof sid !== 'string' || typeof jti !== 'string') return null;
-    if (aud !== clientId) return null;
-    let jkt: string | undefined;
-    if (cnf !== undefined) {
-      jkt = (cnf as { jkt?: unknown } | null)?.jkt as string | undefined;
-      if (typeof jkt !== 'string') return null;
-    }
+    if (typeof aud !== 'string' && !Array.isArray(aud)) return null;
+    if (!options.anyAudience && !audienceIncludesUs(aud, clientId, this.config.baseUrl)) return null;
+    const jkt = this.boundKey(cnf);
+    if (jkt === null) return null;
     const grant = await this.readLiveGrant(readGrant, sid);
     if (!grant || grant.app.id !== clientId) return null;
-    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp!, jkt, grant };
+    return { sub, clientId, scope, grantId: sid, jti, exp: payload.exp as number, jkt, aud: aud as string | string[], grant };
+  }
+
+  /** `cnf.jkt` of a token: undefined when unbound, null when `cnf` is malformed. */
+  private boundKey(cnf: unknown): string | undefined | null {
+    if (cnf === undefined) return undefined;
+    const jkt = (cnf as { jkt?: unknown } | null)?.jkt;
+    return typeof jkt === 'string' ? jkt : null;
+  }
+
+  /**
+   * A client-credentials access token for `app` (docs/reference/oauth.md#client-credentials): `sub` is the
+   * client (RFC 9068 §2.2), `aud` the resources, no `sid` (no user grant: Gatehouse's own endpoints
+   * never accept it), bound to the DPoP key of the request's proof if it had one.
+   */
+  async issueClientToken(input: { app: App; scope: string; audience: readonly string[]; dpopJkt?: string }): Promise<ClientTokenResponse> {
+    const ttl = this.config.ttl.accessToken;
+    const accessToken = await this.keys.sign(
+      {
+        sub: input.app.id, aud: audienceOf(input.audience), client_id: input.app.id, scope: input.scope, jti: newId('at'),
+        ...(input.dpopJkt !== undefined ? { cnf: { jkt: input.dpopJkt } } : {}),
+      },
+      { alg: 'ES256', typ: 'at+jwt', expiresIn: ttl },
+    );
+    return { access_token: accessToken, token_type: input.dpopJkt !== undefined ? 'DPoP' : 'Bearer', expires_in: ttl, scope: input.scope };
+  }
+
+  /**
+   * A client-credentials token of ours, if still valid: its app exists, is enabled, confidential, still
+   * allowed the grant, and has not revoked the app's client tokens since it was issued (RFC 7009); null otherwise.
+   */
+  async checkClientToken(token: string): Promise<ClientTokenClaims | null> {
+    const payload = await this.verifiedAccessToken(token);
+    if (!payload) return null;
+    const { sub, client_id: clientId, scope, sid, jti, aud, iat, exp, cnf } = payload;
+    if (typeof clientId !== 'string' || sub !== clientId || sid !== undefined || typeof scope !== 'string' || typeof jti !== 'string' || typeof iat !== 'number') return null;
+    if (typeof aud !== 'string' && !Array.isArray(aud)) return null;
+    const jkt = this.boundKey(cnf);
+    if (jkt === null) return null;
+    const app = await findApp(this.db, clientId);
+    if (!app || app.disabled || app.type !== 'confidential' || !app.clientCredentials.enabled) return null;
+    if (app.clientCredentials.notBefore !== null && iat <= app.clientCredentials.notBefore) return null;
+    return { clientId, scope, aud: aud as string | string[], jti, iat, exp: exp as number, jkt };
   }
 
   /**
@@ -690,6 +783,30 @@ export class TokenService {
   async authenticate<G extends LiveGrant = LiveGrant>(
     request: FastifyRequest,
     options: { allowSession?: boolean; allowFormBody?: boolean; readGrant?: LiveGrantReader<G>; reply?: FastifyReply } = {},
+  ): Promise<BearerIdentity<G>> {
+    try {
+      return await this.identify(request, options);
+    } catch (error) {
+      throw this.withResourceMetadata(error);
+    }
+  }
+
+  /**
+   * A 401 of Gatehouse's own resource endpoints names their protected-resource metadata (RFC 9728 §5.1,
+   * docs/reference/oauth.md#protected-resource-metadata-rfc-9728), so a client can find the authorization server.
+   */
+  private withResourceMetadata(error: unknown): unknown {
+    if (!(error instanceof AppError) || error.status !== 401) return error;
+    const challenge = error.headers?.['www-authenticate'] ?? 'Bearer error="invalid_token"';
+    return new AppError(error.code, {
+      status: error.status, message: error.publicMessage, detail: error.detail, reason: error.reason, details: error.details, extra: error.extra, messageKey: error.messageKey, cause: error,
+      headers: { ...error.headers, 'www-authenticate': `${challenge}, resource_metadata="${this.config.baseUrl}${PROTECTED_RESOURCE_PATH}"` },
+    });
+  }
+
+  private async identify<G extends LiveGrant>(
+    request: FastifyRequest,
+    options: { allowSession?: boolean; allowFormBody?: boolean; readGrant?: LiveGrantReader<G>; reply?: FastifyReply },
   ): Promise<BearerIdentity<G>> {
     const readGrant = options.readGrant ?? (liveGrants as LiveGrantReader<G>);
     const { token, scheme } = presentedToken(request, options.allowFormBody === true);

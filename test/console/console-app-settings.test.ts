@@ -77,6 +77,31 @@ describe('console app settings: logout, DPoP, password policy, mail', () => {
     expect(await apiView()).toEqual(before);
   });
 
+  it('saves the APIs and, for a confidential app, client credentials; refuses a bad resource URI at its field', async () => {
+    const { browser } = await setUp();
+    const created = await postForm(browser, '/console', '/console/apps', { action: 'create', name: 'Backend', type: 'confidential', redirect_uris: 'https://backend.example/cb', features: 'auth' });
+    const appUrl = String(created.headers.location).replace(/\?.*$/, '');
+    const form = { ...base, ...policy, name: 'Backend', redirect_uris: 'https://backend.example/cb' };
+    const saved = await postForm(browser, appUrl, appUrl, { ...form, resource_uris: 'https://orders.example/\nhttps://billing.example/v1', client_credentials: 'on', client_credentials_scopes: 'orders:read  orders:write' });
+    expect(saved.statusCode).toBe(303);
+    const page = await browser.get(appUrl);
+    expect(page.body).toMatch(/name="client_credentials" checked/);
+    expect(page.body).toContain('value="orders:read orders:write"');
+    expect(page.body).toContain('https://orders.example/\nhttps://billing.example/v1</textarea>');
+    const bad = await postForm(browser, appUrl, appUrl, { ...form, resource_uris: 'https://orders.example/#part', client_credentials_scopes: 'openid' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toContain('id="resource_uris-error"');
+    expect(bad.body).toContain('id="client_credentials_scopes-error"');
+  });
+
+  it('offers client credentials only to a confidential app', async () => {
+    const { browser, appUrl, apiView } = await setUp();
+    expect((await browser.get(appUrl)).body).not.toContain('name="client_credentials"');
+    const forced = await postForm(browser, appUrl, appUrl, { ...base, ...policy, client_credentials: 'on' });
+    expect(forced.statusCode).toBe(400);
+    expect((await apiView()).client_credentials).toBe(false);
+  });
+
   it('saves the Reply-To and one override, previews the mail as rendered, and refuses bad mail input', async () => {
     const { browser, appUrl, apiView } = await setUp();
     const mailUrl = `${appUrl}/mail?kind=password_reset&locale=zh-CN`;

@@ -39,6 +39,8 @@ export async function makeApp(db: Kysely<Database>, overrides: Partial<App> & { 
     branding: { logoUrl: null, logoUrlDark: null, accentColor: null },
     defaultLocale: null,
     oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: false, deviceAuthorizationGrant: false },
+    resourceUris: [],
+    clientCredentials: { enabled: false, scopes: [], notBefore: null },
     backchannelLogout: { uri: null, sessionRequired: false },
     ...defaultAppSettings(),
     disabled: false,

@@ -27,6 +27,7 @@ describe('anonymous requests do not read every app', () => {
         redirectUris: [`https://a${i}.example/cb`], allowedOrigins: Array.from({ length: 20 }, (_, j) => `https://o${j}.a${i}.example`),
         features: { auth: true, profile: false }, requiredFields: [], mfa: 'optional', branding: { logoUrl: null, logoUrlDark: null, accentColor: null }, defaultLocale: null, disabled: false, createdAt: now, updatedAt: now,
         oauth: { dpopBoundAccessTokens: false, requirePushedAuthorizationRequests: false, deviceAuthorizationGrant: false },
+        resourceUris: [], clientCredentials: { enabled: false, scopes: [], notBefore: null },
         backchannelLogout: { uri: null, sessionRequired: false },
         ...defaultAppSettings(),
       });

@@ -36,6 +36,10 @@ const row = (i: number): AppRow => ({
   updated_at: i,
   dpop_bound_access_tokens: 0,
   require_pushed_authorization_requests: 0, device_authorization_grant: 0,
+  resource_uris: '[]',
+  client_credentials: 0,
+  client_credentials_scopes: '',
+  client_credentials_not_before: null,
 });
 
 describe('objects built on hot paths', () => {

@@ -17,6 +17,7 @@ import {
 import { required, type Params } from '../params.js';
 import type { ClientAuthenticator } from '../token.js';
 import { isValidVerifier, verifyPkce } from '../../sign-in/pkce.js';
+import { narrowedAudience, resourceList } from '../../shared/resources.js';
 
 /** Longer than any code this server issues: refused without a lookup. */
 const MAX_CODE_LENGTH = 200;
@@ -69,6 +70,9 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   // otherwise, so an attacker holding the code but not the key cannot spoil it for the client.
   if (row.dpop_jkt !== null && row.dpop_jkt !== dpopJkt) throw app.tokens.dpop.keyMismatch('token', 'code bound to another DPoP key');
 
+  // RFC 8707 §2.2: within the resources the code was issued for; not burned, as a request the client can correct.
+  const audience = narrowedAudience(params.resource, row.resources, client.resourceUris, app.config.baseUrl);
+
   const now = app.clock.now();
   /** Why this request cannot redeem the code on `redemption` (null when it can): the code row, then its basis. */
   const problem = (redemption: CodeRedemption): ErrorReason | null => {
@@ -85,7 +89,7 @@ export async function authorizationCodeGrant(app: FastifyInstance, request: Fast
   } else {
     // The tokens are signed while the redemption runs (its rows need no signature): the redemption
     // decides whether they are stored, and they are answered only once it has committed.
-    const prepared = app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce, device: { userAgent: row.user_agent, ipArea: row.ip_area }, dpopJkt, sid: row.sid });
+    const prepared = app.tokens.prepareGrantTokens({ app: client, user: found.user, scope: row.scope, authTime: row.auth_time, amr: parseAmr(row.amr), nonce: row.nonce, device: { userAgent: row.user_agent, ipArea: row.ip_area }, dpopJkt, sid: row.sid, resources: resourceList(row.resources), audience });
     const [redemption, response] = await Promise.all([app.tokens.redeemCode({ codeHash, at: now, grant: prepared.grantRow, refreshToken: prepared.refreshRow }), prepared.response]);
     if (redemption) {
       const changed = problem(redemption);

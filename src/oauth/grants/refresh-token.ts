@@ -27,5 +27,5 @@ export async function refreshTokenGrant(app: FastifyInstance, request: FastifyRe
   const client = await authenticate((_db, clientId) => app.tokens.findAppWithRefreshFamily(clientId, tokenHash));
   const scope = params.scope === undefined || params.scope.trim() === '' ? undefined : params.scope;
   if (scope !== undefined && unknownScopes(scope).length) throw new AppError('invalid_scope');
-  return app.tokens.refresh({ family: client.refreshFamily, client, scope, dpopJkt }, requestContext(request));
+  return app.tokens.refresh({ family: client.refreshFamily, client, scope, dpopJkt, resource: params.resource }, requestContext(request));
 }

@@ -60,6 +60,13 @@ export interface App {
   updatedAt: number;
   /** Sender-constrained tokens (docs/reference/oauth.md): DPoP required, pushed authorization requests required; the device authorization grant allowed. */
   oauth: { dpopBoundAccessTokens: boolean; requirePushedAuthorizationRequests: boolean; deviceAuthorizationGrant: boolean };
+  /** The APIs (RFC 8707 resource URIs) the app may ask tokens for (docs/reference/oauth.md#resource-indicators-rfc-8707). */
+  resourceUris: string[];
+  /**
+   * grant_type=client_credentials (docs/reference/oauth.md#client-credentials): allowed (confidential apps
+   * only), the scopes its tokens may carry, and the revocation cut-off (tokens issued at or before it are revoked).
+   */
+  clientCredentials: { enabled: boolean; scopes: string[]; notBefore: number | null };
 }
 
 /** What a bearer check needs of the token's app: who it is, and whether it may still serve the token. */
@@ -101,6 +108,8 @@ export function toApp(row: AppRow): App {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     oauth: { dpopBoundAccessTokens: row.dpop_bound_access_tokens === 1, requirePushedAuthorizationRequests: row.require_pushed_authorization_requests === 1, deviceAuthorizationGrant: row.device_authorization_grant === 1 },
+    resourceUris: JSON.parse(row.resource_uris) as string[],
+    clientCredentials: { enabled: row.client_credentials === 1, scopes: row.client_credentials_scopes.split(' ').filter(Boolean), notBefore: row.client_credentials_not_before },
   };
 }
 
@@ -135,6 +144,10 @@ function toRow(app: App): AppRow {
     dpop_bound_access_tokens: app.oauth.dpopBoundAccessTokens ? 1 : 0,
     require_pushed_authorization_requests: app.oauth.requirePushedAuthorizationRequests ? 1 : 0,
     device_authorization_grant: app.oauth.deviceAuthorizationGrant ? 1 : 0,
+    resource_uris: JSON.stringify(app.resourceUris),
+    client_credentials: app.clientCredentials.enabled ? 1 : 0,
+    client_credentials_scopes: app.clientCredentials.scopes.join(' '),
+    client_credentials_not_before: app.clientCredentials.notBefore,
   };
 }
 
@@ -187,6 +200,14 @@ export async function saveApp(db: Kysely<Database>, app: App): Promise<void> {
   const { id, ...rest } = toRow(app);
   await db.updateTable('apps').set(rest).where('id', '=', id).execute();
   await stampAppsChange(db, app.updatedAt);
+}
+
+/**
+ * Revokes the app's client-credentials tokens issued at or before `at` (RFC 7009 at /oauth/revoke): one
+ * column, no app-wide stamp (nothing derived from all apps reads it).
+ */
+export async function revokeClientCredentialTokens(db: Kysely<Database>, id: string, at: number): Promise<void> {
+  await db.updateTable('apps').set({ client_credentials_not_before: at }).where('id', '=', id).execute();
 }
 
 export async function deleteApp(db: Kysely<Database>, id: string, at: number): Promise<void> {

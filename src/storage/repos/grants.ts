@@ -14,17 +14,17 @@ export type { GrantRow, RefreshTokenRow };
 // Grants (`sid`) ------------------------------------------------------------------------------------
 
 const insertGrantRow = precompiled(
-  (db, id: string, appId: string, userId: string, scope: string, authTime: number, amr: string | null, nonce: string | null, createdAt: number, expiresAt: number, revokedAt: number | null, revokedReason: string | null, awaiting: number, userAgent: string | null, ipArea: string | null, dpopJkt: string | null, sid: string | null) =>
+  (db, id: string, appId: string, userId: string, scope: string, authTime: number, amr: string | null, nonce: string | null, createdAt: number, expiresAt: number, revokedAt: number | null, revokedReason: string | null, awaiting: number, userAgent: string | null, ipArea: string | null, dpopJkt: string | null, sid: string | null, resources: string | null) =>
     db.insertInto('grants').values({
       id, app_id: appId, user_id: userId, scope, auth_time: authTime, amr, nonce, created_at: createdAt, expires_at: expiresAt,
-      revoked_at: revokedAt, revoked_reason: revokedReason, awaiting_completion: awaiting, user_agent: userAgent, ip_area: ipArea, dpop_jkt: dpopJkt, sid,
+      revoked_at: revokedAt, revoked_reason: revokedReason, awaiting_completion: awaiting, user_agent: userAgent, ip_area: ipArea, dpop_jkt: dpopJkt, sid, resources,
     }),
 );
 
 export async function insertGrant(db: Kysely<Database>, g: Insertable<GrantsTable>): Promise<void> {
   await insertGrantRow(
     db, g.id, g.app_id, g.user_id, g.scope, g.auth_time, g.amr ?? null, g.nonce ?? null, g.created_at, g.expires_at, g.revoked_at ?? null,
-    g.revoked_reason ?? null, g.awaiting_completion ?? AWAITING.nothing, g.user_agent ?? null, g.ip_area ?? null, g.dpop_jkt ?? null, g.sid ?? null,
+    g.revoked_reason ?? null, g.awaiting_completion ?? AWAITING.nothing, g.user_agent ?? null, g.ip_area ?? null, g.dpop_jkt ?? null, g.sid ?? null, g.resources ?? null,
   );
 }
 
@@ -270,7 +270,7 @@ export async function findRefreshToken(db: Kysely<Database>, tokenHash: string):
  */
 export interface RefreshFamily {
   token: Pick<RefreshTokenRow, 'token_hash' | 'grant_id' | 'app_id' | 'scope' | 'expires_at' | 'consumed_at'>;
-  grant: Pick<GrantRow, 'id' | 'app_id' | 'user_id' | 'scope' | 'auth_time' | 'amr' | 'expires_at' | 'revoked_at' | 'dpop_jkt' | 'sid'>;
+  grant: Pick<GrantRow, 'id' | 'app_id' | 'user_id' | 'scope' | 'auth_time' | 'amr' | 'expires_at' | 'revoked_at' | 'dpop_jkt' | 'sid' | 'resources'>;
   /** What the liveness rule (isLiveGrant) and the tokens (ID token claims) read of the user. */
   user: Pick<UserRow, 'id' | 'email' | 'email_verified' | 'name' | 'status'>;
 }
@@ -280,7 +280,7 @@ const REFRESH_FAMILY_COLUMNS = [
   't.token_hash as t_token_hash', 't.grant_id as t_grant_id', 't.app_id as t_app_id', 't.scope as t_scope', 't.expires_at as t_expires_at',
   't.consumed_at as t_consumed_at',
   'g.app_id as g_app_id', 'g.user_id as g_user_id', 'g.scope as g_scope', 'g.auth_time as g_auth_time', 'g.amr as g_amr',
-  'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.dpop_jkt as g_dpop_jkt', 'g.sid as g_sid',
+  'g.expires_at as g_expires_at', 'g.revoked_at as g_revoked_at', 'g.dpop_jkt as g_dpop_jkt', 'g.sid as g_sid', 'g.resources as g_resources',
   'u.email as u_email', 'u.email_verified as u_email_verified', 'u.name as u_name', 'u.status as u_status',
 ] as const;
 
@@ -306,7 +306,7 @@ function toRefreshFamily(row: RefreshFamilyRow): RefreshFamily {
     token: { token_hash: row.t_token_hash, grant_id: row.t_grant_id, app_id: row.t_app_id, scope: row.t_scope, expires_at: row.t_expires_at, consumed_at: row.t_consumed_at },
     grant: {
       id: row.t_grant_id, app_id: row.g_app_id, user_id: row.g_user_id, scope: row.g_scope, auth_time: row.g_auth_time, amr: row.g_amr,
-      expires_at: row.g_expires_at, revoked_at: row.g_revoked_at, dpop_jkt: row.g_dpop_jkt, sid: row.g_sid,
+      expires_at: row.g_expires_at, revoked_at: row.g_revoked_at, dpop_jkt: row.g_dpop_jkt, sid: row.g_sid, resources: row.g_resources,
     },
     user: { id: row.g_user_id, email: row.u_email, email_verified: row.u_email_verified, name: row.u_name, status: row.u_status },
   };
@@ -524,7 +524,7 @@ const REDEMPTION_COLUMNS = [
   'c.code_hash as c_code_hash', 'c.app_id as c_app_id', 'c.user_id as c_user_id', 'c.redirect_uri as c_redirect_uri', 'c.scope as c_scope',
   'c.code_challenge as c_code_challenge', 'c.nonce as c_nonce', 'c.auth_time as c_auth_time', 'c.amr as c_amr', 'c.created_at as c_created_at',
   'c.expires_at as c_expires_at', 'c.consumed_at as c_consumed_at', 'c.grant_id as c_grant_id', 'c.user_agent as c_user_agent', 'c.ip_area as c_ip_area',
-  'c.dpop_jkt as c_dpop_jkt', 'c.sid as c_sid',
+  'c.dpop_jkt as c_dpop_jkt', 'c.sid as c_sid', 'c.resources as c_resources',
   'u.id as u_id', ...USER_COLUMNS,
   'm.status as m_status', 'k.scope as k_scope',
 ] as const;
@@ -549,7 +549,7 @@ function toCodeRedemption(row: RedemptionRow): CodeRedemption {
     code_hash: row.c_code_hash, app_id: row.c_app_id, user_id: row.c_user_id, redirect_uri: row.c_redirect_uri, scope: row.c_scope,
     code_challenge: row.c_code_challenge, nonce: row.c_nonce, auth_time: row.c_auth_time, amr: row.c_amr, created_at: row.c_created_at,
     expires_at: row.c_expires_at, consumed_at: row.c_consumed_at, grant_id: row.c_grant_id, user_agent: row.c_user_agent, ip_area: row.c_ip_area,
-    dpop_jkt: row.c_dpop_jkt, sid: row.c_sid,
+    dpop_jkt: row.c_dpop_jkt, sid: row.c_sid, resources: row.c_resources,
   };
   const user: UserRow | undefined =
     row.u_id === null
@@ -671,8 +671,8 @@ const redeemInOneStatement = precompiled(
         returning ${sql.join(qualified('c', COLUMNS.authorization_codes).map((column) => sql.ref(column)))}, r.g_app_id, r.g_user_id, r.g_scope, r.g_auth_time, r.g_amr, r.g_nonce, r.g_created_at, r.g_expires_at, r.g_revoked_at,
           r.g_revoked_reason, r.g_awaiting, r.t_hash, r.t_grant_id, r.t_app_id, r.t_scope, r.t_created_at, r.t_expires_at, r.g_dpop_jkt, r.g_sid)`)
       .with('g', () => sql`(
-        insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion, user_agent, ip_area, dpop_jkt, sid)
-        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting, user_agent, ip_area, g_dpop_jkt, g_sid
+        insert into grants (id, app_id, user_id, scope, auth_time, amr, nonce, created_at, expires_at, revoked_at, revoked_reason, awaiting_completion, user_agent, ip_area, dpop_jkt, sid, resources)
+        select grant_id, g_app_id, g_user_id, g_scope, g_auth_time, g_amr, g_nonce, g_created_at, g_expires_at, g_revoked_at, g_revoked_reason, g_awaiting, user_agent, ip_area, g_dpop_jkt, g_sid, resources
         from consumed)`)
       .with('t', () => sql`(
         insert into refresh_tokens (token_hash, grant_id, app_id, scope, created_at, expires_at)
