@@ -32,7 +32,7 @@ describe('discovery and JWKS (docs/reference/oauth.md#endpoints)', () => {
       introspection_endpoint: `${BASE}/oauth/introspect`,
       end_session_endpoint: `${BASE}/oauth/logout`,
       response_types_supported: ['code'],
-      grant_types_supported: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:device_code'],
+      grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code'],
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
       scopes_supported: expect.arrayContaining(['openid', 'profile', 'email', 'offline_access']),
