@@ -58,22 +58,14 @@ export function discoveryDocument(baseUrl: string, options: { registration: bool
 /**
  * Protected-resource metadata (RFC 9728 §2) of Gatehouse's own resource endpoints (`/oauth/userinfo`,
  * `/v1/profile`), docs/reference/oauth.md#protected-resource-metadata-rfc-9728: the resource is the issuer.
+ * An app's API publishes the same shape for itself (docs/guides/protect-an-api.md).
  */
 export function protectedResourceDocument(baseUrl: string) {
-  return protectedResourceMetadata({ resource: baseUrl, authorizationServer: baseUrl, scopes: ['openid', 'profile', 'email'] });
-}
-
-/**
- * The RFC 9728 document an API protected by Gatehouse publishes at its own
- * `/.well-known/oauth-protected-resource` (docs/guides/protect-an-api.md): its resource URI (one the app
- * declared in `resource_uris`), Gatehouse as its authorization server, and the scopes it understands.
- */
-export function protectedResourceMetadata(input: { resource: string; authorizationServer: string; scopes?: readonly string[] }) {
   return {
-    resource: input.resource,
-    authorization_servers: [input.authorizationServer],
+    resource: baseUrl,
+    authorization_servers: [baseUrl],
     bearer_methods_supported: ['header'],
-    scopes_supported: [...(input.scopes ?? [])],
+    scopes_supported: ['openid', 'profile', 'email'],
     dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
   };
 }
