@@ -1,10 +1,10 @@
-import { mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { haveChromium, launchChromium } from '../helpers/browser.js';
+import { seriousViolations } from '../helpers/axe.js';
+import { haveChromium, launchChromium, SCHEME_AND_WIDTHS } from '../helpers/browser.js';
 import { makeUser } from '../helpers/factories.js';
 import { freePort } from '../helpers/processes.js';
 
@@ -19,34 +19,15 @@ import { freePort } from '../helpers/processes.js';
  * SQLite only: the pages render the same whatever the database.
  */
 
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const SHOTS = process.env.SCREENSHOTS === '1' ? join(process.env.SCREENSHOTS_DIR ?? 'screenshots', 'deletion') : undefined;
-const COMBINATIONS = [
-  { scheme: 'light', width: 1280, height: 800 },
-  { scheme: 'dark', width: 1280, height: 800 },
-  { scheme: 'light', width: 390, height: 844 },
-  { scheme: 'dark', width: 390, height: 844 },
-] as const;
-
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: Array<{ target: string[] }>;
-}
 
 /** axe on the page in every combination; screenshots when asked. Returns the serious and critical findings. */
 async function check(page: Page, name: string, locale: string): Promise<string[]> {
   const found: string[] = [];
-  for (const c of COMBINATIONS) {
+  for (const c of SCHEME_AND_WIDTHS) {
     await page.emulateMedia({ colorScheme: c.scheme });
     await page.setViewportSize({ width: c.width, height: c.height });
-    if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Violation[] }> } }).axe;
-      return (await axe.run(document)).violations;
-    });
-    for (const v of violations.filter((x) => x.impact === 'serious' || x.impact === 'critical')) {
+    for (const v of await seriousViolations(page)) {
       found.push(`${locale} ${name} (${c.scheme}, ${c.width}px): ${v.id} ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
     }
     if (SHOTS) {

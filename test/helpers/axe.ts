@@ -1,21 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Page } from 'playwright-core';
+import { SCHEME_AND_WIDTHS } from './browser.js';
 
 /**
  * axe-core in Chromium for the browser tests (docs/guides/hosted-pages.md): the serious and critical
  * findings on a page as it is now (axe injected through DevTools, so the page's CSP does not apply), and
- * the four combinations of colour scheme and width every page is checked in.
+ * every combination of colour scheme and width a page is checked in (SCHEME_AND_WIDTHS).
  */
 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-
-export const COMBINATIONS = [
-  { scheme: 'light', width: 1280, height: 800 },
-  { scheme: 'dark', width: 1280, height: 800 },
-  { scheme: 'light', width: 390, height: 844 },
-  { scheme: 'dark', width: 390, height: 844 },
-] as const;
 
 export interface Violation {
   id: string;
@@ -42,7 +36,7 @@ export async function seriousViolations(page: Page): Promise<Violation[]> {
 /** axe in every combination, the page as it is; one line per finding (`state` names the page state). Leaves the page light at 1280 px. */
 export async function axeInEveryCombination(page: Page, state: string): Promise<string[]> {
   const found: string[] = [];
-  for (const c of COMBINATIONS) {
+  for (const c of SCHEME_AND_WIDTHS) {
     await page.emulateMedia({ colorScheme: c.scheme });
     await page.setViewportSize({ width: c.width, height: c.height });
     for (const v of await seriousViolations(page)) found.push(`${state} (${c.scheme}, ${c.width}px): ${v.id} [${v.impact}] ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);

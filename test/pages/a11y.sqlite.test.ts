@@ -1,7 +1,7 @@
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { audit } from '../helpers/axe.js';
-import { haveChromium, launchChromium } from '../helpers/browser.js';
+import { haveChromium, launchChromium, SCHEME_AND_WIDTHS } from '../helpers/browser.js';
 import { startTour, walkTour, type Tour } from '../helpers/page-tour.js';
 
 /**
@@ -11,13 +11,6 @@ import { startTour, walkTour, type Tour } from '../helpers/page-tour.js';
  * change, the page stays). SQLite only (`*.sqlite.test.ts`): the pages render the same whatever the
  * database, and this is the suite's most expensive browser test.
  */
-
-const COMBINATIONS = [
-  { scheme: 'light', width: 1280, height: 800 },
-  { scheme: 'dark', width: 1280, height: 800 },
-  { scheme: 'light', width: 390, height: 844 },
-  { scheme: 'dark', width: 390, height: 844 },
-] as const;
 
 /** Every stop of the tour and the path it must be on. */
 const EXPECTED_PATHS: Array<[string, string]> = [
@@ -63,7 +56,7 @@ describe.skipIf(!haveChromium)('hosted pages pass axe-core (light and dark, desk
     const checked = new Set<string>();
     await walkTour(browser, tour, async (page, stop) => {
       visited.push(`${stop.name} ${new URL(page.url()).pathname}`);
-      for (const c of COMBINATIONS) {
+      for (const c of SCHEME_AND_WIDTHS) {
         await page.emulateMedia({ colorScheme: c.scheme });
         await page.setViewportSize({ width: c.width, height: c.height });
         const { serious, passed } = await audit(page);

@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calculateJwkThumbprint, decodeJwt, exportJWK } from 'jose';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import type { TestApp } from '../helpers/app.js';
 import { makeClient, signedInWithTokens, tokenRequest, type TestClient } from '../helpers/oauth-flows.js';
-import { freePort } from '../helpers/processes.js';
+import { listeningTestApp } from '../helpers/processes.js';
 import { findApp, saveApp, deleteApp } from '../../src/storage/repos/apps.js';
 
 /**
@@ -25,10 +25,7 @@ describe('client credentials with oauth4webapi', () => {
   const options = { [oauth.allowInsecureRequests]: true } as const;
 
   beforeAll(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
+    ({ t, base } = await listeningTestApp());
     backend = await makeClient(t, {
       name: 'Backend', type: 'confidential', resourceUris: [ORDERS, BILLING],
       clientCredentials: { enabled: true, scopes: ['orders:read', 'orders:write'], notBefore: null },

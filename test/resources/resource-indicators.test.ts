@@ -1,9 +1,9 @@
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt } from 'jose';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import type { TestApp } from '../helpers/app.js';
 import { Browser, exchangeCode, makeClient, refresh, relative, tokenRequest, type TestClient } from '../helpers/oauth-flows.js';
-import { freePort } from '../helpers/processes.js';
+import { listeningTestApp } from '../helpers/processes.js';
 import { findApp, saveApp } from '../../src/storage/repos/apps.js';
 
 /**
@@ -42,10 +42,7 @@ describe('resource indicators with oauth4webapi', () => {
   const options = { [oauth.allowInsecureRequests]: true } as const;
 
   beforeAll(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    t = await buildTestApp({ env: { BASE_URL: base } });
-    await t.app.listen({ port, host: '127.0.0.1' });
+    ({ t, base } = await listeningTestApp());
     client = await makeClient(t, { name: 'Resource web app', type: 'confidential', redirectUris: [CALLBACK], resourceUris: [ORDERS, BILLING] });
     oc = { client_id: client.app.id };
     const issuer = new URL(base);

@@ -5,8 +5,8 @@ import type { Browser as PwBrowser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Locale } from '../../src/plugins/i18n.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { axeInEveryCombination, COMBINATIONS } from '../helpers/axe.js';
-import { haveChromium, launchChromium } from '../helpers/browser.js';
+import { axeInEveryCombination } from '../helpers/axe.js';
+import { haveChromium, launchChromium, SCHEME_AND_WIDTHS } from '../helpers/browser.js';
 import { makeUser } from '../helpers/factories.js';
 import { type LogoutReceiver, startLogoutReceiver, validateLogoutTokenOf } from '../helpers/logout-tokens.js';
 import { Browser, makeClient, refresh, type TestClient, userinfo } from '../helpers/oauth-flows.js';
@@ -105,7 +105,7 @@ describe.skipIf(!haveChromium)('/account sessions in Chromium', () => {
         await page.locator('#sessions').scrollIntoViewIfNeeded();
         found.push(...(await axeInEveryCombination(page, state)));
         if (!SHOTS) return;
-        for (const c of COMBINATIONS) {
+        for (const c of SCHEME_AND_WIDTHS) {
           await page.emulateMedia({ colorScheme: c.scheme });
           await page.setViewportSize({ width: c.width, height: c.height });
           await page.screenshot({ path: join(dir, `sessions-${state}-${c.width}-${c.scheme}.png`), fullPage: true });
