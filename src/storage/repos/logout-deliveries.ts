@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { newId } from '../../shared/ids.js';
 import type { Database, LogoutDeliveryRow } from '../schema.js';
-import { COLUMNS } from '../columns.js';
+import { claimDelivery, listDueDeliveries } from './delivery-queues.js';
 
 export type { LogoutDeliveryRow };
 
@@ -48,30 +48,10 @@ export async function enqueueLogouts(db: Kysely<Database>, at: number, ended: re
 }
 
 /** Deliveries due for an attempt, oldest first (candidates only: claim each before sending). */
-export async function listDueLogouts(db: Kysely<Database>, now: number, limit: number): Promise<LogoutDeliveryRow[]> {
-  return db
-    .selectFrom('logout_deliveries')
-    .select(COLUMNS.logout_deliveries)
-    .where('status', '=', 'pending')
-    .where('next_attempt_at', '<=', now)
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', now)]))
-    .orderBy('next_attempt_at')
-    .orderBy('id')
-    .limit(limit)
-    .execute();
-}
+export const listDueLogouts = (db: Kysely<Database>, now: number, limit: number): Promise<LogoutDeliveryRow[]> => listDueDeliveries(db, 'logout_deliveries', now, limit);
 
 /** Claims a delivery for one deliverer until `lockedUntil`; false when another holds it or it is settled. */
-export async function claimLogout(db: Kysely<Database>, id: string, now: number, lockedUntil: number): Promise<boolean> {
-  const result = await db
-    .updateTable('logout_deliveries')
-    .set({ locked_until: lockedUntil })
-    .where('id', '=', id)
-    .where('status', '=', 'pending')
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', now)]))
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
-}
+export const claimLogout = (db: Kysely<Database>, id: string, now: number, lockedUntil: number): Promise<boolean> => claimDelivery(db, 'logout_deliveries', id, now, lockedUntil);
 
 export interface LogoutOutcome {
   at: number;

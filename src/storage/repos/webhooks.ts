@@ -4,6 +4,7 @@ import { endpointWants, payloadFor, type WebhookMessage } from '../../shared/web
 import { precompiled } from '../precompiled.js';
 import type { Database, WebhookDeliveriesTable, WebhookDeliveryRow, WebhookEndpointRow, WebhookEndpointsTable } from '../schema.js';
 import { COLUMNS } from '../columns.js';
+import { claimDelivery, listDueDeliveries } from './delivery-queues.js';
 
 export type { WebhookDeliveryRow, WebhookEndpointRow };
 
@@ -143,30 +144,10 @@ export async function insertWebhookDelivery(db: Kysely<Database>, row: Insertabl
 }
 
 /** Deliveries due for an attempt, oldest first (candidates only: claim each before sending). */
-export async function listDueWebhookDeliveries(db: Kysely<Database>, now: number, limit: number): Promise<WebhookDeliveryRow[]> {
-  return db
-    .selectFrom('webhook_deliveries')
-    .select(COLUMNS.webhook_deliveries)
-    .where('status', '=', 'pending')
-    .where('next_attempt_at', '<=', now)
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', now)]))
-    .orderBy('next_attempt_at')
-    .orderBy('id')
-    .limit(limit)
-    .execute();
-}
+export const listDueWebhookDeliveries = (db: Kysely<Database>, now: number, limit: number): Promise<WebhookDeliveryRow[]> => listDueDeliveries(db, 'webhook_deliveries', now, limit);
 
 /** Claims a delivery for one deliverer until `lockedUntil`; false when another holds it or it is settled. */
-export async function claimWebhookDelivery(db: Kysely<Database>, id: string, now: number, lockedUntil: number): Promise<boolean> {
-  const result = await db
-    .updateTable('webhook_deliveries')
-    .set({ locked_until: lockedUntil })
-    .where('id', '=', id)
-    .where('status', '=', 'pending')
-    .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<=', now)]))
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
-}
+export const claimWebhookDelivery = (db: Kysely<Database>, id: string, now: number, lockedUntil: number): Promise<boolean> => claimDelivery(db, 'webhook_deliveries', id, now, lockedUntil);
 
 export interface AttemptOutcome {
   at: number;
